@@ -1,0 +1,102 @@
+"""The substrate's tool list and the checks every call passes before a handler runs.
+
+`TOOLS` is the fixed, ordered list of tools; `validate_call(name, arguments)` resolves the tool,
+parses string arguments, caps their size and validates them against the tool's JSON schema,
+raising `ToolError` with every problem in one message. `openai_tools()` and `mcp_tools()` render
+the list for a chat prompt or an MCP listing.
+
+Knows nothing about episodes, transactions or confirmation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+
+from jsonschema import Draft202012Validator
+
+from macaronic.substrate import tools_calendar, tools_commerce, tools_personal
+from macaronic.substrate.toolbase import Tool, ToolError
+
+TOOLS: tuple[Tool, ...] = tools_calendar.TOOLS + tools_personal.TOOLS + tools_commerce.TOOLS
+TOOLS_BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}
+assert len(TOOLS_BY_NAME) == len(TOOLS), "duplicate tool names"
+
+# Arguments larger than this are refused before parsing or validation: no tool needs more, and a
+# megabyte string must not reach the schema validator, the database or the log.
+MAX_ARGUMENT_BYTES = 16 * 1024
+
+
+def get_tool(name: str, tools: dict[str, Tool] | None = None) -> Tool:
+    tools = TOOLS_BY_NAME if tools is None else tools
+    if not isinstance(name, str) or name not in tools:
+        shown = name if isinstance(name, str) and len(name) <= 80 else f"{str(name)[:80]}..."
+        raise ToolError("unknown_tool", f"unknown tool {shown!r}; available: {', '.join(tools)}")
+    return tools[name]
+
+
+def parse_arguments(arguments, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict:
+    """Accept a dict or a JSON string (OpenAI `arguments` is a string); enforce the size cap."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, (str, bytes)):
+        if len(arguments) > max_bytes:
+            raise ToolError("too_large", f"arguments are {len(arguments)} bytes; the limit is {max_bytes}")
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ToolError("invalid_json", f"arguments are not valid JSON: {e}")
+    if not isinstance(arguments, dict):
+        raise ToolError("invalid_arguments", f"arguments must be a JSON object, got {type(arguments).__name__}")
+    try:
+        size = len(json.dumps(arguments, ensure_ascii=False).encode())
+    except (TypeError, ValueError) as e:
+        raise ToolError("invalid_arguments", f"arguments are not JSON-serializable: {e}")
+    if size > max_bytes:
+        raise ToolError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+    return arguments
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def schema_errors(parameters: dict, arguments: dict) -> list[str]:
+    """Every violation of a JSON schema as a short line naming the argument, in a stable order."""
+    validator = _validator(json.dumps(parameters, sort_keys=True))
+    out = []
+    for err in sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)), e.message)):
+        where = ".".join(map(str, err.path))
+        msg = err.message if len(err.message) <= 200 else err.message[:200] + "..."
+        out.append(f"{where}: {msg}" if where else msg)
+    return out
+
+
+def validate_call(name, arguments, tools: dict[str, Tool] | None = None,
+                  max_bytes: int = MAX_ARGUMENT_BYTES) -> tuple[Tool, dict]:
+    tool = get_tool(name, tools)
+    args = parse_arguments(arguments, max_bytes)
+    errors = schema_errors(tool.parameters, args)
+    if errors:
+        raise ToolError("invalid_arguments", f"{tool.name}: " + "; ".join(errors))
+    return tool, args
+
+
+def openai_tools(tools: Iterable[Tool] = TOOLS) -> list[dict]:
+    return [t.openai() for t in tools]
+
+
+def mcp_tools(tools: Iterable[Tool] = TOOLS) -> list[dict]:
+    """Tools as MCP `tools/list` entries (wire field names)."""
+    return [{"name": t.name, "description": t.description, "inputSchema": t.parameters,
+             "annotations": t.mcp_annotations()} for t in tools]
+
+
+def read_tools() -> tuple[str, ...]:
+    return tuple(t.name for t in TOOLS if t.kind == "read")
+
+
+def write_tools() -> tuple[str, ...]:
+    return tuple(t.name for t in TOOLS if t.kind == "write")
