@@ -1,0 +1,66 @@
+"""The `macaronic` command: a thin dispatcher.
+
+Each subcommand's module owns its `main(argv) -> int` and its imports, so `macaronic --help`
+imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module:function, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("macaronic.serve.app:main", "serve the OpenAI-compatible MoL API and the web chat"),
+    "chat": ("macaronic.engine.chat:main", "chat in the terminal with the routed MoL"),
+    "generate": ("macaronic.engine.generate_cli:main", "stream one reply from one adapter"),
+    "info": ("macaronic.engine.info:main", "describe the base and the registered adapters"),
+    "route": ("macaronic.router.cli:main", "classify turns, benchmark the routers"),
+    "genui": ("macaronic.genui.cli:main", "validate A2UI v0.8 GenUI output"),
+    "mcp": ("macaronic.substrate.mcp_server:main", "serve the action substrate's tools over MCP stdio"),
+    "train": ("macaronic.train.cli:main", "train a specialist LoRA adapter (SFT, GRPO)"),
+    "eval": ("macaronic.contract.cli:eval_main", "evaluate a pair under a contract"),
+    "contract": ("macaronic.contract.cli:contract_main", "check a contract file"),
+    "pair": ("macaronic.pairs.cli:main", "show or diff model-harness pairs"),
+    "evolve": ("macaronic.evolve.cli:main", "run generations of the recursive loop"),
+    "bench": ("macaronic.bench.cli:main", "benchmark switch cost, adapters and decode speed"),
+    "export": ("macaronic.export:main", "export base and adapters for vLLM"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: macaronic COMMAND [ARGS]...", "", "commands:"]
+    width = max(map(len, COMMANDS))
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `macaronic COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from macaronic import __version__
+
+        print(__version__)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"macaronic: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    target = COMMANDS[name][0]
+    module_name, func_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            print(f"macaronic: command {name!r} is not available in this build", file=sys.stderr)
+            return 2
+        raise
+    return int(getattr(module, func_name)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

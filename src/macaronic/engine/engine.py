@@ -1,0 +1,437 @@
+"""The Mixture-of-LoRA engine: continuous batching over token ids, one adapter per request.
+
+Requests with different adapters decode in the same batch (one LoRA slot index per token).
+Prompts are prefilled in chunks, one chunk per scheduler step, so a long prompt or an adapter
+load never stalls other requests' decoding for more than one step. Finished conversations go to
+the prefix cache; the next request reuses every position whose (token, adapter label) matches.
+
+Adapter modes decide the labels:
+- `full`: every token of the request is labelled with the adapter (KV reusable per adapter only);
+- `turn`: tokens from `active_from` on carry the adapter; history positions adopt whatever the
+  cache computed them with (or the bare base with `history="base"`), so switching adapters
+  between turns recomputes no history token.
+
+The engine knows token ids and detokenizes for stop strings; it knows nothing about chat
+templates, routing or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from macaronic.engine.base import Base
+from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
+from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.sampling import SamplingParams, make_generator, sample
+from macaronic.engine.slots import AdapterRegistry, LoraBank
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_batch: int = 16
+    max_loras: int = 8  # resident adapter slots, besides slot 0 (no adapter)
+    max_rank: int = 64
+    max_registered: int = 512
+    prefill_chunk: int = 512
+    prefix_cache: bool = True
+    prefix_cache_bytes: int = 1 << 30
+    max_context: int | None = None  # default: the base's max_position_embeddings
+    max_tokens_limit: int = 4096
+    history: str = "cached"  # "cached" (adopt the cache's labels) or "base" (always bare base)
+    dtype: str = "float32"
+
+
+@dataclass
+class Request:
+    prompt: list[int]
+    adapter: str | None = None
+    active_from: int | None = None  # turn mode: first position of the adapter's turn
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    logits_processor: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None
+    id: str = ""
+
+
+@dataclass
+class Event:
+    text: str = ""
+    token_id: int | None = None
+    finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
+    error: str | None = None
+    usage: dict | None = None
+
+
+class Handle:
+    """A submitted request: iterate its events (sync or async), or cancel it."""
+
+    def __init__(self, req: Request, loop: asyncio.AbstractEventLoop | None = None):
+        self.request = req
+        self._loop = loop
+        self._q: queue.Queue | asyncio.Queue = asyncio.Queue() if loop else queue.Queue()
+        self.cancelled = threading.Event()
+        self.done = threading.Event()
+        self.usage: dict | None = None
+
+    def _put(self, ev: Event) -> None:
+        if ev.finish_reason is not None:
+            self.usage = ev.usage
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._q.put_nowait, ev)
+            except RuntimeError:  # the loop is closed: the client is gone
+                self.cancelled.set()
+        else:
+            self._q.put(ev)
+        if ev.finish_reason is not None:
+            self.done.set()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            ev = self._q.get()
+            yield ev
+            if ev.finish_reason is not None:
+                return
+
+    async def aiter(self):
+        while True:
+            ev = await self._q.get()
+            yield ev
+            if ev.finish_reason is not None:
+                return
+
+    def result(self) -> tuple[str, Event]:
+        text, last = [], None
+        for ev in self:
+            text.append(ev.text)
+            last = ev
+        return "".join(text), last
+
+
+@dataclass
+class _Seq:
+    req: Request
+    handle: Handle
+    tokens: np.ndarray  # prompt ids
+    labels: np.ndarray  # resolved per-position label codes for the prompt
+    own_label: int
+    slot: int
+    kv: KVBuffer
+    pos: int  # prompt positions computed so far
+    reused: int
+    gen: torch.Generator | None
+    t0: float
+    generated: list[int] = field(default_factory=list)
+    text: str = ""
+    emitted: int = 0
+    t_first: float | None = None
+    stop_ids: frozenset = frozenset()
+
+
+class Engine:
+    def __init__(self, base: Base, tokenizer, config: EngineConfig = EngineConfig()):
+        self.base, self.tok, self.config = base, tokenizer, config
+        self.model = base.model
+        self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
+        self.bank = LoraBank(base.args, config.max_loras + 1, config.max_rank, dtype=self.model.dtype)
+        self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered)
+        self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)
+        self.default_stop_ids = self._default_stop_ids()
+        self._inbox: queue.Queue = queue.Queue()
+        self._waiting: deque[tuple[Request, Handle]] = deque()
+        self._active: list[_Seq] = []
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.lock = threading.RLock()  # one forward at a time over shared slots
+        self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "decode_steps": 0, "generated_tokens": 0}
+
+    def _default_stop_ids(self) -> tuple[int, ...]:
+        ids = set(self.base.args.eos_token_ids)
+        if self.tok is not None:
+            if self.tok.eos_token_id is not None:
+                ids.add(self.tok.eos_token_id)
+            for t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+                tid = self.tok.convert_tokens_to_ids(t)
+                if isinstance(tid, int) and tid != self.tok.unk_token_id and tid is not None:
+                    ids.add(tid)
+        return tuple(sorted(ids))
+
+    # ---- submission ----
+
+    def validate(self, req: Request) -> None:
+        if not req.prompt:
+            raise ValueError("empty prompt: at least one token is required")
+        if any((not isinstance(t, int)) or t < 0 or t >= self.base.args.vocab_size for t in req.prompt):
+            raise ValueError(f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
+        req.sampling.validate(self.config.max_tokens_limit)
+        if len(req.prompt) >= self.max_context:
+            raise ValueError(
+                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}"
+            )
+        if req.adapter is not None:
+            self.registry.get(req.adapter)  # KeyError names the registered adapters
+        if req.active_from is not None and not (0 <= req.active_from <= len(req.prompt)):
+            raise ValueError(f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
+
+    def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
+        """Validate and queue a request; errors in the request raise here, before queueing."""
+        self.validate(req)
+        req.id = req.id or f"req-{next(self._ids)}"
+        h = Handle(req, loop)
+        self._inbox.put((req, h))
+        self._wake.set()
+        if self._thread is None:
+            self.start()
+        return h
+
+    def generate(self, req: Request) -> tuple[str, Event]:
+        return self.submit(req).result()
+
+    def labels_for(self, req: Request) -> tuple[np.ndarray, int]:
+        """Per-position label codes for a request (ADOPT where history may take the cache's)."""
+        n = len(req.prompt)
+        if req.adapter is None:
+            own, mode = BASE, "turn"
+        else:
+            info = self.registry.get(req.adapter)
+            own, mode = self.cache.code(info.id), info.mode
+        labels = np.full(n, own, dtype=np.int64)
+        if mode == "turn":
+            start = n if req.active_from is None and req.adapter is None else (req.active_from or 0)
+            labels[:start] = ADOPT if self.config.history == "cached" else BASE
+        return labels, own
+
+    # ---- the loop ----
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="macaronic-engine", daemon=True)
+            self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        torch.set_grad_enabled(False)
+        while not self._stop.is_set():
+            try:
+                busy = self.step()
+            except Exception:  # the loop must survive anything; requests already failed individually
+                traceback.print_exc()
+                busy = False
+            if not busy:
+                self._wake.wait(timeout=0.05)
+                self._wake.clear()
+
+    def step(self) -> bool:
+        """One scheduler iteration: admit, one prefill chunk, one batched decode step."""
+        while True:
+            try:
+                self._waiting.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        self._drop_cancelled()
+        self._admit()
+        with self.lock, torch.inference_mode():
+            did_prefill = self._prefill_chunk()
+            did_decode = self._decode()
+        return bool(did_prefill or did_decode or self._waiting)
+
+    def _drop_cancelled(self) -> None:
+        for req, h in list(self._waiting):
+            if h.cancelled.is_set():
+                self._waiting.remove((req, h))
+                h._put(Event(finish_reason="cancelled", usage=self._usage(None, req)))
+        for s in list(self._active):
+            if s.handle.cancelled.is_set():
+                self._finish(s, "cancelled")
+
+    def _admit(self) -> None:
+        for req, h in list(self._waiting):
+            if len(self._active) >= self.config.max_batch:
+                return
+            try:
+                slot = 0
+                if req.adapter is not None:
+                    if not self.registry.is_resident(req.adapter):
+                        fut = self.registry.stage(req.adapter)  # disk read off the engine thread
+                        if not fut.done():
+                            continue
+                        fut.result()  # raise a load error now
+                    slot = self.registry.acquire(req.adapter)
+            except Exception as e:
+                self._waiting.remove((req, h))
+                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                continue
+            self._waiting.remove((req, h))
+            try:
+                self._active.append(self._start_seq(req, h, slot))
+            except Exception as e:
+                if slot:
+                    self.registry.release(slot)
+                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+
+    def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
+        tokens = np.asarray(req.prompt, dtype=np.int64)
+        labels, own = self.labels_for(req)
+        match = self.cache.lookup(tokens, labels)
+        reuse = min(match.length, len(tokens) - 1)  # at least one token must run to get logits
+        cap = min(len(tokens) + req.sampling.max_tokens, self.max_context)
+        kv = KVBuffer(self.base.args, cap, self.model.dtype)
+        if reuse:
+            kv.k[:, :, :reuse] = match.entry.kv.k[:, :, :reuse]
+            kv.v[:, :, :reuse] = match.entry.kv.v[:, :, :reuse]
+            kv.length = reuse
+        labels = match.labels
+        stop_ids = req.sampling.stop_token_ids
+        return _Seq(
+            req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
+            pos=reuse, reused=reuse, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
+            stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+        )
+
+    def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
+        # Positions being computed carry either the request's own label or BASE.
+        return torch.from_numpy(np.where(labels == s.own_label, s.slot, 0).astype(np.int64))
+
+    def _prefill_chunk(self) -> bool:
+        seq = next((s for s in self._active if s.pos < len(s.tokens)), None)
+        if seq is None:
+            return False
+        end = min(seq.pos + self.config.prefill_chunk, len(seq.tokens))
+        toks = torch.from_numpy(seq.tokens[seq.pos : end])
+        slots = self._slots_for(seq, seq.labels[seq.pos : end]) if seq.slot else None
+        try:
+            logits = self.model(
+                toks, [SeqSlice(seq.kv, end - seq.pos)], lora=self.bank if seq.slot else None,
+                slots=self.bank.plan(slots) if slots is not None else None,
+                logits="last" if end == len(seq.tokens) else "none",
+            )
+        except Exception as e:
+            self._finish(seq, "error", error=f"prefill failed: {e}")
+            return True
+        self.stats["prefill_tokens"] += end - seq.pos
+        seq.pos = end
+        if end == len(seq.tokens):
+            self._emit(seq, logits[0])
+        return True
+
+    def _decode(self) -> bool:
+        batch = [s for s in self._active if s.pos == len(s.tokens) and s.generated]
+        if not batch:
+            return False
+        toks = torch.tensor([s.generated[-1] for s in batch])
+        slots = torch.tensor([s.slot if s.own_label != BASE else 0 for s in batch])
+        use_lora = bool((slots != 0).any())
+        try:
+            logits = self.model(
+                toks, [SeqSlice(s.kv, 1) for s in batch], lora=self.bank if use_lora else None,
+                slots=self.bank.plan(slots) if use_lora else None,
+            )
+        except Exception:
+            # Isolate the failing request: run each alone, fail only those that raise.
+            for s in batch:
+                try:
+                    lg = self.model(
+                        toks[batch.index(s) : batch.index(s) + 1], [SeqSlice(s.kv, 1)],
+                        lora=self.bank if s.slot else None,
+                        slots=self.bank.plan(torch.tensor([s.slot])) if s.slot else None,
+                    )
+                    self._emit(s, lg[0])
+                except Exception as e:
+                    self._finish(s, "error", error=f"decode failed: {e}")
+            return True
+        self.stats["decode_steps"] += 1
+        for i, s in enumerate(batch):
+            self._emit(s, logits[i])
+        return True
+
+    def _emit(self, s: _Seq, logits: torch.Tensor) -> None:
+        p = s.req.sampling
+        try:
+            if s.req.logits_processor is not None:
+                logits = s.req.logits_processor(s.generated, logits)
+            tok = sample(logits, p, s.gen, s.generated)
+        except Exception as e:
+            self._finish(s, "error", error=f"sampling failed: {e}")
+            return
+        if s.t_first is None:
+            s.t_first = time.perf_counter()
+        if tok in s.stop_ids:
+            self._finish(s, "stop")
+            return
+        s.generated.append(tok)
+        self.stats["generated_tokens"] += 1
+        text = self.tok.decode(s.generated, skip_special_tokens=False) if self.tok else ""
+        stop_at = min((i for i in (text.find(x, max(0, s.emitted - len(x))) for x in p.stop) if i >= 0), default=-1)
+        if stop_at >= 0:
+            s.text = text[:stop_at]
+            self._flush(s, s.text, tok)
+            self._finish(s, "stop")
+            return
+        s.text = text
+        safe = len(text)
+        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for its next byte
+            safe = len(text.rstrip("\ufffd"))
+        for x in p.stop:  # hold back a tail that could still become a stop string
+            for k in range(min(len(x) - 1, safe), 0, -1):
+                if text[safe - k : safe] == x[:k]:
+                    safe -= k
+                    break
+        self._flush(s, text[:safe], tok)
+        if len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
+            self._flush(s, text, None)
+            self._finish(s, "length")
+
+    def _flush(self, s: _Seq, upto: str, tok: int | None) -> None:
+        if len(upto) > s.emitted:
+            s.handle._put(Event(text=upto[s.emitted :], token_id=tok))
+            s.emitted = len(upto)
+
+    def _usage(self, s: _Seq | None, req: Request) -> dict:
+        if s is None:
+            return {"prompt_tokens": len(req.prompt), "completion_tokens": 0, "prefill_tokens": 0, "reused_tokens": 0}
+        return {
+            "prompt_tokens": len(s.tokens),
+            "completion_tokens": len(s.generated),
+            "prefill_tokens": s.pos - s.reused,
+            "reused_tokens": s.reused,
+            "ttft_ms": None if s.t_first is None else round((s.t_first - s.t0) * 1000, 3),
+            "total_ms": round((time.perf_counter() - s.t0) * 1000, 3),
+        }
+
+    def _finish(self, s: _Seq, reason: str, error: str | None = None) -> None:
+        if s in self._active:
+            self._active.remove(s)
+        if s.slot:
+            self.registry.release(s.slot)
+        self.stats["reused_tokens"] += s.reused
+        if reason != "error" and s.kv.length >= len(s.tokens):
+            n_gen = s.kv.length - len(s.tokens)
+            toks = np.concatenate([s.tokens, np.asarray(s.generated[:n_gen], dtype=np.int64)])
+            labs = np.concatenate([s.labels, np.full(n_gen, s.own_label, dtype=np.int64)])
+            self.cache.insert(toks, labs, s.kv)
+        if reason != "error" and s.emitted < len(s.text):
+            self._flush(s, s.text, None)
+        s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))

@@ -1,0 +1,168 @@
+"""The user-facing engine object: base + tokenizer + adapters + the batching engine.
+
+`LLM` adds what needs the tokenizer: chat templates, where the current turn starts, helpers for
+the router (pooled hidden states, next-token log-probabilities) and a from-scratch scorer used to
+check cache exactness. It knows nothing about HTTP or routing policy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from macaronic.engine.adapters import AdapterInfo
+from macaronic.engine.base import Base, load_base
+from macaronic.engine.engine import DTYPES, Engine, EngineConfig, Handle, Request
+from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.sampling import SamplingParams
+
+
+def shipped_adapters_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "specialists"
+
+
+class LLM:
+    def __init__(self, base: Base, tokenizer, config: EngineConfig = EngineConfig()):
+        self.base, self.tokenizer, self.config = base, tokenizer, config
+        self.args = base.args
+        self.engine = Engine(base, tokenizer, config)
+        self.adapters = self.engine.registry
+        self._user_marker = self._marker_ids()
+
+    # ---- adapters ----
+
+    def add_adapter(self, path: str | Path, name: str | None = None) -> AdapterInfo:
+        return self.adapters.register(path, name)
+
+    def describe(self) -> dict:
+        return {
+            "base": {
+                "id": self.base.name,
+                "family": self.args.family,
+                "params": self.base.params(),
+                "fingerprint": self.base.fingerprint,
+                "path": str(self.base.path),
+            },
+            "adapters": [i.public() for i in self.adapters.infos()],
+        }
+
+    # ---- text ----
+
+    def _marker_ids(self) -> list[int]:
+        """Token ids that open a user message in the chat template (for turn starts)."""
+        tok = self.tokenizer
+        probe = tok.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False)
+        head = probe.split("\x07")[0]
+        # The user header without any leading bos/system text: the part after the last special open.
+        for opener in ("<|im_start|>", "<|start_header_id|>"):
+            if opener in head:
+                head = head[head.rfind(opener) :]
+                break
+        return tok.encode(head, add_special_tokens=False)
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True
+        )
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def turn_start(self, ids: list[int]) -> int:
+        """Position of the last user-message header: where a turn-mode adapter activates."""
+        m = self._user_marker
+        for i in range(len(ids) - len(m), -1, -1):
+            if ids[i : i + len(m)] == m:
+                return i
+        return 0
+
+    # ---- generation ----
+
+    def request(self, ids: list[int], adapter: str | None = None, sampling: SamplingParams | None = None,
+                active_from: int | None = None, **kw) -> Request:
+        if active_from is None and adapter is not None:
+            active_from = self.turn_start(ids)
+        return Request(prompt=list(ids), adapter=adapter, active_from=active_from,
+                       sampling=sampling or SamplingParams(), **kw)
+
+    def submit(self, ids: list[int], adapter: str | None = None, sampling: SamplingParams | None = None,
+               loop=None, **kw) -> Handle:
+        return self.engine.submit(self.request(ids, adapter, sampling, **kw), loop=loop)
+
+    def chat(self, messages: list[dict], adapter: str | None = None, sampling: SamplingParams | None = None,
+             **kw) -> tuple[str, dict]:
+        text, last = self.submit(self.encode_chat(messages), adapter, sampling, **kw).result()
+        if last.finish_reason == "error":
+            raise RuntimeError(last.error)
+        return text, {**(last.usage or {}), "finish_reason": last.finish_reason}
+
+    # ---- direct forwards (router, tests) ----
+
+    @torch.inference_mode()
+    def score(self, ids: list[int], adapters: list[str | None] | str | None = None, logits: str = "all",
+              hidden: bool = False) -> torch.Tensor:
+        """From-scratch forward with one adapter per position (or one for all); no cache involved."""
+        n = len(ids)
+        per_pos = adapters if isinstance(adapters, list) else [adapters] * n
+        assert len(per_pos) == n
+        names = sorted({a for a in per_pos if a is not None})
+        with self.engine.lock:
+            slot_of = {a: self.adapters.acquire(a) for a in names}
+            try:
+                kv = KVBuffer(self.args, n, self.base.model.dtype)
+                slots = torch.tensor([slot_of[a] if a else 0 for a in per_pos])
+                use = bool(names)
+                return self.base.model(
+                    torch.tensor(ids), [SeqSlice(kv, n)], lora=self.engine.bank if use else None,
+                    slots=self.engine.bank.plan(slots) if use else None, logits=logits, hidden=hidden,
+                )
+            finally:
+                for s in slot_of.values():
+                    self.adapters.release(s)
+
+    def pooled_hidden(self, batch: list[list[int]]) -> torch.Tensor:
+        """[N, D] mean over tokens of the final-norm hidden state of the bare base."""
+        return torch.stack([self.score(ids, None, hidden=True).float().mean(0) for ids in batch])
+
+    def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
+        """[V] log-softmax of the next token after `ids`, with `adapter` on every position."""
+        return torch.log_softmax(self.score(ids, adapter, logits="last")[0].float(), dim=-1)
+
+    def close(self) -> None:
+        self.engine.shutdown()
+
+
+def load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def load_llm(
+    base: str | Path | None = None,
+    adapters: list[str | Path] | None = None,
+    config: EngineConfig | None = None,
+) -> LLM:
+    """Load a base (default: SmolLM2-135M-Instruct) and register adapter directories."""
+    config = config or EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"))
+    b = load_base(base, dtype=DTYPES[config.dtype])
+    llm = LLM(b, load_tokenizer(b.path), config)
+    for path in adapters or []:
+        llm.add_adapter(path)
+    return llm
+
+
+def load_default_llm(config: EngineConfig | None = None, with_adapters: bool = True) -> LLM:
+    """The embedded default: SmolLM2-135M-Instruct plus the shipped specialists (if present)."""
+    d = shipped_adapters_dir()
+    paths = sorted(p for p in d.iterdir() if (p / "adapter_config.json").exists()) if d.is_dir() and with_adapters else []
+    return load_llm(None, paths, config)
+
+
+__all__ = ["LLM", "load_llm", "load_default_llm", "EngineConfig", "SamplingParams", "replace"]

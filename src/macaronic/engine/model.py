@@ -1,0 +1,245 @@
+"""The decoder: Llama, Qwen2 and Qwen3 in one small module, over flat token ids.
+
+A forward takes the new tokens of one or more sequences concatenated (`tokens: [N]`), their
+positions, and for each sequence its KV buffer and how many tokens it already holds. LoRA
+deltas come from a slot bank with a per-token slot index, so one batch can mix adapters and one
+sequence can switch adapter mid-way (turn-activated LoRA). The module knows nothing about
+tokenizers, sampling, scheduling or where adapters come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from macaronic.engine.config import ModelArgs
+
+
+class LoraDelta(Protocol):
+    """What the model asks of a LoRA bank: the delta of one projection for N tokens."""
+
+    def delta(self, layer: int, target: str, x: Tensor, slots: Tensor) -> Tensor | None: ...
+
+
+class KVBuffer:
+    """Preallocated K/V for one sequence: k, v: [L, n_kv, capacity, head_dim]."""
+
+    def __init__(self, args: ModelArgs, capacity: int, dtype: torch.dtype):
+        shape = (args.n_layers, args.n_kv_heads, capacity, args.head_dim)
+        self.k = torch.empty(shape, dtype=dtype)
+        self.v = torch.empty(shape, dtype=dtype)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+
+@dataclass
+class SeqSlice:
+    """One sequence's share of a forward: `n_new` tokens appended to `kv` after `kv.length`."""
+
+    kv: KVBuffer
+    n_new: int
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+def rope_tables(args: ModelArgs, length: int) -> tuple[Tensor, Tensor]:
+    inv = 1.0 / (args.rope_theta ** (torch.arange(0, args.head_dim, 2, dtype=torch.float32) / args.head_dim))
+    freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv)  # [T, hd/2]
+    emb = torch.cat([freqs, freqs], dim=-1)  # [T, hd]
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    # x: [N, H, hd]; cos/sin: [N, hd] (rotate-half layout, as in Hugging Face checkpoints)
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return (x.float() * cos[:, None, :] + rot.float() * sin[:, None, :]).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, args: ModelArgs, dtype: torch.dtype):
+        super().__init__()
+        q, kv = args.n_heads * args.head_dim, args.n_kv_heads * args.head_dim
+        p = lambda *shape: nn.Parameter(torch.zeros(*shape, dtype=dtype), requires_grad=False)  # noqa: E731
+        self.attn_norm = p(args.dim)
+        self.wqkv = p(q + 2 * kv, args.dim)  # fused q, k, v
+        self.bqkv = p(q + 2 * kv) if args.qkv_bias else None
+        self.q_norm = p(args.head_dim) if args.qk_norm else None
+        self.k_norm = p(args.head_dim) if args.qk_norm else None
+        self.wo = p(args.dim, q)
+        self.ffn_norm = p(args.dim)
+        self.w13 = p(2 * args.intermediate_size, args.dim)  # fused gate, up
+        self.w2 = p(args.dim, args.intermediate_size)
+
+
+class Transformer(nn.Module):
+    def __init__(self, args: ModelArgs, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.args, self.dtype = args, dtype
+        self.embed = nn.Parameter(torch.zeros(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
+        self.layers = nn.ModuleList(Block(args, dtype) for _ in range(args.n_layers))
+        self.norm = nn.Parameter(torch.zeros(args.dim, dtype=dtype), requires_grad=False)
+        self.lm_head = (
+            self.embed
+            if args.tie_embeddings
+            else nn.Parameter(torch.zeros(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
+        )
+        self._cos, self._sin = rope_tables(args, min(args.max_seq_len, 1 << 16))
+
+    # ---- weights in Hugging Face names (loading, fingerprint) ----
+
+    def hf_tensors(self) -> Iterator[tuple[str, Tensor]]:
+        """The base tensors under their Hugging Face names, as views into the fused buffers."""
+        a = self.args
+        q, kv, inter = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim, a.intermediate_size
+        yield "model.embed_tokens.weight", self.embed
+        for i, b in enumerate(self.layers):
+            pre = f"model.layers.{i}."
+            yield pre + "input_layernorm.weight", b.attn_norm
+            yield pre + "self_attn.q_proj.weight", b.wqkv[:q]
+            yield pre + "self_attn.k_proj.weight", b.wqkv[q : q + kv]
+            yield pre + "self_attn.v_proj.weight", b.wqkv[q + kv :]
+            if b.bqkv is not None:
+                yield pre + "self_attn.q_proj.bias", b.bqkv[:q]
+                yield pre + "self_attn.k_proj.bias", b.bqkv[q : q + kv]
+                yield pre + "self_attn.v_proj.bias", b.bqkv[q + kv :]
+            if b.q_norm is not None:
+                yield pre + "self_attn.q_norm.weight", b.q_norm
+                yield pre + "self_attn.k_norm.weight", b.k_norm
+            yield pre + "self_attn.o_proj.weight", b.wo
+            yield pre + "post_attention_layernorm.weight", b.ffn_norm
+            yield pre + "mlp.gate_proj.weight", b.w13[:inter]
+            yield pre + "mlp.up_proj.weight", b.w13[inter:]
+            yield pre + "mlp.down_proj.weight", b.w2
+        yield "model.norm.weight", self.norm
+        if not a.tie_embeddings:
+            yield "lm_head.weight", self.lm_head
+
+    @torch.no_grad()
+    def load_hf_state(self, state: dict[str, Tensor]) -> None:
+        """Copy a Hugging Face state dict in; every expected tensor must be present with its shape."""
+        problems = []
+        for name, dst in self.hf_tensors():
+            src = state.get(name)
+            if src is None:
+                problems.append(f"missing tensor {name}")
+            elif tuple(src.shape) != tuple(dst.shape):
+                problems.append(f"{name}: shape {tuple(src.shape)} != expected {tuple(dst.shape)}")
+            else:
+                dst.copy_(src.to(self.dtype))
+        if problems:
+            raise ValueError("base weights do not match the config:\n  " + "\n  ".join(problems))
+
+    # ---- forward ----
+
+    def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, parts, lora, slots) -> Tensor:
+        """x @ w.T (+b) plus the LoRA delta of each named part of a (possibly fused) output."""
+        y = F.linear(x, w, b)
+        if lora is None:
+            return y
+        off = 0
+        for target, width in parts:
+            d = lora.delta(layer, target, x, slots)
+            if d is not None:
+                y[:, off : off + width] += d
+            off += width
+        return y
+
+    def forward(
+        self,
+        tokens: Tensor,
+        seqs: list[SeqSlice],
+        lora: LoraDelta | None = None,
+        slots: Tensor | None = None,
+        logits: str = "last",
+        hidden: bool = False,
+    ) -> Tensor:
+        """Run the new tokens of `seqs` (concatenated in `tokens: [N]`) and append their K/V.
+
+        `slots` gives each token's LoRA slot (0 = base), in the form `lora` takes (a SlotPlan for
+        the bank, a [N] tensor for the reference). `logits` is "last" (one row per
+        sequence), "all" ([N, V]) or "none"; with `hidden=True` the final-norm hidden states [N, D]
+        are returned instead of logits.
+        """
+        a = self.args
+        q_w, kv_w = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim
+        if slots is None:
+            lora = None
+        positions = torch.cat([torch.arange(s.kv.length, s.kv.length + s.n_new) for s in seqs])
+        if int(positions[-1]) >= self._cos.shape[0] if len(positions) else False:
+            raise ValueError("sequence longer than the rotary table")
+        cos, sin = self._cos[positions], self._sin[positions]
+        x = self.embed[tokens]  # x: [N, D]
+        qkv_parts = (("q_proj", q_w), ("k_proj", kv_w), ("v_proj", kv_w))
+        mlp_parts = (("gate_proj", a.intermediate_size), ("up_proj", a.intermediate_size))
+        for li, blk in enumerate(self.layers):
+            h = rms_norm(x, blk.attn_norm, a.norm_eps)
+            qkv = self._proj(h, blk.wqkv, blk.bqkv, li, qkv_parts, lora, slots)
+            q = qkv[:, :q_w].view(-1, a.n_heads, a.head_dim)  # [N, H, hd]
+            k = qkv[:, q_w : q_w + kv_w].view(-1, a.n_kv_heads, a.head_dim)
+            v = qkv[:, q_w + kv_w :].view(-1, a.n_kv_heads, a.head_dim)
+            if blk.q_norm is not None:
+                q, k = rms_norm(q, blk.q_norm, a.norm_eps), rms_norm(k, blk.k_norm, a.norm_eps)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            attn = self._attention(li, q, k, v, seqs)  # [N, H*hd]
+            x = x + self._proj(attn, blk.wo, None, li, (("o_proj", a.dim),), lora, slots)
+            h = rms_norm(x, blk.ffn_norm, a.norm_eps)
+            gu = self._proj(h, blk.w13, None, li, mlp_parts, lora, slots)
+            act = F.silu(gu[:, : a.intermediate_size]) * gu[:, a.intermediate_size :]
+            x = x + self._proj(act, blk.w2, None, li, (("down_proj", a.dim),), lora, slots)
+        for s in seqs:
+            s.kv.length += s.n_new
+        x = rms_norm(x, self.norm, a.norm_eps)
+        if hidden:
+            return x
+        if logits == "none":
+            return x[:0]
+        if logits == "last":
+            ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
+            x = x[ends]
+        return F.linear(x, self.lm_head)
+
+    def _attention(self, layer: int, q: Tensor, k: Tensor, v: Tensor, seqs: list[SeqSlice]) -> Tensor:
+        a = self.args
+        out, off = [], 0
+        for s in seqs:
+            n, start = s.n_new, s.kv.length
+            end = start + n
+            if end > s.kv.capacity:
+                raise ValueError(f"KV buffer overflow: {end} > capacity {s.kv.capacity}")
+            s.kv.k[layer, :, start:end] = k[off : off + n].transpose(0, 1)
+            s.kv.v[layer, :, start:end] = v[off : off + n].transpose(0, 1)
+            qs = q[off : off + n].transpose(0, 1).unsqueeze(0)  # [1, H, n, hd]
+            ks = s.kv.k[layer, :, :end].unsqueeze(0)  # [1, n_kv, end, hd]
+            vs = s.kv.v[layer, :, :end].unsqueeze(0)
+            if n == 1:
+                mask = None
+            elif start == 0:
+                mask = "causal"
+            else:  # new tokens see the cached prefix and causally each other
+                mask = torch.ones(n, end, dtype=torch.bool).tril(diagonal=start)
+            o = F.scaled_dot_product_attention(
+                qs,
+                ks,
+                vs,
+                attn_mask=None if mask in (None, "causal") else mask,
+                is_causal=mask == "causal",
+                enable_gqa=a.n_heads != a.n_kv_heads,
+            )
+            out.append(o[0].transpose(0, 1).reshape(n, a.n_heads * a.head_dim))
+            off += n
+        return torch.cat(out) if len(out) > 1 else out[0]

@@ -1,0 +1,74 @@
+"""Sampling parameters and the per-row sampler. Knows nothing about models or adapters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-turn tokens
+    repetition_penalty: float = 1.0
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def validate(self, max_tokens_limit: int | None = None) -> "SamplingParams":
+        problems = []
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            problems.append(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+        elif max_tokens_limit is not None and self.max_tokens > max_tokens_limit:
+            problems.append(f"max_tokens {self.max_tokens} exceeds the limit {max_tokens_limit}")
+        if not (0.0 <= float(self.temperature) <= 5.0):
+            problems.append(f"temperature must be in [0, 5], got {self.temperature}")
+        if not (0.0 < float(self.top_p) <= 1.0):
+            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            problems.append(f"top_k must be a non-negative integer, got {self.top_k!r}")
+        if not (0.0 < float(self.repetition_penalty) <= 5.0):
+            problems.append(f"repetition_penalty must be in (0, 5], got {self.repetition_penalty}")
+        if len(self.stop) > 16 or any(not isinstance(s, str) or not s or len(s) > 256 for s in self.stop):
+            problems.append("stop must be at most 16 non-empty strings of at most 256 characters")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def make_generator(seed: int | None) -> torch.Generator | None:
+    if seed is None:
+        return None
+    g = torch.Generator()
+    g.manual_seed(int(seed))
+    return g
+
+
+def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, history: list[int]) -> int:
+    """Pick one token from `logits: [V]` (already masked by any constraint)."""
+    logits = logits.float()
+    if p.repetition_penalty != 1.0 and history:
+        idx = torch.tensor(sorted(set(history)), dtype=torch.long)
+        vals = logits[idx]
+        logits[idx] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if p.temperature == 0.0:
+        return int(torch.argmax(logits))
+    logits = logits / p.temperature
+    if p.top_k > 0:
+        k = min(p.top_k, logits.shape[-1])
+        kth = torch.topk(logits, k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if p.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        keep = sorted_p.cumsum(0) - sorted_p < p.top_p  # always keeps the top token
+        mask = torch.zeros_like(probs, dtype=torch.bool)
+        mask[order[keep]] = True
+        probs = torch.where(mask, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum()
+    return int(torch.multinomial(probs, 1, generator=gen))
