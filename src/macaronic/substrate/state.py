@@ -167,8 +167,8 @@ def _fill(conn, rng: random.Random, day: dt.date, size: StateSize, people: tuple
         conn.execute("INSERT INTO contacts (owner, name, email, phone, company) VALUES (?,?,?,?,?)",
                      (actor, name, email, phone, company))
     emails = [r[0] for r in conn.execute("SELECT email FROM contacts ORDER BY id")]
-    for title in rng.sample(EVENT_TITLES, min(size.events, len(EVENT_TITLES))):
-        owner = actor if rng.random() < 0.7 else rng.choice(people[1:])
+    titles = rng.sample(EVENT_TITLES, min(size.events, len(EVENT_TITLES)))
+    for title, owner in zip(titles, _owners(rng, len(titles), people, 0.3)):
         date = day + dt.timedelta(days=rng.randrange(-10, 25))
         hour, minutes = rng.randrange(8, 18), rng.choice((0, 30))
         start = dt.datetime.combine(date, dt.time(hour, minutes))
@@ -178,14 +178,14 @@ def _fill(conn, rng: random.Random, day: dt.date, size: StateSize, people: tuple
                      "VALUES (?,?,?,?,?,?)",
                      (owner, title, _fmt(start), _fmt(end), rng.choice(LOCATIONS),
                       json.dumps(attendees)))
-    for title in rng.sample(REMINDER_TITLES, min(size.reminders, len(REMINDER_TITLES))):
-        owner = actor if rng.random() < 0.75 else rng.choice(people[1:])
+    titles = rng.sample(REMINDER_TITLES, min(size.reminders, len(REMINDER_TITLES)))
+    for title, owner in zip(titles, _owners(rng, len(titles), people, 0.25)):
         due = (day + dt.timedelta(days=rng.randrange(-5, 20))).isoformat() if rng.random() < 0.8 else None
         done = 1 if rng.random() < 0.2 else 0
         conn.execute("INSERT INTO reminders (owner, title, due, done) VALUES (?,?,?,?)",
                      (owner, title, due, done))
-    for title in rng.sample(NOTE_TOPICS, min(size.notes, len(NOTE_TOPICS))):
-        owner = actor if rng.random() < 0.7 else rng.choice(people[1:])
+    titles = rng.sample(NOTE_TOPICS, min(size.notes, len(NOTE_TOPICS)))
+    for title, owner in zip(titles, _owners(rng, len(titles), people, 0.3)):
         body = " ".join(rng.choice(NOTE_WORDS) for _ in range(rng.randrange(6, 14))).capitalize() + "."
         tags = sorted(set(rng.sample(("home", "work", "travel", "ideas", "health"), 2)))
         conn.execute("INSERT INTO notes (owner, title, body, tags) VALUES (?,?,?,?)",
@@ -194,6 +194,15 @@ def _fill(conn, rng: random.Random, day: dt.date, size: StateSize, people: tuple
     rng.shuffle(plan)
     for item, kind in zip(rng.sample(ITEMS, len(plan)), plan):
         _insert_order(conn, rng, day, actor, item, kind)
+
+
+def _owners(rng: random.Random, n: int, people: tuple, share: float) -> list[str]:
+    """Owners for n shared items: a fixed share belongs to the other people, so every state has
+    items the actor may read but not change."""
+    k = min(n, max(1, round(n * share))) if n > 1 else 0
+    owners = [people[0]] * (n - k) + [people[1 + i % (len(people) - 1)] for i in range(k)]
+    rng.shuffle(owners)
+    return owners
 
 
 def _insert_order(conn, rng: random.Random, day: dt.date, actor: str, item: str, kind: str) -> None:
