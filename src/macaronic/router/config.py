@@ -1,0 +1,42 @@
+"""Router configuration: a frozen dataclass read from the bundle's router.json."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+POLICIES = ("prompted", "embedding", "probe", "arrow", "cascade")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    policy: str = "cascade"  # one of POLICIES
+    cheap_policy: str = "probe"  # cascade: tried first
+    fallback_policy: str = "prompted"  # cascade: used when the cheap one is unsure
+    default_route: str = "coding"  # low confidence and ambiguity go here (the original's rule)
+    min_confidence: float = 0.4  # below: abstain -> default_route
+    cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
+    hysteresis_margin: float = 0.15  # leave the current adapter only if the winner leads by this
+    tool_stickiness: bool = True  # a tool result goes back to the adapter that called the tool
+    shortlist_above: int = 30  # prompted: beyond this many candidates, shortlist by embedding
+    shortlist_k: int = 8
+    embedding_threshold_quantile: float = 0.05
+    probe_c: float = 1.0
+    route_adapter: str | None = "chat"  # the adapter that reads the route prompt
+    prompt_max_tokens: int = 1536  # prompted: beyond this, list descriptions without rules
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RouterConfig":
+        known = {f.name for f in fields(cls)}
+        errors = [f"unknown router option {k!r}" for k in d if k not in known]
+        cfg = cls(**{k: v for k, v in d.items() if k in known})
+        for key in ("policy", "cheap_policy", "fallback_policy"):
+            if getattr(cfg, key) not in POLICIES:
+                errors.append(f"{key}={getattr(cfg, key)!r} is not one of {POLICIES}")
+        if "cascade" in (cfg.cheap_policy, cfg.fallback_policy):
+            errors.append("a cascade cannot contain a cascade")
+        if errors:
+            raise ValueError("invalid router config: " + "; ".join(errors))
+        return cfg
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,145 @@
+"""The routing dataset: labelled user turns generated deterministically from families.py.
+
+Each example is a dict {"id", "messages", "label", "family", "split", "group", "kind"}
+(plus "twin" for injection cases: the id of the injection-free example). `messages` is a chat
+conversation whose last message is the turn to route; assistant messages carry an extra
+`"adapter"` key naming the specialist that produced them.
+
+Kinds:
+  template    a paraphrase-template turn; members of one `group` share intent and fill
+  bait        words point at another role (a chat question about Python; an agent note with HTML)
+  ambiguous   no specialist fits; the label is the default route (coding)
+  injection   a turn with an embedded routing instruction; label = the true intent; see "twin"
+  multiturn   earlier user/assistant turns (assistants tagged with "adapter"), then a new request
+  tool_result the last message is a tool result; label = the adapter that issued the call,
+              even where the user's words point elsewhere (a mis-routed turn still owns its call)
+  hand        hand-written turns, test split only
+
+Splits are by family: a family (and every example derived from it) lives in exactly one split,
+so test measures generalisation to intents worded in ways never seen in training. The dataset
+knows nothing about models.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from macaronic.router.families import FAMILIES, HAND, INJECTIONS, REPLIES, TOOL_CALLS, Family
+
+ROLES = ("chat", "agent", "coding", "genui")
+SPLITS = ("train", "dev", "test")
+SEED = 20250501
+
+
+def assign_splits(families: tuple[Family, ...] = FAMILIES, seed: int = SEED) -> dict[str, str]:
+    """Family -> split. Per role and per kind group: ~60% train, 20% dev, 20% test, at least one
+    family in each split where there are three or more; pinned families keep their split."""
+    rng = random.Random(seed)
+    out = {f.name: f.split for f in families if f.split}
+    buckets: dict[tuple[str, str], list[str]] = {}
+    for f in families:
+        if not f.split:
+            # Bait families are few; spread them over splits across roles, not within one role.
+            key = ("*", "bait") if f.kind == "bait" else (f.role, f.kind)
+            buckets.setdefault(key, []).append(f.name)
+    for key in sorted(buckets):
+        names = sorted(buckets[key])
+        rng.shuffle(names)
+        n = len(names)
+        n_dev = max(1, round(0.2 * n)) if n >= 3 else 0
+        n_test = max(1, round(0.2 * n)) if n >= 3 else 0
+        for i, name in enumerate(names):
+            out[name] = "test" if i < n_test else "dev" if i < n_test + n_dev else "train"
+    return out
+
+
+def _user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def _fill(template: str, fill) -> str:
+    x, y = (fill, "") if isinstance(fill, str) else fill
+    return template.format(x=x, y=y)
+
+
+def _example(id_, messages, label, family, split, group, kind, **extra) -> dict:
+    return {"id": id_, "messages": messages, "label": label, "family": family, "split": split,
+            "group": group, "kind": kind, **extra}
+
+
+def build_dataset(seed: int = SEED) -> list[dict]:
+    """All examples, in a fixed order; same seed, same list."""
+    rng = random.Random(seed)
+    split_of = assign_splits(FAMILIES, seed)
+    base: list[dict] = []
+    for fam in FAMILIES:
+        for i, fill in enumerate(fam.fills):
+            for j, tpl in enumerate(fam.templates):
+                base.append(_example(f"{fam.name}/{i}/{j}", [_user(_fill(tpl, fill))], fam.role,
+                                     fam.name, split_of[fam.name], f"{fam.name}#{i}", fam.kind))
+    out = list(base)
+    by_split = {s: [e for e in base if e["split"] == s] for s in SPLITS}
+
+    # Injection twins: one per paraphrase group (first template), target a different role.
+    for e in base:
+        if not e["id"].endswith("/0") or e["kind"] == "ambiguous":
+            continue
+        target = rng.choice([r for r in ROLES if r != e["label"]])
+        phrase = rng.choice(INJECTIONS).format(target=target)
+        text = e["messages"][-1]["content"]
+        text = f"{phrase} {text}" if rng.random() < 0.5 else f"{text} {phrase}"
+        out.append(_example(e["id"] + "/inj", [_user(text)], e["label"], e["family"], e["split"],
+                            e["group"] + "/inj", "injection", twin=e["id"]))
+
+    # Multi-turn: an earlier exchange from the same split, then the example's turn.
+    for split in SPLITS:
+        pool = [e for e in by_split[split] if e["kind"] != "ambiguous"]
+        for k, e in enumerate(rng.sample(pool, len(pool) // 6)):
+            prev = rng.choice(pool)
+            if rng.random() < 0.4:  # half of those continue on the same role: stickiness matters
+                same = [p for p in pool if p["label"] == e["label"] and p is not e]
+                prev = rng.choice(same)
+            msgs = [prev["messages"][-1],
+                    {"role": "assistant", "content": rng.choice(REPLIES[prev["label"]]),
+                     "adapter": prev["label"]},
+                    e["messages"][-1]]
+            out.append(_example(f"{e['id']}/mt{k}", msgs, e["label"], e["family"], split,
+                                f"{e['group']}/mt{k}", "multiturn"))
+
+    # Tool results: the adapter that issued the call owns the result.
+    for split in SPLITS:
+        pool = by_split[split]
+        for k, e in enumerate(rng.sample(pool, len(pool) // 12)):
+            caller = e["label"] if rng.random() < 0.75 else rng.choice(ROLES)
+            name, args, result = rng.choice(TOOL_CALLS[caller])
+            call_id = f"call_{split}_{k}"
+            msgs = [e["messages"][-1],
+                    {"role": "assistant", "content": "", "adapter": caller,
+                     "tool_calls": [{"id": call_id, "type": "function",
+                                     "function": {"name": name, "arguments": args}}]},
+                    {"role": "tool", "tool_call_id": call_id, "content": result}]
+            out.append(_example(f"{e['id']}/tool{k}", msgs, caller, e["family"], split,
+                                f"{e['group']}/tool{k}", "tool_result"))
+
+    for k, (role, text) in enumerate(HAND):
+        out.append(_example(f"hand/{role}/{k}", [_user(text)], role, f"hand/{role}", "test",
+                            f"hand#{k}", "hand"))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _cached(seed: int) -> tuple[dict, ...]:
+    return tuple(build_dataset(seed))
+
+
+def load_routing_data(split: str | None = None, seed: int = SEED) -> list[dict]:
+    """Examples of one split ("train", "dev", "test") or all of them (split=None).
+
+    Returns fresh dicts-of-lists copies so callers may mutate them safely.
+    """
+    import copy
+
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return [copy.deepcopy(e) for e in _cached(seed) if split is None or e["split"] == split]

@@ -1,0 +1,202 @@
+"""The per-turn router: exactly one adapter per user turn.
+
+Order of rules for a conversation:
+  1. tool stickiness: the latest message is a tool result -> the adapter that issued the call,
+     no scoring;
+  2. score the latest user request with the configured policy (a cascade tries the cheap policy
+     and falls back to the prompted one when unsure);
+  3. low confidence (or the policy abstains) -> the default route (coding);
+  4. hysteresis: stay on the current adapter unless the winner leads it by the margin.
+
+`score_texts` is the batched core (the benchmark uses it); `route` wraps it for one turn.
+The router knows the backbone only through the Backbone protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from macaronic.router.arrow import ArrowPolicy
+from macaronic.router.config import RouterConfig
+from macaronic.router.conversation import current_adapter, request_text, tool_caller
+from macaronic.router.embedding import EmbeddingPolicy
+from macaronic.router.features import embed_texts
+from macaronic.router.probe import ProbePolicy
+from macaronic.router.prompted import PromptedPolicy
+from macaronic.router.state import RouterState
+from macaronic.router.types import AdapterInfo, Backbone, RouteDecision
+
+
+def training_pairs(examples: list[dict]) -> tuple[list[str], list[str]]:
+    """(request texts, labels) for fitting; tool-result turns are left out (stickiness owns them)."""
+    keep = [e for e in examples if e.get("kind") != "tool_result"]
+    return [request_text(e["messages"]) for e in keep], [e["label"] for e in keep]
+
+
+def decide(probs: dict[str, float], abstained: bool, current: str | None,
+           config: RouterConfig) -> tuple[str, str]:
+    """(adapter, reason) from a distribution: default route when unsure, then hysteresis."""
+    top = max(probs, key=probs.get)
+    if abstained or probs[top] < config.min_confidence:
+        return (config.default_route if config.default_route in probs else top), "low-confidence-default"
+    if (current in probs and top != current
+            and probs[top] - probs[current] < config.hysteresis_margin):
+        return current, "hysteresis"
+    return top, "scored"
+
+
+class Router:
+    def __init__(self, backbone: Backbone, bundle=None, state: RouterState | None = None,
+                 config: RouterConfig | None = None, adapters: list[AdapterInfo] | None = None):
+        if bundle is None:
+            from macaronic.harness import load_bundle
+
+            bundle = load_bundle()
+        self.backbone, self.bundle = backbone, bundle
+        self.config = config or RouterConfig.from_dict(bundle.router)
+        self.adapters = adapters or AdapterInfo.from_bundle(bundle)
+        self.state = state or RouterState()
+        self.prompted = PromptedPolicy.from_bundle(bundle, self.config.default_route,
+                                                   self.config.route_adapter,
+                                                   self.config.prompt_max_tokens)
+        self._desc_shortlister: dict[tuple[str, ...], EmbeddingPolicy] = {}
+
+    # ------------------------------------------------------------------ fit / save / load
+    @classmethod
+    def fit(cls, backbone: Backbone, train: list[dict], dev: list[dict], bundle=None,
+            config: RouterConfig | None = None, adapters: list[AdapterInfo] | None = None,
+            features: dict[str, np.ndarray] | None = None) -> "Router":
+        """A new router whose embedding, probe and Arrow state is fitted on train, calibrated on
+        dev. `features` (text -> pooled row) may carry precomputed embeddings."""
+        router = cls(backbone, bundle, None, config, adapters)
+        cfg = router.config
+        texts, labels = training_pairs(train)
+        dev_texts, dev_labels = training_pairs(dev)
+        X, Xd = router.embed(texts, features), router.embed(dev_texts, features)
+        emb = EmbeddingPolicy.fit(X, labels, Xd, dev_labels, cfg.embedding_threshold_quantile)
+        probe = ProbePolicy.fit(X, labels, Xd, dev_labels, C=cfg.probe_c)
+        arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], X.shape[1],
+                                          center=X.mean(0)).calibrate(Xd, dev_labels)
+        router.state = RouterState(embedding=emb, probe=probe, arrow=arrow)
+        return router
+
+    def save(self, path) -> str:
+        return self.state.save(path)
+
+    @classmethod
+    def load(cls, path, backbone: Backbone, bundle=None, config: RouterConfig | None = None,
+             adapters: list[AdapterInfo] | None = None) -> "Router":
+        return cls(backbone, bundle, RouterState.load(path), config, adapters)
+
+    def with_config(self, **changes) -> "Router":
+        """The same fitted router under a changed config (e.g. hysteresis_margin=0)."""
+        r = Router(self.backbone, self.bundle, self.state, replace(self.config, **changes), self.adapters)
+        r._desc_shortlister = self._desc_shortlister
+        return r
+
+    # ------------------------------------------------------------------ scoring
+    def embed(self, texts: list[str], features: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        if features is None:
+            return embed_texts(self.backbone, texts)
+        missing = sorted({t for t in texts if t not in features})
+        if missing:
+            features.update(zip(missing, embed_texts(self.backbone, missing)))
+        return np.stack([features[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    def _fitted(self, name: str):
+        policy = getattr(self.state, name)
+        if policy is None:
+            raise RuntimeError(f"policy {name!r} is not fitted; use Router.fit or Router.load")
+        return policy
+
+    def _shortlist(self, X: np.ndarray, adapters: list[AdapterInfo]) -> np.ndarray:
+        """[N, k] indices into adapters: the embedding policy's top k candidates per row."""
+        names = [a.name for a in adapters]
+        emb = self.state.embedding
+        if emb is None or not set(names) <= set(emb.routes):
+            key = tuple(names)
+            if key not in self._desc_shortlister:
+                desc = [f"{a.name}: {a.description} " + " ".join(a.boundary) for a in adapters]
+                self._desc_shortlister[key] = EmbeddingPolicy.from_descriptions(
+                    names, embed_texts(self.backbone, desc))
+            emb = self._desc_shortlister[key]
+        cos = _align(emb.logits(X), emb.routes, names, fill=-np.inf)
+        return np.argsort(-cos, axis=1)[:, : self.config.shortlist_k]
+
+    def _score_one_policy(self, name: str, texts: list[str], adapters: list[AdapterInfo],
+                          X: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        names = [a.name for a in adapters]
+        if name == "prompted":
+            if len(adapters) <= self.config.shortlist_above:
+                return self.prompted.predict(self.backbone, texts, adapters)
+            idx = self._shortlist(X, adapters)
+            probs = np.zeros((len(texts), len(adapters)))
+            for i, t in enumerate(texts):
+                probs[i, idx[i]] = self.prompted.predict_one(self.backbone, t, [adapters[j] for j in idx[i]])
+            return probs, np.zeros(len(texts), bool)
+        policy = self._fitted(name)
+        p, abstain = policy.predict(X)
+        probs = _align(p, policy.routes, names, fill=0.0)
+        total = probs.sum(1, keepdims=True)
+        # Routes the policy never saw get 0; if it knows none of the candidates, it abstains.
+        abstain = abstain | (total[:, 0] <= 0)
+        probs = np.where(total > 0, probs / np.where(total > 0, total, 1), 1.0 / len(names))
+        return probs, abstain
+
+    def score_texts(self, texts: list[str], policy: str | None = None,
+                    adapters: list[AdapterInfo] | None = None,
+                    features: dict[str, np.ndarray] | None = None):
+        """Batched scoring: (probs [N, K] over `adapters`, abstain [N], policy used per row)."""
+        adapters = adapters or self.adapters
+        policy = policy or self.config.policy
+        needs_x = policy != "prompted" or len(adapters) > self.config.shortlist_above
+        if policy == "cascade":
+            needs_x = True
+        X = self.embed(texts, features) if needs_x and texts else None
+        if policy != "cascade":
+            probs, abstain = self._score_one_policy(policy, texts, adapters, X)
+            return probs, abstain, [policy] * len(texts)
+        cfg = self.config
+        probs, abstain = self._score_one_policy(cfg.cheap_policy, texts, adapters, X)
+        used = [cfg.cheap_policy] * len(texts)
+        unsure = np.flatnonzero(abstain | (probs.max(1) < cfg.cascade_threshold))
+        if len(unsure):
+            sub = [texts[i] for i in unsure]
+            p2, a2 = self._score_one_policy(cfg.fallback_policy, sub, adapters,
+                                            None if X is None else X[unsure])
+            probs[unsure], abstain[unsure] = p2, a2
+            for i in unsure:
+                used[i] = cfg.fallback_policy
+        return probs, abstain, used
+
+    # ------------------------------------------------------------------ route
+    def route(self, conversation: list[dict], adapters: list[AdapterInfo] | None = None,
+              policy: str | None = None, features: dict[str, np.ndarray] | None = None) -> RouteDecision:
+        t0 = time.perf_counter()
+        adapters = adapters or self.adapters
+        names = [a.name for a in adapters]
+        if self.config.tool_stickiness:
+            caller = tool_caller(conversation)
+            if caller is not None:
+                return RouteDecision(caller, {caller: 1.0}, 1.0, "sticky",
+                                     (time.perf_counter() - t0) * 1e3, "sticky-tool")
+        probs, abstain, used = self.score_texts([request_text(conversation)], policy, adapters, features)
+        dist = {n: float(p) for n, p in zip(names, probs[0])}
+        adapter, reason = decide(dist, bool(abstain[0]), current_adapter(conversation), self.config)
+        if reason == "scored" and (policy or self.config.policy) == "cascade" \
+                and used[0] != self.config.cheap_policy:
+            reason = "cascade-fallback"
+        return RouteDecision(adapter, dist, dist[adapter], used[0],
+                             (time.perf_counter() - t0) * 1e3, reason)
+
+
+def _align(values: np.ndarray, routes: tuple[str, ...], names: list[str], fill: float) -> np.ndarray:
+    """Columns of `values` (ordered by routes) reordered to `names`; unknown names get `fill`."""
+    out = np.full((values.shape[0], len(names)), fill, dtype=np.float64)
+    for j, n in enumerate(names):
+        if n in routes:
+            out[:, j] = values[:, routes.index(n)]
+    return out

@@ -1,0 +1,79 @@
+import os
+import shutil
+
+import pytest
+
+from macaronic.harness import DEFAULT_BUNDLE, BundleError, bundle_hash, load_bundle
+
+
+@pytest.fixture
+def copy(tmp_path):
+    dst = tmp_path / "bundle"
+    shutil.copytree(DEFAULT_BUNDLE, dst)
+    return dst
+
+
+def test_default_bundle_loads():
+    b = load_bundle()
+    assert b.role_names == ["chat", "agent", "coding", "genui"]
+    assert [b.role(f"L{i}").name for i in range(4)] == b.role_names
+    assert b.router["default_route"] == "coding"
+    assert "Macaronic" in b.system_prompt("chat")
+    assert len(b.id) == 64
+
+
+def test_hash_stable_and_independent_of_mtime_and_newlines(copy):
+    h = bundle_hash(copy)
+    assert h == bundle_hash(DEFAULT_BUNDLE) == load_bundle(copy).id
+    for p in copy.rglob("*"):
+        os.utime(p, (1, 1))
+    assert bundle_hash(copy) == h
+    p = copy / "identity.md"
+    p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
+    assert bundle_hash(copy) == h
+
+
+def test_hash_independent_of_creation_order(tmp_path, copy):
+    other = tmp_path / "reversed"
+    files = sorted(p for p in copy.rglob("*") if p.is_file())
+    for p in reversed(files):  # create in the opposite order
+        dst = other / p.relative_to(copy)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(p.read_bytes())
+    assert bundle_hash(other) == bundle_hash(copy)
+
+
+@pytest.mark.parametrize("rel", ["identity.md", "roles/genui.md", "router.json", "route/user.md"])
+def test_hash_changes_when_any_file_changes(copy, rel):
+    h = bundle_hash(copy)
+    p = copy / rel
+    p.write_bytes(p.read_bytes() + b" ")
+    assert bundle_hash(copy) != h
+
+
+def test_hash_changes_on_rename_and_new_file(copy):
+    h = bundle_hash(copy)
+    (copy / "summary.md").rename(copy / "summary2.md")
+    h2 = bundle_hash(copy)
+    assert h2 != h
+    (copy / "extra.txt").write_text("")
+    assert bundle_hash(copy) != h2
+
+
+def test_new_role_needs_no_code(copy):
+    (copy / "roles" / "math.md").write_text(
+        "---\nname: math\nalias: L4\norder: 4\ndescription: Proves and computes.\n---\n"
+        "## Boundary rules\n- Arithmetic and proofs are math.\n\n## System prompt\nShow your steps.\n")
+    b = load_bundle(copy)
+    assert b.role_names[-1] == "math" and b.role("L4").boundary == ("Arithmetic and proofs are math.",)
+
+
+def test_loader_reports_all_errors(copy):
+    (copy / "summary.md").unlink()
+    (copy / "router.json").write_text("{not json")
+    (copy / "roles" / "chat.md").write_text("no front matter")
+    with pytest.raises(BundleError) as e:
+        load_bundle(copy)
+    text = "\n".join(e.value.errors)
+    for needle in ("missing summary.md", "router.json: invalid JSON", "roles/chat.md: missing '---'"):
+        assert needle in text
