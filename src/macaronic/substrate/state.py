@@ -128,6 +128,9 @@ def connect(path: str = ":memory:") -> sqlite3.Connection:
     # not open implicit transactions behind its back.
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
+    # SQLite's lower() folds ASCII only; searches should find "Ångström" from "ångström".
+    conn.create_function("casefold", 1, lambda v: v.casefold() if isinstance(v, str) else v,
+                         deterministic=True)
     return conn
 
 

@@ -133,5 +133,5 @@ def require_owner(ctx: ToolContext, row: sqlite3.Row, noun: str, owner_field: st
 
 
 def contains(column: str) -> str:
-    """A case-insensitive substring test that needs no LIKE escaping."""
-    return f"instr(lower({column}), lower(?)) > 0"
+    """A case-insensitive substring test that needs no LIKE escaping (casefold: see state.connect)."""
+    return f"instr(casefold({column}), casefold(?)) > 0"

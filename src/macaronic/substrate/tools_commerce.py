@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 from macaronic.substrate.toolbase import (
-    ID, Tool, ToolContext, ToolError, described, fetch_one, obj, require_owner, text,
+    ID, Tool, ToolContext, ToolError, contains, described, fetch_one, obj, require_owner, text,
 )
 
 REFUND_WINDOW_DAYS = 30
@@ -47,7 +47,7 @@ def list_orders(ctx: ToolContext, args: dict) -> dict:
         sql += " AND status = ?"
         params.append(args["status"])
     if args.get("query"):
-        sql += " AND instr(lower(item), lower(?)) > 0"
+        sql += " AND " + contains("item")
         params.append(args["query"])
     rows = ctx.conn.execute(sql + " ORDER BY ordered_on DESC, id DESC", params).fetchall()
     return {"orders": [order_dict(r, ctx.today) for r in rows]}
