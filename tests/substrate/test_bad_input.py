@@ -21,6 +21,13 @@ def tables(ep):
     return {r[0] for r in ep.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
+def nested(levels):
+    d = {}
+    for _ in range(levels):
+        d = {"a": d}
+    return d
+
+
 BAD_CALLS = [
     ("unknown tool", "drop_database", {}, "unknown_tool"),
     ("non-string tool name", 42, {}, "unknown_tool"),
@@ -38,6 +45,8 @@ BAD_CALLS = [
     ("enum violation", "list_orders", {"status": "lost"}, "invalid_arguments"),
     ("string too long", "add_reminder", {"title": "x" * 201}, "invalid_arguments"),
     ("not serializable", "add_reminder", {"title": object()}, "invalid_arguments"),
+    ("deeply nested JSON text", "get_today", "[" * 10_000, "invalid_arguments"),
+    ("deeply nested dict", "get_today", nested(5_000), "invalid_arguments"),
     ("megabyte string", "create_note", {"title": "t", "body": "x" * 1_000_000}, "too_large"),
     ("megabyte JSON text", "create_note", json.dumps({"title": "t", "body": "y" * 1_000_000}), "too_large"),
     ("many small strings", "create_event",

@@ -96,6 +96,12 @@ def test_huge_call_is_refused_quickly():
     assert not r.ok and "limited" in r.error
 
 
+def test_deep_nesting_is_refused():
+    assert "nests too deeply" in parse_tool_calls("<tool_call>" + "[" * 10_000 + "</tool_call>").error
+    deep = '{"name": "get_today", "arguments": ' + '{"a": ' * 200 + "1" + "}" * 201
+    assert "nest deeper" in parse_tool_calls(deep).error
+
+
 def test_tools_given_as_openai_dicts():
     subset = [t for t in openai_tools() if t["function"]["name"] == "get_order"]
     assert calls('{"name": "get_order", "arguments": {"order_id": 3}}', subset) == [("get_order", {"order_id": 3})]

@@ -236,7 +236,7 @@ def _loggable(arguments: Any) -> Any:
     """Arguments as logged for a refused call: verbatim unless huge or not JSON."""
     try:
         text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {"$unserializable": type(arguments).__name__}
     if len(text) > LOGGED_ARGUMENT_CHARS:
         return {"$truncated": text[:200], "$bytes": len(text.encode())}

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from macaronic.substrate.toolbase import Tool
-from macaronic.substrate.tools import MAX_ARGUMENT_BYTES, TOOLS, schema_errors
+from macaronic.substrate.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, TOOLS, depth, schema_errors
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
@@ -147,6 +147,8 @@ def _loads(s: str, where: str):
             value, end = json.JSONDecoder().raw_decode(candidate)
         except json.JSONDecodeError:
             continue
+        except RecursionError:
+            raise _Bad(f"the JSON {where} nests too deeply")
         junk = candidate[end:].strip()
         if len(junk) <= MAX_TRAILING_JUNK and "\n" not in junk:
             return value
@@ -210,6 +212,8 @@ def _check_call(obj, schemas: dict[str, dict]) -> tuple[str, dict]:
         args = _loads(args, where=f"in the arguments of {name}") if args.strip() else {}
     if not isinstance(args, dict):
         raise _Bad(f'{name}: "arguments" must be a JSON object, got {type(args).__name__}')
+    if depth(args) > MAX_ARGUMENT_DEPTH:
+        raise _Bad(f"{name}: arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     if len(json.dumps(args, ensure_ascii=False).encode()) > MAX_ARGUMENT_BYTES:
         raise _Bad(f"{name}: arguments exceed {MAX_ARGUMENT_BYTES} bytes")
     errors = schema_errors(schemas[name], args)

@@ -26,6 +26,7 @@ assert len(TOOLS_BY_NAME) == len(TOOLS), "duplicate tool names"
 # Arguments larger than this are refused before parsing or validation: no tool needs more, and a
 # megabyte string must not reach the schema validator, the database or the log.
 MAX_ARGUMENT_BYTES = 16 * 1024
+MAX_ARGUMENT_DEPTH = 16  # no schema nests deeper than 3; deep nesting only probes recursion limits
 
 
 def get_tool(name: str, tools: dict[str, Tool] | None = None) -> Tool:
@@ -47,8 +48,12 @@ def parse_arguments(arguments, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ToolError("invalid_json", f"arguments are not valid JSON: {e}")
+        except RecursionError:
+            raise ToolError("invalid_arguments", f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     if not isinstance(arguments, dict):
         raise ToolError("invalid_arguments", f"arguments must be a JSON object, got {type(arguments).__name__}")
+    if depth(arguments) > MAX_ARGUMENT_DEPTH:
+        raise ToolError("invalid_arguments", f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
         size = len(json.dumps(arguments, ensure_ascii=False).encode())
     except (TypeError, ValueError) as e:
@@ -56,6 +61,21 @@ def parse_arguments(arguments, max_bytes: int = MAX_ARGUMENT_BYTES) -> dict:
     if size > max_bytes:
         raise ToolError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
     return arguments
+
+
+def depth(value, limit: int = MAX_ARGUMENT_DEPTH) -> int:
+    """Nesting depth of a JSON value, counted without recursion and stopping past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > limit:
+            break
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
 
 
 @lru_cache(maxsize=256)
