@@ -130,6 +130,7 @@ def test_rejected_confirmation_writes_nothing():
     assert ep.reject(pid)["rejected"]["tool"] == "create_note"
     assert ep.state_hash() == h0 and ep.pending() == {}
     assert ep.reject("confirm-999")["error"]["type"] == "unknown_confirmation"
+    assert ep.confirm(["not", "hashable"])["error"]["type"] == "unknown_confirmation"
 
 
 def test_confirmation_does_not_hold_reads_or_refused_writes():

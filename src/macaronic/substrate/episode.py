@@ -129,7 +129,7 @@ class Episode:
         """Approve a pending write: it runs now, under the policy as of now."""
         with self._lock:
             pre = self._hash
-            p = self._pending.pop(confirmation_id, None)
+            p = self._pending.pop(confirmation_id, None) if isinstance(confirmation_id, str) else None
             if p is None:
                 return self._append("confirm", None, {"id": confirmation_id},
                                     _unknown_confirmation(confirmation_id), pre)
@@ -140,7 +140,7 @@ class Episode:
         """Drop a pending write; nothing is written."""
         with self._lock:
             pre = self._hash
-            p = self._pending.pop(confirmation_id, None)
+            p = self._pending.pop(confirmation_id, None) if isinstance(confirmation_id, str) else None
             if p is None:
                 return self._append("reject", None, {"id": confirmation_id},
                                     _unknown_confirmation(confirmation_id), pre)
