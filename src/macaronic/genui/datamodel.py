@@ -46,6 +46,10 @@ def split_path(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in parts]
 
 
+def escape_key(key: str) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
 def join_path(base: str, path: str) -> str:
     """Resolve a binding: absolute paths start with `/`; others are relative to `base`."""
     if path.startswith("/"):

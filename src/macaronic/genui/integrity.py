@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from macaronic.genui.datamodel import MISSING, build_models, get_path, join_path, template_items
+from macaronic.genui.datamodel import (
+    MISSING, build_models, escape_key, get_path, join_path, template_items,
+)
 
 # (component type, top-level property) pairs whose path is where user input is written: such a
 # path need not exist yet, and a Button's context may read it.
@@ -232,7 +234,7 @@ def template_context(node: Node, where: str, ctx: str, binding: str, model: dict
         issues.error(at, f"template data binding {binding!r} is not a map or list")
         return None
     # An empty collection renders nothing; there is no item to check relative paths against.
-    return join_path(path, items[0][0].replace("~", "~0").replace("/", "~1")) if items else None
+    return join_path(path, escape_key(items[0][0])) if items else None
 
 
 def check_weights(surface: Surface, visits: dict[tuple[str, str], set[str]], issues: Issues) -> None:

@@ -204,10 +204,22 @@ def _inside_component(loc: tuple | list) -> bool:
 
 @lru_cache(maxsize=1)
 def official_validator():
+    """jsonschema validator of the official message schema with the standard catalog inlined.
+    The shipped `server_to_client_with_standard_catalog.json` lags the catalog definition
+    (its MultipleChoice lacks `variant` and `filterable`), so the components are taken from
+    `standard_catalog_definition.json`, the catalog itself, when both files are present."""
     schema = load_schema("server_to_client_with_standard_catalog.json")
+    catalog = load_schema("standard_catalog_definition.json")
     if schema is None:
         return None
+    import copy
+
     import jsonschema
+
+    schema = copy.deepcopy(schema)
+    if catalog is not None:
+        wrapper = schema["properties"]["surfaceUpdate"]["properties"]["components"]["items"]["properties"]["component"]
+        wrapper["properties"] = catalog["components"]
 
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
