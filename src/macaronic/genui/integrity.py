@@ -136,9 +136,11 @@ def add_components(surface: Surface, components: Any, where: str, issues: Issues
 
 
 def find_cycles(surface: Surface, issues: Issues) -> set[tuple[str, str]]:
-    """Report each cycle once, at the reference that closes it; return those back edges."""
+    """Report each cycle once, at the reference that closes it; return those back edges.
+    The walk starts at the root, so the reported edge is the one pointing back up the tree."""
     nodes, color, back = surface.nodes, {}, set()
-    for start in nodes:
+    first = [surface.root[0]] if surface.root and surface.root[0] in nodes else []
+    for start in first + list(nodes):
         if start in color:
             continue
         color[start], path = 1, [start]

@@ -96,7 +96,15 @@ def parse(candidate: str, repairs: list[str]) -> RepairResult:
 
 def close_truncated(scan: Scan, repairs: list[str]) -> RepairResult:
     """Close an open string and the open brackets; if that does not parse, trim the tail back
-    to an earlier separator (dropping a partial member) and try again."""
+    to an earlier separator (dropping a partial member) and try again. A tail that leaves
+    nothing but empty brackets is not a recovery."""
+    result = _close_truncated(scan, repairs)
+    if result.ok and result.obj in ({}, []):
+        return RepairResult(None, result.repairs, "truncated before any complete value", result.text)
+    return result
+
+
+def _close_truncated(scan: Scan, repairs: list[str]) -> RepairResult:
     out = "".join(scan.out)
     if scan.in_string:
         out += '"'
@@ -154,8 +162,10 @@ def scan_value(text: str, start: int, stop_when_closed: bool = True) -> Scan:
             out.append(ch)
         elif ch in "}]":
             drop_trailing_comma(out, structural, repairs)
-            if stack:
-                stack.pop()
+            if not stack or CLOSERS[stack[-1]] != ch:  # mismatched: not this candidate
+                out.append(ch)
+                return Scan(out, i + 1, [], False, repairs, structural)
+            stack.pop()
             out.append(ch)
             if not stack and stop_when_closed:
                 return Scan(out, i + 1, stack, False, repairs, structural)

@@ -1,0 +1,54 @@
+"""`macaronic genui validate FILE...`: one JSON line per file, exit 0 only if all are valid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from macaronic.cli import main as macaronic_main
+from macaronic.genui.cli import main
+from macaronic.genui.tasks import make_task
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    return code, lines
+
+
+def test_valid_files_exit_zero(tmp_path, capsys):
+    task = make_task("contact", 0)
+    (tmp_path / "a.json").write_text(json.dumps(task.gold))
+    (tmp_path / "b.json").write_text(json.dumps(task.gold["a2ui"]))
+    code, lines = run(capsys, "validate", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert code == 0
+    assert [(line["valid"], line["errors"], line["repaired"]) for line in lines] == [(True, [], [])] * 2
+    assert lines[0]["file"].endswith("a.json")
+
+
+def test_invalid_and_repaired_files_exit_one(tmp_path, capsys):
+    task = make_task("todo", 0)
+    (tmp_path / "fenced.json").write_text("```json\n" + json.dumps(task.gold) + "\n```")
+    (tmp_path / "bad.json").write_text('{"text_response": "x", "a2ui": [{"beginRendering": {"surfaceId": "s"}}]}')
+    (tmp_path / "huge.json").write_text(" " * (300 * 1024))
+    code, lines = run(capsys, "validate", *(str(tmp_path / n) for n in ("fenced.json", "bad.json", "huge.json")),
+                      str(tmp_path / "missing.json"))
+    assert code == 1
+    fenced, bad, huge, missing = lines
+    assert fenced["valid"] and fenced["repaired"] == ["markdown_fence"]
+    assert not bad["valid"] and bad["errors"][0]["path"] == "/a2ui/0/beginRendering/root"
+    assert "cap" in huge["errors"][0]["message"]
+    assert "cannot read" in missing["errors"][0]["message"]
+
+
+def test_dispatch_through_macaronic_cli(tmp_path, capsys):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(make_task("weather", 0).gold))
+    assert macaronic_main(["genui", "validate", str(path)]) == 0
+
+
+def test_help_runs_as_a_process():
+    out = subprocess.run([sys.executable, "-m", "macaronic.cli", "genui", "validate", "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "FILE" in out.stdout
