@@ -175,22 +175,41 @@ class Router:
     # ------------------------------------------------------------------ route
     def route(self, conversation: list[dict], adapters: list[AdapterInfo] | None = None,
               policy: str | None = None, features: dict[str, np.ndarray] | None = None) -> RouteDecision:
+        """One adapter for the conversation's latest turn."""
+        return self.route_many([conversation], adapters, policy, features)[0]
+
+    def route_many(self, conversations: list[list[dict]], adapters: list[AdapterInfo] | None = None,
+                   policy: str | None = None, features: dict[str, np.ndarray] | None = None,
+                   cache: dict | None = None) -> list[RouteDecision]:
+        """`route` for many conversations with one batched scoring pass; `ms` is the batch time
+        divided evenly. `cache` ((policy, names, text) -> scores) lets callers rescore the same
+        texts under another config (e.g. without hysteresis) for free."""
         t0 = time.perf_counter()
         adapters = adapters or self.adapters
         names = [a.name for a in adapters]
-        if self.config.tool_stickiness:
-            caller = tool_caller(conversation)
+        policy = policy or self.config.policy
+        sticky = [tool_caller(c) if self.config.tool_stickiness else None for c in conversations]
+        texts = [request_text(c) for c, s in zip(conversations, sticky) if s is None]
+        cache = {} if cache is None else cache
+        key = (policy, tuple(names))
+        todo = sorted({t for t in texts if (key, t) not in cache})
+        if todo:
+            probs, abstain, used = self.score_texts(todo, policy, adapters, features)
+            for i, t in enumerate(todo):
+                cache[(key, t)] = (probs[i], bool(abstain[i]), used[i])
+        ms = (time.perf_counter() - t0) * 1e3 / max(len(conversations), 1)
+        out = []
+        for convo, caller in zip(conversations, sticky):
             if caller is not None:
-                return RouteDecision(caller, {caller: 1.0}, 1.0, "sticky",
-                                     (time.perf_counter() - t0) * 1e3, "sticky-tool")
-        probs, abstain, used = self.score_texts([request_text(conversation)], policy, adapters, features)
-        dist = {n: float(p) for n, p in zip(names, probs[0])}
-        adapter, reason = decide(dist, bool(abstain[0]), current_adapter(conversation), self.config)
-        if reason == "scored" and (policy or self.config.policy) == "cascade" \
-                and used[0] != self.config.cheap_policy:
-            reason = "cascade-fallback"
-        return RouteDecision(adapter, dist, dist[adapter], used[0],
-                             (time.perf_counter() - t0) * 1e3, reason)
+                out.append(RouteDecision(caller, {caller: 1.0}, 1.0, "sticky", ms, "sticky-tool"))
+                continue
+            p, abstained, used = cache[(key, request_text(convo))]
+            dist = {n: float(x) for n, x in zip(names, p)}
+            adapter, reason = decide(dist, abstained, current_adapter(convo), self.config)
+            if reason == "scored" and policy == "cascade" and used != self.config.cheap_policy:
+                reason = "cascade-fallback"
+            out.append(RouteDecision(adapter, dist, dist[adapter], used, ms, reason))
+        return out
 
 
 def _align(values: np.ndarray, routes: tuple[str, ...], names: list[str], fill: float) -> np.ndarray:
