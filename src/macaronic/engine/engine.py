@@ -43,7 +43,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 class EngineConfig:
     max_batch: int = 16
     max_loras: int = 8  # resident adapter slots, besides slot 0 (no adapter)
-    max_rank: int = 64
+    max_rank: int = 16  # slot buffers are padded to this rank
     max_registered: int = 512
     prefill_chunk: int = 512
     prefix_cache: bool = True

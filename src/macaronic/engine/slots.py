@@ -1,7 +1,8 @@
 """Multi-LoRA slot buffers and the adapter registry.
 
-The bank holds fixed buffers per target, A: [L, S, r_max, d_in] and B: [L, S, d_out, r_max],
-slot 0 all zeros for "no adapter"; a forward passes one slot index per token. The registry maps
+The bank holds fixed buffers per target, A: [L, S, r_max, d_in] and Bt: [L, S, r_max, d_out]
+(B transposed, so a run of slots is one contiguous [k*r_max, d] matrix), slot 0 all zeros for
+"no adapter"; a forward passes one slot index per token. The registry maps
 names to validated adapters (up to `max_registered`) and keeps an LRU of resident slots; an
 adapter is registered only after it loaded and validated, so a bad one leaves it unchanged.
 Knows nothing about scheduling or tokens.
@@ -21,7 +22,7 @@ from torch import Tensor
 from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, read_adapter
 from macaronic.engine.config import ModelArgs
 
-GATHER_MAX_TOKENS = 64  # below this, gather per-token slot weights; above, one matmul per slot segment
+STACKED_MAX_TOKENS = 64  # up to this many tokens (decode), one masked matmul over stacked slots
 
 
 @dataclass
@@ -30,7 +31,8 @@ class SlotPlan:
 
     slots: Tensor  # [N] long
     groups: list[tuple[int, Tensor | slice]]  # (slot, token index or contiguous slice), slot != 0
-    gather: bool
+    top: int  # highest slot used
+    mask: Tensor | None  # [N, top * r_max]: 1 where the column belongs to the token's slot (stacked path)
 
 
 class LoraBank:
@@ -41,15 +43,15 @@ class LoraBank:
 
         self.args, self.n_slots, self.r_max, self.dtype = args, n_slots, r_max, dtype
         self.A: dict[str, Tensor] = {}
-        self.B: dict[str, Tensor] = {}
+        self.Bt: dict[str, Tensor] = {}
         for t in TARGETS:
             d_in, d_out = args.target_shape(t)
             self.A[t] = torch.zeros(args.n_layers, n_slots, r_max, d_in, dtype=dtype)
-            self.B[t] = torch.zeros(args.n_layers, n_slots, d_out, r_max, dtype=dtype)
+            self.Bt[t] = torch.zeros(args.n_layers, n_slots, r_max, d_out, dtype=dtype)
         self.present: list[set[str]] = [set() for _ in range(n_slots)]  # targets with weights per slot
 
     def nbytes_per_slot(self) -> int:
-        return sum(a[:, 0].nbytes + b[:, 0].nbytes for a, b in zip(self.A.values(), self.B.values()))
+        return sum(a[:, 0].nbytes + b[:, 0].nbytes for a, b in zip(self.A.values(), self.Bt.values()))
 
     @torch.no_grad()
     def write(self, slot: int, pairs: dict[tuple[int, str], tuple[Tensor, Tensor]]) -> None:
@@ -61,14 +63,14 @@ class LoraBank:
             if r > self.r_max:
                 raise AdapterError(f"rank {r} exceeds the bank's r_max {self.r_max}")
             self.A[target][layer, slot, :r] = A
-            self.B[target][layer, slot, :, :r] = B
+            self.Bt[target][layer, slot, :r] = B.T
             self.present[slot].add(target)
 
     @torch.no_grad()
     def clear(self, slot: int) -> None:
         for t in self.present[slot]:
             self.A[t][:, slot].zero_()
-            self.B[t][:, slot].zero_()
+            self.Bt[t][:, slot].zero_()
         self.present[slot] = set()
 
     def plan(self, slots: Tensor) -> SlotPlan:
@@ -79,20 +81,28 @@ class LoraBank:
             idx = (slots == s).nonzero().squeeze(1)
             lo, hi = int(idx[0]), int(idx[-1]) + 1
             groups.append((s, slice(lo, hi) if hi - lo == idx.numel() else idx))
-        return SlotPlan(slots=slots, groups=groups, gather=n <= GATHER_MAX_TOKENS and len(used) > 1)
+        top = max(used, default=0)
+        mask = None
+        if used and n <= STACKED_MAX_TOKENS:
+            # column j of the stacked slots 1..top belongs to slot 1 + j // r_max
+            col_slot = torch.arange(top * self.r_max) // self.r_max + 1
+            mask = (col_slot[None, :] == slots[:, None]).to(self.dtype)  # [N, top * r]
+        return SlotPlan(slots=slots, groups=groups, top=top, mask=mask)
 
     def delta(self, layer: int, target: str, x: Tensor, plan: SlotPlan) -> Tensor | None:
         if not plan.groups or not any(target in self.present[s] for s, _ in plan.groups):
             return None
-        A, B = self.A[target][layer], self.B[target][layer]  # [S, r, d_in], [S, d_out, r]
-        if plan.gather:  # few tokens, several adapters: one batched matmul over gathered slots
-            xa = torch.bmm(A[plan.slots], x.unsqueeze(-1))  # [N, r, 1]
-            return torch.bmm(B[plan.slots], xa).squeeze(-1)  # [N, d_out]
-        out = x.new_zeros(x.shape[0], B.shape[1])
+        A, Bt = self.A[target][layer], self.Bt[target][layer]  # [S, r, d_in], [S, r, d_out]
+        if plan.mask is not None:  # few tokens: one masked matmul over the stacked slots 1..top
+            k = plan.top * self.r_max
+            a = A[1 : plan.top + 1].reshape(k, -1)  # [top*r, d_in], a view
+            bt = Bt[1 : plan.top + 1].reshape(k, -1)  # [top*r, d_out]
+            return ((x @ a.T) * plan.mask) @ bt  # [N, d_out]
+        out = x.new_zeros(x.shape[0], Bt.shape[2])
         for s, idx in plan.groups:
             if target not in self.present[s]:
                 continue
-            d = (x[idx] @ A[s].T) @ B[s].T  # [n_s, d_out]
+            d = (x[idx] @ A[s].T) @ Bt[s]  # [n_s, d_out]
             if isinstance(idx, slice):
                 out[idx] = d
             else:

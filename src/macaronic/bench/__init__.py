@@ -1,0 +1,1 @@
+"""Benchmarks: every comparison measured side by side in one run, medians and ratios quoted."""

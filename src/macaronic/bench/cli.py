@@ -1,0 +1,144 @@
+"""`macaronic bench`: run the engine benchmarks, write JSON and the table in docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="macaronic bench",
+        description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
+        "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
+        "throughput, side by side in one run on the embedded default base.",
+    )
+    ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
+    ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
+    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
+    ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
+    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill")
+    a = ap.parse_args(argv)
+
+    from rich.progress import Progress
+
+    from macaronic.bench import machine, suite
+    from macaronic.engine.base import load_base
+
+    sections = set((a.only or "switch,adapters,decode,prefill").split(","))
+    lengths = (512, 2048) if a.quick else (512, 2048, 4096)
+    reps = 1 if a.quick else 3
+    t0 = time.time()
+    base = load_base(a.base)
+    result: dict = {
+        "command": "macaronic bench " + " ".join(argv),
+        "machine": machine.describe(),
+        "base": {"id": base.name, "fingerprint": base.fingerprint, "params": base.params()},
+        "quick": a.quick,
+    }
+    with tempfile.TemporaryDirectory(prefix="macaronic-bench-") as tmp, Progress(transient=False) as prog:
+        work = Path(tmp)
+        if "switch" in sections:
+            task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps)
+            result["switch_ttft"] = suite.switch_ttft(base, work / "switch", lengths, reps,
+                                                      progress=lambda: prog.advance(task))
+        if "adapters" in sections:
+            task = prog.add_task("adapter switch/load (4, 400)", total=1)
+            result["adapters"] = suite.adapter_latency(base, work / "adapters")
+            prog.advance(task)
+        if "decode" in sections:
+            task = prog.add_task("decode throughput", total=6)
+            result["decode"] = suite.decode_throughput(base, work / "decode", tokens=24 if a.quick else 48,
+                                                       progress=lambda: prog.advance(task))
+        if "prefill" in sections:
+            task = prog.add_task("prefill throughput", total=1)
+            result["prefill"] = suite.prefill_throughput(base)
+            prog.advance(task)
+    result["router"] = _router_latency(a.route_json)
+    result["seconds"] = round(time.time() - t0, 1)
+    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
+    if a.md:
+        write_markdown(Path(a.md), result)
+    print(markdown(result))
+    return 0
+
+
+def _router_latency(path: str | None) -> dict | None:
+    if not path or not Path(path).exists():
+        return None
+    data = json.loads(Path(path).read_text())
+    return {name: {"p50_ms": p.get("p50_ms"), "p95_ms": p.get("p95_ms")} for name, p in data.get("policies", {}).items()}
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else (f"{x:,.1f}" if isinstance(x, float) else str(x))
+
+
+def markdown(r: dict) -> str:
+    m = r["machine"]
+    out = [
+        f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, "
+        f"{m['memory_gb']} GB, measured copy bandwidth {m['memory_bandwidth_gbs']} GB/s, torch {m['torch']}, "
+        f"{m['torch_threads']} threads. Base: {r['base']['id']} ({r['base']['params'] / 1e6:.0f}M params, fp32).",
+        "",
+    ]
+    if "switch_ttft" in r:
+        out += ["### Switched-turn time to first token (ms, median)", "",
+                "History computed on adapter A, next turn on adapter B (rank 8, all 7 projections).", "",
+                "| history tokens | turn mode | per-adapter cache (vLLM rule) | cache cleared (llama.cpp rule) | transformers + PEFT | cleared / turn |",
+                "|---:|---:|---:|---:|---:|---:|"]
+        for row in r["switch_ttft"]:
+            out.append(f"| {row['history_tokens']} | {_fmt(row['turn_ms'])} | {_fmt(row['per_adapter_ms'])} | "
+                       f"{_fmt(row['cleared_ms'])} | {_fmt(row['peft_ms'])} | {row['cleared_over_turn']}x |")
+        out.append("")
+    if "adapters" in r:
+        ad = r["adapters"]
+        out += ["### Adapters", "", "| registered | switch (µs) | load disk→slot (ms) | register (ms) |", "|---:|---:|---:|---:|",
+                f"| 4 | {_fmt(ad['switch_us'])} | {_fmt(ad['load_ms'])} | {_fmt(ad['register_ms'])} |",
+                f"| 400 | {_fmt(ad['switch_us_400'])} | {_fmt(ad['load_ms_400'])} | {_fmt(ad['register_ms_400'])} |", "",
+                f"Bytes per resident adapter slot: {ad['bytes_per_adapter']:,} (padded to rank {ad['slot_rank']}); "
+                f"file size of a rank-{ad['adapter_rank']} fp32 adapter: {ad['file_bytes_per_adapter']:,}.", ""]
+    if "decode" in r:
+        d = r["decode"]
+        out += ["### Decode throughput (tokens/s, aggregate)", "",
+                "| 1 stream | 1 stream, base | 4 mixed | 16 mixed | 16 base-only | LoRA overhead @16 | llama.cpp 1 | llama.cpp 16 |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|",
+                f"| {_fmt(d['single_tok_s'])} | {_fmt(d['base_single_tok_s'])} | {_fmt(d['mixed4_tok_s'])} | "
+                f"{_fmt(d['mixed16_tok_s'])} | {_fmt(d['base16_tok_s'])} | {d['lora16_overhead_pct']}% | "
+                f"{_fmt(d['llamacpp_single_tok_s'])} | {_fmt(d['llamacpp16_tok_s'])} |", ""]
+    if "prefill" in r:
+        p = r["prefill"]
+        out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic | llama.cpp |", "|---:|---:|---:|"]
+        for n in (512, 2048):
+            if f"prefill{n}_tok_s" in p:
+                out.append(f"| {n} | {_fmt(p[f'prefill{n}_tok_s'])} | {_fmt(p[f'llamacpp_prefill{n}_tok_s'])} |")
+        out.append("")
+    if r.get("router"):
+        out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
+        out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]
+        out.append("")
+    out.append("n/a: the peer is not installed here (llama-cpp-python is the optional `bench` extra).")
+    return "\n".join(out)
+
+
+def write_markdown(path: Path, r: dict) -> None:
+    body = f"{START}\n## Engine benchmarks\n\n{markdown(r)}\n{END}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nEvery figure here comes from a command quoted with it.\n\n"
+    if START in text and END in text:
+        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + body + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,261 @@
+"""The engine benchmarks: switched-turn TTFT, adapter switch/load, decode and prefill throughput.
+
+Each function measures its comparisons side by side in one process and returns plain data;
+the CLI writes JSON and markdown. Peers that are not installed (llama-cpp-python) give null,
+never a made-up number. Knows nothing about routing or HTTP.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from macaronic.engine.engine import EngineConfig
+from macaronic.engine.llm import LLM, load_tokenizer
+from macaronic.engine.sampling import SamplingParams
+from macaronic.testing import make_random_adapter
+
+FILLER = (
+    "The committee reviewed the quarterly figures, noted that shipping delays had eased, and asked the "
+    "team to prepare a short summary of open risks before the next planning meeting on Thursday. "
+)
+
+
+def med(xs: list[float]) -> float:
+    return round(statistics.median(xs), 3)
+
+
+def make_llm(base, tok, **cfg) -> LLM:
+    return LLM(base, tok, EngineConfig(**cfg))
+
+
+def conversation(tok, target_tokens: int) -> tuple[list[dict], list[dict]]:
+    """A history of about `target_tokens` tokens ending in an assistant turn, and a next user turn."""
+    msgs = [{"role": "system", "content": "You are a helpful assistant."}]
+    i = 0
+    while True:
+        msgs += [{"role": "user", "content": f"Question {i}: " + FILLER * 2},
+                 {"role": "assistant", "content": f"Answer {i}: " + FILLER * 3}]
+        i += 1
+        text = tok.apply_chat_template(msgs, tokenize=False)
+        if len(tok.encode(text, add_special_tokens=False)) >= target_tokens:
+            break
+    return msgs, [{"role": "user", "content": "Now summarise the open risks in one sentence."}]
+
+
+def _trim(llm: LLM, msgs: list[dict], target: int) -> list[int]:
+    ids = llm.encode_chat(msgs, add_generation_prompt=False)
+    return ids[:target]
+
+
+def adapters_for(llm_args, workdir: Path, rank: int = 8) -> dict[str, Path]:
+    out = {}
+    for mode in ("turn", "full"):
+        for j, name in enumerate(("a", "b")):
+            out[f"{name}_{mode}"] = make_random_adapter(workdir / f"{name}_{mode}", llm_args, rank=rank,
+                                                        seed=100 + j, mode=mode, scale=0.05)
+    return out
+
+
+def switch_ttft(base, workdir: Path, lengths=(512, 2048, 4096), reps: int = 3, progress=None) -> list[dict]:
+    """TTFT of a turn on adapter B after a history computed on adapter A, four ways."""
+    tok = load_tokenizer(base.path)
+    paths = adapters_for(base.args, workdir)
+    cached = make_llm(base, tok, max_context=8192, prefill_chunk=1024)
+    cleared = make_llm(base, tok, max_context=8192, prefill_chunk=1024, prefix_cache=False)
+    for llm in (cached, cleared):
+        for name, p in paths.items():
+            llm.add_adapter(p, name)
+    peft_model = _peft_model(base.path, paths["a_full"], paths["b_full"])
+    one = SamplingParams(max_tokens=1, stop_token_ids=())
+    rows = []
+    for n in lengths:
+        msgs, nxt = conversation(tok, n + 200)
+        hist = _trim(cached, msgs, n)
+        tail = cached.encode_chat([{"role": "user", "content": nxt[0]["content"]}])
+        # the new user turn as it follows an assistant turn in the template
+        prompt = hist + tail[_first_user(cached, tail):]
+        res = {"turn_ms": [], "per_adapter_ms": [], "cleared_ms": [], "peft_ms": [], "turn_prefill_tokens": None}
+        for _ in range(reps):
+            cached.engine.cache.clear()
+            # history computed by adapter A (turn mode), then the next turn on B: reuse everything
+            cached.submit(hist, "a_turn", one, active_from=cached.turn_start(hist)).result()
+            h = cached.submit(prompt, "b_turn", one)
+            h.result()
+            res["turn_ms"].append(h.usage["ttft_ms"])
+            res["turn_prefill_tokens"] = h.usage["prefill_tokens"]
+            # vLLM rule: the cache is keyed per adapter; B never computed this history
+            cached.engine.cache.clear()
+            cached.submit(hist, "a_full", one).result()
+            h = cached.submit(prompt, "b_full", one)
+            h.result()
+            res["per_adapter_ms"].append(h.usage["ttft_ms"])
+            # llama.cpp rule: a LoRA change clears the slot's cache
+            h = cleared.submit(prompt, "b_full", one)
+            h.result()
+            res["cleared_ms"].append(h.usage["ttft_ms"])
+            res["peft_ms"].append(_peft_ttft(peft_model, prompt))
+            if progress:
+                progress()
+        row = {"history_tokens": n, "prompt_tokens": len(prompt)}
+        row.update({k: med(v) if isinstance(v, list) else v for k, v in res.items()})
+        row["cleared_over_turn"] = round(row["cleared_ms"] / row["turn_ms"], 1)
+        rows.append(row)
+    cached.close(), cleared.close()
+    return rows
+
+
+def _first_user(llm: LLM, ids: list[int]) -> int:
+    return llm.turn_start(ids)
+
+
+def _peft_model(base_dir: Path, a: Path, b: Path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32).eval()
+    model = PeftModel.from_pretrained(model, str(a), adapter_name="a")
+    model.load_adapter(str(b), adapter_name="b")
+    return model
+
+
+@torch.inference_mode()
+def _peft_ttft(model, prompt: list[int]) -> float:
+    model.set_adapter("a")
+    model.set_adapter("b")  # the switch, then a full recompute of the prompt
+    t = time.perf_counter()
+    model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
+    return (time.perf_counter() - t) * 1000
+
+
+def adapter_latency(base, workdir: Path, counts=(4, 400), rank: int = 8) -> dict:
+    """Switch (resident, pin+unpin) and load (disk -> slot) latency with N registered adapters."""
+    tok = load_tokenizer(base.path)
+    proto = make_random_adapter(workdir / "proto", base.args, rank=rank, seed=7, mode="turn")
+    out: dict = {}
+    for n in counts:
+        llm = make_llm(base, tok, max_loras=4, max_registered=max(512, n))
+        t = time.perf_counter()
+        for i in range(n):  # distinct ids, shared tensor bytes (hard links keep the disk small)
+            d = workdir / f"n{n}" / f"ad{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            for f in ("adapter_config.json", "adapter_model.safetensors"):
+                if not (d / f).exists():
+                    try:
+                        (d / f).hardlink_to(proto / f)
+                    except OSError:
+                        shutil.copy(proto / f, d / f)
+            (d / "macaronic.json").write_text(f'{{"mode": "turn", "description": "bench adapter {i}"}}')
+            llm.add_adapter(d, f"ad{i}")
+        register_ms = (time.perf_counter() - t) * 1000 / n
+        reg = llm.adapters
+        slot = reg.acquire("ad0")
+        reg.release(slot)
+        sw = []
+        for k in range(2000):
+            t = time.perf_counter_ns()
+            s = reg.acquire("ad0")
+            reg.release(s)
+            sw.append((time.perf_counter_ns() - t) / 1000)
+        loads = []
+        for k in range(1, min(n, 21)):
+            t = time.perf_counter()
+            s = reg.acquire(f"ad{k}")  # not resident: read from disk, copy into an evicted slot
+            loads.append((time.perf_counter() - t) * 1000)
+            reg.release(s)
+        suffix = "" if n == counts[0] else f"_{n}"
+        out[f"switch_us{suffix}"] = med(sw)
+        out[f"load_ms{suffix}"] = med(loads)
+        out[f"register_ms{suffix}"] = round(register_ms, 3)
+        if n == counts[0]:
+            out["bytes_per_adapter"] = llm.engine.bank.nbytes_per_slot()
+            out["file_bytes_per_adapter"] = (proto / "adapter_model.safetensors").stat().st_size
+            out["slot_rank"] = llm.engine.bank.r_max
+        llm.close()
+    out["adapter_rank"] = rank
+    return out
+
+
+def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> dict:
+    """Aggregate decode tokens/s: 1 stream, 4 and 16 mixed-adapter streams, 16 base-only streams."""
+    tok = load_tokenizer(base.path)
+    llm = make_llm(base, tok, max_batch=16, prefix_cache=False)
+    for i in range(4):
+        llm.add_adapter(make_random_adapter(workdir / f"dec{i}", base.args, rank=8, seed=200 + i, mode="turn",
+                                            scale=0.05), f"d{i}")
+    sp = SamplingParams(max_tokens=tokens, stop_token_ids=())
+
+    def run(n: int, mixed: bool) -> float:
+        prompts = [llm.encode_chat([{"role": "user", "content": f"Write item {i} of a long list."}]) for i in range(n)]
+        hs = [llm.submit(p, f"d{i % 4}" if mixed else None, sp) for i, p in enumerate(prompts)]
+        for h in hs:  # wait for all prefills so only decode is timed
+            next(iter(h))
+        t = time.perf_counter()
+        for h in hs:
+            h.result()
+        dt = time.perf_counter() - t
+        if progress:
+            progress()
+        return round(n * (tokens - 1) / dt, 2)
+
+    run(2, True)  # warm-up
+    out = {
+        "single_tok_s": run(1, True),
+        "mixed4_tok_s": run(4, True),
+        "mixed16_tok_s": run(16, True),
+        "base16_tok_s": run(16, False),
+        "base_single_tok_s": run(1, False),
+    }
+    out["lora16_overhead_pct"] = round(100 * (out["base16_tok_s"] / out["mixed16_tok_s"] - 1), 1)
+    out.update(_llamacpp_decode(tokens))
+    llm.close()
+    return out
+
+
+def prefill_throughput(base, lengths=(512, 2048)) -> dict:
+    tok = load_tokenizer(base.path)
+    llm = make_llm(base, tok, prefix_cache=False, prefill_chunk=4096)
+    out = {}
+    msgs, _ = conversation(tok, max(lengths) + 100)
+    ids = llm.encode_chat(msgs, add_generation_prompt=False)
+    for n in lengths:
+        h = llm.submit(ids[:n], None, SamplingParams(max_tokens=1, stop_token_ids=()))
+        h.result()
+        out[f"prefill{n}_tok_s"] = round(n / (h.usage["ttft_ms"] / 1000), 1)
+        out[f"llamacpp_prefill{n}_tok_s"] = _llamacpp_prefill(ids[:n])
+    llm.close()
+    return out
+
+
+def _llama():
+    try:
+        from llama_cpp import Llama  # optional `bench` extra
+    except ImportError:
+        return None
+    from macaronic.engine.base import smollm2_gguf
+
+    return Llama(model_path=str(smollm2_gguf()), n_ctx=4096, n_threads=2, n_batch=512, verbose=False)
+
+
+def _llamacpp_decode(tokens: int) -> dict:
+    llm = _llama()
+    if llm is None:
+        return {"llamacpp_single_tok_s": None, "llamacpp16_tok_s": None}
+    llm.reset()
+    t = time.perf_counter()
+    llm.create_completion("Write a long list of items:", max_tokens=tokens, temperature=0.0)
+    single = round(tokens / (time.perf_counter() - t), 2)
+    return {"llamacpp_single_tok_s": single, "llamacpp16_tok_s": None}
+
+
+def _llamacpp_prefill(ids: list[int]) -> float | None:
+    llm = _llama()
+    if llm is None:
+        return None
+    t = time.perf_counter()
+    llm.eval(ids)
+    return round(len(ids) / (time.perf_counter() - t), 1)
