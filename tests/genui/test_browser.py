@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import io
-from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, load
 
 from macaronic.genui.actions import Approval, approval_from, check_user_action, make_user_action
+from macaronic.genui.shared import a2ui_js
 from macaronic.genui.tasks import FAMILIES, make_task
 
 pytestmark = pytest.mark.browser
-A2UI_JS = (Path(__file__).resolve().parents[2] / "src" / "macaronic" / "web" / "a2ui.js").read_text()
+A2UI_JS = a2ui_js().read_text(encoding="utf-8")
 PAGE = f"""<!doctype html><html><head><meta charset="utf-8"><script>{A2UI_JS}</script></head>
 <body style="margin:0;background:#fff"><div id="host" style="width:460px;padding:8px"></div></body></html>"""
 RENDER = """messages => {

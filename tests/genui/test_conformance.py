@@ -56,6 +56,25 @@ def test_models_match_standard_catalog():
         assert required == set(schema.get("required", [])), name
 
 
+def test_a2ui_pydantic_accepts_our_gold_cards():
+    a2ui_pydantic = pytest.importorskip("a2ui_pydantic")
+    from macaronic.genui.tasks import generate_tasks
+
+    for task in generate_tasks(per_family=2):
+        for message in task.gold["a2ui"]:
+            a2ui_pydantic.A2UIMessage.model_validate(message)
+
+
+def test_shared_locator_honours_env(monkeypatch, tmp_path):
+    from macaronic.genui import shared
+
+    monkeypatch.setenv(shared.ENV_VAR, str(tmp_path))
+    assert shared.shared_dir() == tmp_path and shared.a2ui_dir() is None
+    monkeypatch.delenv(shared.ENV_VAR)
+    assert shared.shared_dir() == shared.repo_root().parent / "shared"
+    assert shared.a2ui_js().is_file()
+
+
 def test_a2ui_pydantic_is_laxer_than_us():
     """Recorded disagreement: a2ui-pydantic ignores unknown keys (and drops catalogId); we and the
     official schema reject unknown keys."""

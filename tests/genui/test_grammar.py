@@ -49,7 +49,10 @@ def model(tokenizer):
     config = LlamaConfig(vocab_size=len(tokenizer) + 8, hidden_size=32, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=8192, eos_token_id=tokenizer.eos_token_id)
-    return LlamaForCausalLM(config).eval()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 32-wide model gains nothing from threads; shared CPUs lose a lot
+    yield LlamaForCausalLM(config).eval()
+    torch.set_num_threads(threads)
 
 
 def decode(model, tokenizer, constraint, seed: int, max_new_tokens: int) -> str:

@@ -23,7 +23,7 @@ def entry_value(entry: dict[str, Any]) -> Any:
         if key in entry:
             return entry[key]
     if "valueMap" in entry:
-        return {e["key"]: entry_value(e) for e in entry["valueMap"] if isinstance(e, dict) and "key" in e}
+        return decode_contents(entry["valueMap"])
     return None
 
 
@@ -36,8 +36,11 @@ def decode_string(value: Any) -> Any:
     return value
 
 
-def decode_contents(contents: list[dict[str, Any]]) -> dict[str, Any]:
-    return {e["key"]: entry_value(e) for e in contents if isinstance(e, dict) and "key" in e}
+def decode_contents(contents: Any) -> dict[str, Any]:
+    """Entries -> dict; malformed entries (the validator reports them) are skipped."""
+    if not isinstance(contents, list):
+        return {}
+    return {e["key"]: entry_value(e) for e in contents if isinstance(e, dict) and isinstance(e.get("key"), str)}
 
 
 def split_path(path: str) -> list[str]:
@@ -87,8 +90,8 @@ def set_path(model: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 def apply_update(model: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """Apply one `dataModelUpdate` body to a surface's model (in place where possible)."""
-    value = decode_contents(update.get("contents") or [])
-    return set_path(model, update.get("path") or "/", value)
+    path = update.get("path")
+    return set_path(model, path if isinstance(path, str) else "/", decode_contents(update.get("contents")))
 
 
 def build_models(messages: list[Any]) -> dict[str, dict[str, Any]]:

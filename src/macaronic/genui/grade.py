@@ -9,7 +9,8 @@ unresolved bindings do not count. Pure: no printing, no files.
 
 from __future__ import annotations
 
-from html import escape
+import re
+from html import escape, unescape
 from typing import Any
 
 from macaronic.genui.actions import make_user_action
@@ -58,8 +59,6 @@ def sends(messages: list[Any], html: str, action: str, key: str, value: Any) -> 
 
 
 def rendered_buttons(html: str, action: str) -> list[str]:
-    import re
-
+    """Ids of the Buttons named `action` that render_html put into `html`."""
     pattern = rf'data-component-id="([^"]+)" data-action="{re.escape(escape(action))}"'
-    return [re.sub(r"&[a-z#0-9]+;", lambda m: __import__("html").unescape(m.group()), b)
-            for b in re.findall(pattern, html)]
+    return [unescape(b) for b in re.findall(pattern, html)]

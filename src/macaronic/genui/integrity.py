@@ -60,6 +60,10 @@ class Issues:
         self.warnings.append({"path": where, "message": message})
 
 
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def child_refs(node: Node) -> Iterator[tuple[str, str, str | None]]:
     """(pointer, child id, template dataBinding or None) for every id this component names."""
     base, p = node.where + ptr("component", node.type), node.props
@@ -68,14 +72,14 @@ def child_refs(node: Node) -> Iterator[tuple[str, str, str | None]]:
             yield base + ptr(key), p[key], None
     children = p.get("children")
     if isinstance(children, dict):
-        for i, cid in enumerate(children.get("explicitList") or []):
+        for i, cid in enumerate(as_list(children.get("explicitList"))):
             if isinstance(cid, str):
                 yield base + ptr("children", "explicitList", i), cid, None
         tpl = children.get("template")
         if isinstance(tpl, dict) and isinstance(tpl.get("componentId"), str):
             binding = tpl.get("dataBinding") if isinstance(tpl.get("dataBinding"), str) else ""
             yield base + ptr("children", "template", "componentId"), tpl["componentId"], binding
-    for i, item in enumerate(p.get("tabItems") or []):
+    for i, item in enumerate(as_list(p.get("tabItems"))):
         if isinstance(item, dict) and isinstance(item.get("child"), str):
             yield base + ptr("tabItems", i, "child"), item["child"], None
 

@@ -23,8 +23,9 @@ def render_html(messages: list[dict[str, Any]] | dict[str, Any], *, standalone: 
     a message list or a `{text_response, a2ui}` object (the text becomes a paragraph)."""
     text = None
     if isinstance(messages, dict):
-        text, messages = messages.get("text_response"), messages.get("a2ui") or []
-    parts = [f'<p class="a2ui-text-response">{escape(text)}</p>'] if text else []
+        text, messages = messages.get("text_response"), messages.get("a2ui")
+    messages = messages if isinstance(messages, list) else []
+    parts = [f'<p class="a2ui-text-response">{escape(text)}</p>'] if isinstance(text, str) and text else []
     for surface in surfaces(messages).values():
         if surface["root"] is not None:
             parts.append(Html(surface).surface())
@@ -49,13 +50,14 @@ def surfaces(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             continue
         s = out.setdefault(sid, {"id": sid, "components": {}, "model": {}, "root": None, "styles": {}})
         if kind == "surfaceUpdate":
-            for c in body.get("components") or []:
+            for c in body.get("components") if isinstance(body.get("components"), list) else []:
                 if isinstance(c, dict) and isinstance(c.get("id"), str):
                     s["components"][c["id"]] = c
         elif kind == "dataModelUpdate":
             s["model"] = apply_update(s["model"], body)
         elif kind == "beginRendering":
-            s["root"], s["styles"] = body.get("root"), body.get("styles") or {}
+            styles = body.get("styles")
+            s["root"], s["styles"] = body.get("root"), styles if isinstance(styles, dict) else {}
     return out
 
 
@@ -92,7 +94,7 @@ class Html:
         return literal if found is MISSING else found
 
     def node(self, cid: Any, ctx: str, depth: int, stack: tuple[str, ...]) -> str:
-        entry = self.s["components"].get(cid)
+        entry = self.s["components"].get(cid) if isinstance(cid, str) else None
         if entry is None or cid in stack or depth > MAX_DEPTH:
             why = "unknown component" if entry is None else "cycle" if cid in stack else "too deep"
             return f'<span class="a2ui-error">{escape(why)}: {escape(str(cid))}</span>'
@@ -103,7 +105,10 @@ class Html:
             return f'<span class="a2ui-error">unknown component type: {escape(str(ctype))}</span>'
         scope = (ctx, depth, stack + (cid,))
         extra = attrs(data_component_id=cid, data_weight=entry.get("weight"))
-        return method(props, scope, f'class="a2ui-{ctype.lower()}"{extra}')
+        try:
+            return method(props, scope, f'class="a2ui-{ctype.lower()}"{extra}')
+        except (TypeError, AttributeError, ValueError):  # wrong-typed props: validate() says which
+            return f'<span class="a2ui-error">malformed {escape(ctype)}: {escape(cid)}</span>'
 
     def child(self, cid: Any, scope: tuple, ctx: str | None = None) -> str:
         return self.node(cid, scope[0] if ctx is None else ctx, scope[1] + 1, scope[2])

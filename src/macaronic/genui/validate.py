@@ -68,8 +68,9 @@ def _validate(obj: Any, limits: Limits, integrity_layer: bool) -> ValidationResu
     if len(messages) > limits.max_messages:
         errors.append({"path": prefix, "message": f"{len(messages)} messages; at most {limits.max_messages} allowed"})
         return ValidationResult(False, errors, [], ("envelope",))
-    n_components = sum(len(m.get("surfaceUpdate", {}).get("components") or [])
-                       for m in messages if isinstance(m, dict) and isinstance(m.get("surfaceUpdate"), dict))
+    n_components = sum(len(m["surfaceUpdate"]["components"]) for m in messages
+                       if isinstance(m, dict) and isinstance(m.get("surfaceUpdate"), dict)
+                       and isinstance(m["surfaceUpdate"].get("components"), list))
     if n_components > limits.max_components:
         errors.append({"path": prefix, "message": f"{n_components} components; at most {limits.max_components} allowed"})
         return ValidationResult(False, errors, [], ("envelope",))
@@ -121,7 +122,8 @@ def surface_catalogs(messages: list[Any]) -> dict[str, str]:
     for m in messages:
         body = m.get("beginRendering") if isinstance(m, dict) else None
         if isinstance(body, dict) and isinstance(body.get("surfaceId"), str):
-            out[body["surfaceId"]] = body.get("catalogId") or STANDARD_CATALOG_ID
+            catalog = body.get("catalogId")
+            out[body["surfaceId"]] = catalog if isinstance(catalog, str) else STANDARD_CATALOG_ID
     return out
 
 
@@ -141,7 +143,8 @@ def check_message(message: Any, where: str, catalogs: dict[str, str]) -> list[di
     except ValidationError as e:
         errors = pydantic_errors(e, at)
         if kind == "surfaceUpdate" and isinstance(body, dict):
-            errors += check_components(body.get("components"), at, catalogs.get(body.get("surfaceId")))
+            sid = body.get("surfaceId")
+            errors += check_components(body.get("components"), at, catalogs.get(sid) if isinstance(sid, str) else None)
         return errors
     errors = []
     if kind == "beginRendering" and parsed.catalogId is not None and parsed.catalogId not in CATALOGS:
@@ -190,16 +193,8 @@ def pydantic_errors(e: ValidationError, at: str) -> list[dict[str, str]]:
             message = "null is not allowed"
         else:
             message = err["msg"].removeprefix("Value error, ")
-        # Component bodies are checked separately against their catalog.
-        if "component" in loc and err["type"] in ("dict_type",) or not _inside_component(loc):
-            out.append({"path": where, "message": message})
+        out.append({"path": where, "message": message})
     return out
-
-
-def _inside_component(loc: tuple | list) -> bool:
-    # `components/<j>/component/<Type>/...` errors come from check_component, not from here.
-    loc = list(loc)
-    return len(loc) >= 4 and loc[0] == "components" and loc[2] == "component"
 
 
 @lru_cache(maxsize=1)
