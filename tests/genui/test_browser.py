@@ -156,3 +156,16 @@ def test_stream_update_and_delete_surface(page):
     assert "Reykjavik" in page.locator("#host").inner_text()
     page.evaluate("([sid]) => window.r.process([{deleteSurface: {surfaceId: sid}}])", [sid])
     assert page.locator("#host .a2ui-surface").count() == 0
+
+
+def test_corrupted_cards_never_throw(page):
+    import random
+
+    from test_fuzz import corrupt
+
+    rng = random.Random(1)
+    golds = [make_task(f, 0).gold for f in FAMILIES]
+    for i in range(60):
+        bad = corrupt(golds[i % len(golds)], rng)
+        messages = bad.get("a2ui") if isinstance(bad, dict) else bad
+        render(page, messages)  # a JS exception would raise here

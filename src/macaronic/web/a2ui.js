@@ -95,6 +95,7 @@ dialog.a2ui-modal{border:1px solid #d0d4dc;border-radius:12px}`;
     return model;
   }
   function decodeString(value) {
+    if (typeof value !== "string") return value;
     const head = value.trimStart().charAt(0);
     if (head === "[" || head === "{") {
       try { return JSON.parse(value); } catch (e) { /* plain text that starts with a bracket */ }
@@ -110,7 +111,7 @@ dialog.a2ui-modal{border:1px solid #d0d4dc;border-radius:12px}`;
   }
   function decodeContents(contents) {
     const out = {};
-    for (const e of contents || []) if (e && typeof e.key === "string") out[e.key] = entryValue(e);
+    for (const e of Array.isArray(contents) ? contents : []) if (e && typeof e.key === "string") out[e.key] = entryValue(e);
     return out;
   }
   function templateItems(value) {
@@ -122,6 +123,9 @@ dialog.a2ui-modal{border:1px solid #d0d4dc;border-radius:12px}`;
     if (value === undefined || value === null) return "";
     return typeof value === "object" ? JSON.stringify(value) : String(value);
   }
+
+  function isObject(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+  function asList(v) { return Array.isArray(v) ? v : []; }
 
   function el(tag, cls, attrs) {
     const node = document.createElement(tag);
@@ -149,24 +153,31 @@ dialog.a2ui-modal{border:1px solid #d0d4dc;border-radius:12px}`;
       this.onAction = (options && options.onAction) || null;
       this.maxDepth = (options && options.maxDepth) || MAX_DEPTH;
       this.surfaces = new Map();
+      this.errors = [];
       installStyles(container.ownerDocument || document);
     }
 
     process(messages) {
       const touched = new Set();
-      for (const message of messages || []) {
-        const kind = Object.keys(message || {})[0];
-        const body = message[kind] || {};
-        const id = body.surfaceId;
-        if (kind === "deleteSurface") { this.deleteSurface(id); continue; }
-        const surface = this.surface(id);
-        if (kind === "surfaceUpdate") for (const c of body.components || []) surface.components.set(c.id, c);
-        if (kind === "dataModelUpdate") surface.model = setPath(surface.model, body.path || "/", decodeContents(body.contents));
-        if (kind === "beginRendering") { surface.root = body.root; surface.styles = body.styles || {}; }
-        touched.add(surface);
+      for (const message of Array.isArray(messages) ? messages : []) {
+        // A malformed message is skipped and recorded; the server-side validator names the fault.
+        try { this.apply(message, touched); } catch (e) { this.errors.push(String(e)); }
       }
       for (const surface of touched) if (surface.root !== null) this.renderSurface(surface);
       return this;
+    }
+
+    apply(message, touched) {
+      const kind = Object.keys(message || {})[0];
+      const body = (message && message[kind]) || {};
+      const id = body.surfaceId;
+      if (typeof id !== "string") throw new Error(`message without surfaceId: ${kind}`);
+      if (kind === "deleteSurface") { this.deleteSurface(id); touched.delete(this.surfaces.get(id)); return; }
+      const surface = this.surface(id);
+      if (kind === "surfaceUpdate") for (const c of asList(body.components)) if (c && typeof c.id === "string") surface.components.set(c.id, c);
+      if (kind === "dataModelUpdate") surface.model = setPath(surface.model, typeof body.path === "string" ? body.path : "/", decodeContents(body.contents));
+      if (kind === "beginRendering") { surface.root = body.root; surface.styles = isObject(body.styles) ? body.styles : {}; }
+      touched.add(surface);
     }
 
     surface(id) {
@@ -193,15 +204,20 @@ dialog.a2ui-modal{border:1px solid #d0d4dc;border-radius:12px}`;
     }
 
     node(surface, id, ctx, depth, stack) {
-      const entry = surface.components.get(id);
+      const entry = typeof id === "string" ? surface.components.get(id) : undefined;
       if (!entry) return this.error(`unknown component ${id}`);
       if (stack.includes(id)) return this.error(`cycle at ${id}`);
       if (depth > this.maxDepth) return this.error("too deep");
-      const type = Object.keys(entry.component || {})[0];
+      const type = Object.keys(isObject(entry.component) ? entry.component : {})[0];
       const render = COMPONENTS[type];
       if (!render) return this.error(`unknown component type ${type}`);
       const scope = { surface, id, ctx, depth, stack: stack.concat([id]), renderer: this };
-      const node = render(entry.component[type] || {}, scope);
+      let node;
+      try {
+        node = render(isObject(entry.component[type]) ? entry.component[type] : {}, scope);
+      } catch (e) {  // wrong-typed properties: show the fault in place, keep the rest of the card
+        return this.error(`malformed ${type} ${id}`);
+      }
       node.classList.add(`a2ui-${type.toLowerCase()}`);
       node.dataset.componentId = id;
       if (typeof entry.weight === "number") node.style.flexGrow = String(entry.weight);
