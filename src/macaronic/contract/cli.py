@@ -1,0 +1,237 @@
+"""`macaronic eval` and `macaronic contract`: the caller side of the evaluator.
+
+Everything with side effects lives here: progress bars, the per-task JSONL, the report file,
+exit codes (0 ok, 1 bad contract, 2 environment: missing source, unknown pair, changed files,
+3 contaminated training data). The evaluation itself is contract.evaluate + contract.report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from macaronic.contract.spec import ENVIRONMENT, ContractError
+
+CONTAMINATED = 3
+
+
+def resolve_pair(ref: str, lineage: str | Path | None):
+    """A pair manifest from a manifest JSON path, or from the lineage by id, prefix or alias."""
+    from macaronic.pairs.ids import PairManifest
+    from macaronic.pairs.lineage import Lineage
+
+    if ref.endswith(".json") and Path(ref).is_file():
+        return PairManifest.load(ref)
+    from macaronic.pairs.cli import default_lineage
+
+    with Lineage(lineage or default_lineage()) as lin:
+        return lin.pair(ref)
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="macaronic eval",
+        description="Evaluate a model-harness pair on a contract's sealed test split, in this process. "
+                    "Per-task results are appended to a JSONL as they finish (rerun the same command "
+                    "after a crash: finished tasks are skipped), then the report is written to --json. "
+                    "With --parent the parent is evaluated too (or read from --prior logs) and the "
+                    "contract's gate decides accept/reject. Exit codes: 0 ok, 1 bad contract, "
+                    "2 environment, 3 training data contaminated with test prompts.")
+    p.add_argument("--pair", required=True, help="pair id, id prefix, alias, or a pair manifest .json")
+    p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
+    p.add_argument("--json", required=True, type=Path, help="where to write the final report")
+    p.add_argument("--parent", default=None, help="the pair to compare against (enables the gate)")
+    p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite (default: $MACARONIC_HOME/lineage.sqlite)")
+    p.add_argument("--tasks", type=Path, default=None, help="per-task JSONL (default: <json>.tasks.jsonl)")
+    p.add_argument("--prior", type=Path, action="append", default=[],
+                   help="earlier per-task JSONL files to reuse rows from (same contract sha256)")
+    p.add_argument("--strata", type=Path, default=None,
+                   help="frozen strata JSON (default: the contract's strata file, if any)")
+    p.add_argument("--train-data", type=Path, action="append", default=[],
+                   help="extra training files for the contamination check (the pair's own are always used)")
+    p.add_argument("--audit", type=Path, default=None, help="split-read audit log (default: $MACARONIC_HOME/audit/splits.jsonl)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
+    path = path or contract.strata_path()
+    if path is None:
+        return None, None
+    data = Path(path).read_bytes()
+    doc = json.loads(data)
+    return doc.get("tasks", doc), hashlib.sha256(data).hexdigest()
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    args = eval_parser().parse_args(argv)
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.evaluate import ResultLog, plan, read_rows, run_units, write_json_atomic
+    from macaronic.contract.report import build_report
+    from macaronic.contract.sealed import SplitLoader, contamination, texts_of_data_file
+    from macaronic.pairs.lineage import LineageError
+
+    try:
+        contract = cspec.parse(args.contract)
+        cspec.check_sources(contract)
+        loader = SplitLoader(contract, "evaluator", args.audit)
+        cspec.check_hashes(contract, loader)
+    except ContractError as e:
+        print(f"macaronic eval: {e}", file=sys.stderr)
+        return e.code
+    try:
+        child = resolve_pair(args.pair, args.lineage)
+        parent = resolve_pair(args.parent, args.lineage) if args.parent else None
+    except (LineageError, ValueError, OSError) as e:
+        print(f"macaronic eval: {e}", file=sys.stderr)
+        return ENVIRONMENT
+    problems = child.verify() + (parent.verify() if parent else [])
+    if problems:
+        print("macaronic eval: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return ENVIRONMENT
+    units = plan(contract, loader)
+    # Contamination: the child's training data (and any named) against every sealed test prompt.
+    train_files = list(child.data) + [str(p) for p in args.train_data]
+    train_texts = [t for f in train_files for t in texts_of_data_file(f)]
+    seen = {}
+    for task, _ in units:
+        seen.setdefault(task.key, task.text)
+    cont = contamination(train_texts, list(seen.items()))
+    if not cont["clean"]:
+        print(f"macaronic eval: training data overlaps the sealed test split: exact={cont['exact'][:5]} "
+              f"13-gram={cont['ngram'][:5]} ({len(cont['exact'])}+{len(cont['ngram'])} tasks)", file=sys.stderr)
+        return CONTAMINATED
+    try:
+        strata, _ = load_strata(args.strata, contract)
+    except (OSError, ValueError) as e:
+        print(f"macaronic eval: cannot read strata: {e}", file=sys.stderr)
+        return ENVIRONMENT
+    tasks_path = args.tasks or args.json.with_name(args.json.name + ".tasks.jsonl")
+    log = ResultLog(tasks_path, contract.sha256)
+    for prior in args.prior:
+        for r in read_rows(prior, contract.sha256):
+            log.add(r)
+    try:
+        for manifest in [m for m in (parent, child) if m is not None]:
+            run_pair(contract, manifest, units, log, quiet=args.quiet)
+    finally:
+        log.close()
+    report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
+                                  log.for_pair(parent.id) if parent else None, strata)
+    write_json_atomic(args.json, report)
+    write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
+                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path)})
+    if not args.quiet:
+        print(summary(report), file=sys.stderr)
+    return 0
+
+
+def run_pair(contract, manifest, units, log, quiet: bool = False) -> None:
+    from macaronic.contract.evaluate import run_units, unit_key
+
+    todo = [u for u in units if unit_key(manifest.id, u[0].suite, u[0].id, u[1]) not in log.rows]
+    if not todo:
+        return
+    from macaronic.contract.runner import LocalRunner
+
+    runner = LocalRunner(manifest)
+    try:
+        with progress(quiet) as bar:
+            job = bar.add_task(f"eval {manifest.id[:10]}", total=len(units), completed=len(units) - len(todo))
+            for row in run_units(contract, manifest.id, todo, runner, log.keys()):
+                log.add(row)
+                bar.advance(job)
+    finally:
+        runner.close()
+
+
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def add_task(self, *a, **k):
+        return 0
+
+    def advance(self, *a, **k):
+        pass
+
+    def update(self, *a, **k):
+        pass
+
+
+def progress(quiet: bool = False):
+    if quiet:
+        return _NoBar()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True))
+
+
+def fmt(x, nd=3):
+    return "-" if x is None else f"{x:+.{nd}f}" if isinstance(x, float) and x < 0 else f"{x:.{nd}f}"
+
+
+def summary(report: dict) -> str:
+    lines = [f"{report['contract']['id']} pair {report['pair']['id'][:12]} parent "
+             f"{(report['parent']['id'] or '-')[:12]}: {report['decision']}"
+             + (f" (failed: {', '.join(report['failed_rules'])})" if report["failed_rules"] else "")]
+    for name, s in list(report["suites"].items()) + [(f"[{k}]", v) for k, v in report["strata"].items()]:
+        ci = s.get("ci95")
+        lines.append(f"  {name:<14} n={s['n']:<4} score={fmt(s['score'])}"
+                     + (f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "")
+                     + (f"  delta={fmt(s['delta'])} [{fmt(s['delta_ci95'][0])}, {fmt(s['delta_ci95'][1])}]"
+                        if s.get("delta_ci95") else ""))
+    return "\n".join(lines)
+
+
+def contract_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="macaronic contract",
+        description="Check or seal a contract file. `check` runs the layers parse, schema, sources, "
+                    "hashes and exits 0 (ok), 1 (bad contract) or 2 (environment: a source is missing "
+                    "here). `seal` fills in the sealed test manifests of a draft; publish the result "
+                    "and never edit it again (a change is a new version).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="run every check layer")
+    c.add_argument("file", type=Path)
+    c.add_argument("--audit", type=Path, default=None, help="split-read audit log")
+    s = sub.add_parser("seal", help="write a copy of a draft with its sealed manifests filled in")
+    s.add_argument("file", type=Path)
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--audit", type=Path, default=None)
+    return p
+
+
+def contract_main(argv: list[str] | None = None) -> int:
+    args = contract_parser().parse_args(argv)
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.sealed import SplitLoader
+
+    try:
+        if args.cmd == "seal":
+            out = cspec.seal(args.file, args.out)
+            c = cspec.parse(out)
+            print(f"sealed {c.id} -> {out}  sha256 {c.sha256}")
+            return 0
+        c = cspec.parse(args.file)
+        cspec.check_sources(c)
+        cspec.check_hashes(c, SplitLoader(c, "check", args.audit))
+    except ContractError as e:
+        print(f"macaronic contract: {e}", file=sys.stderr)
+        return e.code
+    print(f"ok {c.id} sha256 {c.sha256}")
+    for s in c.suites:
+        tag = "report-only" if s.report_only else ("primary" if s.name in c.primary else "")
+        print(f"  {s.name:<12} kind={s.kind:<11} grader={s.grader:<20} test n={s.sealed.get('n')} {tag}")
+    return 0
+
+
+

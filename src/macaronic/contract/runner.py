@@ -1,0 +1,83 @@
+"""The local answerer: replies for the evaluator and the experience collector, one forced
+adapter per turn (or a routed one when the suite asks for routing).
+
+Stands in for the per-turn harness (`macaronic.serve.harness`) behind the Answerer protocol:
+system prompt = the bundle's identity + role prompt (+ the tool list for agent turns), decoding
+from the bundle's decoding.json capped by the contract's max_tokens, and for routed turns the
+bundle's router (a fitted state in `<bundle>/router_state/` when present, else the prompted
+policy, which needs no fitting). It keeps no history of its own: callers pass the conversation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from macaronic.contract.suites import Reply
+
+ROUTER_STATE_DIR = "router_state"
+
+
+class LocalRunner:
+    def __init__(self, manifest, engine_config=None):
+        from macaronic.engine.llm import EngineConfig, load_llm
+        from macaronic.harness import load_bundle
+
+        self.manifest = manifest
+        self.bundle = load_bundle(manifest.harness["path"])
+        self.llm = load_llm(manifest.base, [], engine_config or EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32")))
+        for role, a in sorted(manifest.adapters.items()):
+            self.llm.add_adapter(a["path"], name=role)
+        self._router = None
+
+    def close(self) -> None:
+        self.llm.close()
+
+    @property
+    def router(self):
+        if self._router is None:
+            from macaronic.router.router import Router
+            from macaronic.router.config import RouterConfig
+
+            state_dir = Path(self.bundle.path) / ROUTER_STATE_DIR
+            cfg = RouterConfig.from_dict(self.bundle.router)
+            if (state_dir / "state.json").is_file():
+                self._router = Router.load(state_dir, self.llm, self.bundle, cfg)
+            else:  # nothing fitted yet: the route prompt alone
+                from dataclasses import replace
+
+                self._router = Router(self.llm, self.bundle, None, replace(cfg, policy="prompted"))
+        return self._router
+
+    def route(self, messages: list[dict]) -> tuple[str, dict]:
+        d = self.router.route(messages)
+        return d.adapter, {"adapter": d.adapter, "confidence": round(float(d.confidence), 4),
+                           "policy": d.policy, "reason": d.reason}
+
+    def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
+              tools: list[dict] | None = None) -> Reply:
+        from macaronic.engine.sampling import SamplingParams
+
+        route = None
+        if role is None:
+            role, route = self.route(messages)
+        system = self.bundle.system_prompt(role)
+        if role == "agent" or tools is not None:
+            from macaronic.substrate.toolcalls import format_tool_prompt
+            from macaronic.substrate.tools import TOOLS
+
+            system += "\n\n" + format_tool_prompt(tools if tools is not None else TOOLS)
+        dec = self.bundle.decoding_for(role)
+        sampling = SamplingParams(max_tokens=min(int(dec.get("max_tokens", max_tokens)), max_tokens),
+                                  temperature=float(dec.get("temperature", 0.0)),
+                                  top_p=float(dec.get("top_p", 1.0)), seed=seed)
+        adapter = role if role in self.llm.adapters.names() else None  # a pair may lack a specialist
+        convo = [{"role": "system", "content": system}] + [_plain(m) for m in messages]
+        text, usage = self.llm.chat(convo, adapter, sampling)
+        return Reply(text=text, role=role, tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
+                     route=route)
+
+
+def _plain(m: dict) -> dict:
+    # Tool results travel as a user-side message for chat templates without a tool role.
+    return {"role": m["role"], "content": m["content"]} if m["role"] != "tool" else {"role": "user", "content": m["content"]}

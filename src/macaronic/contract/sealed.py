@@ -1,0 +1,120 @@
+"""The split loader: the only way to get a contract's tasks, with the test split sealed.
+
+Every call is audited (one JSON line: time, pid, purpose, contract sha256, suite, split, allowed,
+n) before anything is returned. The test split is refused to the `trainer` and the `collector`
+(the experience gatherer), and the refusal is audited too. The contamination check compares
+training texts with the sealed test prompts: exact containment of a normalized test prompt and
+any shared 13-word window. Knows nothing about models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+PURPOSES = ("evaluator", "trainer", "collector", "check", "strata")
+SEALED_FROM = ("trainer", "collector")
+
+
+class SealedSplitError(PermissionError):
+    pass
+
+
+def default_audit_path() -> Path:
+    from macaronic.engine.base import home
+
+    return Path(os.environ.get("MACARONIC_AUDIT", home() / "audit" / "splits.jsonl"))
+
+
+class SplitLoader:
+    def __init__(self, contract, purpose: str, audit_path: str | Path | None = None):
+        if purpose not in PURPOSES:
+            raise ValueError(f"purpose must be one of {PURPOSES}, got {purpose!r}")
+        self.contract, self.purpose = contract, purpose
+        self.audit_path = Path(audit_path) if audit_path else default_audit_path()
+
+    def _audit(self, suite: str, split: str, allowed: bool, n: int | None) -> None:
+        self.audit_path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"time": time.time(), "pid": os.getpid(), "purpose": self.purpose,
+                           "contract": self.contract.id, "contract_sha256": self.contract.sha256,
+                           "suite": suite, "split": split, "allowed": allowed, "n": n}, sort_keys=True)
+        with open(self.audit_path, "a") as f:  # O_APPEND: concurrent processes do not interleave lines
+            f.write(line + "\n")
+
+    def tasks(self, suite: str, split: str) -> list:
+        from macaronic.contract.suites import KINDS
+
+        if split == "test" and self.purpose in SEALED_FROM:
+            self._audit(suite, split, False, None)
+            raise SealedSplitError(f"the test split of {self.contract.id} is sealed: "
+                                   f"the {self.purpose} may not read suite {suite!r}")
+        spec = self.contract.suite(suite)
+        out = KINDS[spec.kind].tasks(spec, split)
+        self._audit(suite, split, True, len(out))
+        return out
+
+
+def manifest(tasks: list) -> dict:
+    """{n, sha256} over the sorted (task id, content sha256) pairs of a split."""
+    h = hashlib.sha256()
+    for tid, content in sorted((t.id, t.content) for t in tasks):
+        h.update(f"{tid}\0{hashlib.sha256(content.encode()).hexdigest()}\n".encode())
+    return {"n": len(tasks), "sha256": h.hexdigest()}
+
+
+def read_audit(path: str | Path) -> list[dict]:
+    p = Path(path)
+    return [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.is_file() else []
+
+
+# ---- contamination -----------------------------------------------------------------------
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def ngrams(text: str, n: int = 13) -> set[tuple[str, ...]]:
+    w = words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def contamination(train_texts: list[str], test: list[tuple[str, str]], n: int = 13) -> dict:
+    """Test items (key, prompt) found in training texts: exactly (normalized prompt contained in a
+    training text) or by a shared n-word window. Returns {"exact": [keys], "ngram": [keys], "clean"}."""
+    norm_train = [" ".join(words(t)) for t in train_texts]
+    train_grams: set = set()
+    for t in train_texts:
+        train_grams |= ngrams(t, n)
+    exact, overlap = [], []
+    for key, text in test:
+        norm = " ".join(words(text))
+        if norm and any(norm in t for t in norm_train):
+            exact.append(key)
+        elif ngrams(text, n) & train_grams:
+            overlap.append(key)
+    return {"exact": exact, "ngram": overlap, "clean": not exact and not overlap, "n": n,
+            "train_texts": len(train_texts), "test_items": len(test)}
+
+
+def texts_of_data_file(path: str | Path) -> list[str]:
+    """Every string in a JSONL training file (messages, prompts, completions)."""
+    out: list[str] = []
+
+    def walk(v):
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            walk(json.loads(line))
+    return out
