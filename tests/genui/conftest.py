@@ -1,30 +1,18 @@
-"""Shared fixtures: the official A2UI v0.8 example cards (read from the shared tree, never
-copied) and one headless Chromium for every browser test."""
+"""Genui fixtures: one headless Chromium shared by every browser test (never downloaded:
+the system /usr/bin/chromium, no network)."""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from macaronic.genui.shared import example_files
+sys.path.insert(0, str(Path(__file__).parent))  # for `a2ui_cases`, whatever the import mode
 
-EXAMPLES = example_files()
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def example_id(path: Path) -> str:
-    return f"{path.parent.parent.name}/{path.stem}"
-
-
-def load(path: Path):
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-needs_examples = pytest.mark.skipif(not EXAMPLES, reason="shared A2UI v0.8 files not found (set MACARONIC_SHARED)")
 
 
 @pytest.fixture(scope="session")

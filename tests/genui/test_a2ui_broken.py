@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import EXAMPLES, example_id, load, needs_examples
+from a2ui_cases import EXAMPLES, example_id, load, needs_examples
 
 from macaronic.genui.validate import validate
 

@@ -8,7 +8,7 @@ import hashlib
 import io
 
 import pytest
-from conftest import EXAMPLES, load
+from a2ui_cases import EXAMPLES, load
 
 from macaronic.genui.actions import Approval, approval_from, check_user_action, make_user_action
 from macaronic.genui.shared import a2ui_js
@@ -161,7 +161,7 @@ def test_stream_update_and_delete_surface(page):
 def test_corrupted_cards_never_throw(page):
     import random
 
-    from test_fuzz import corrupt
+    from a2ui_cases import corrupt
 
     rng = random.Random(1)
     golds = [make_task(f, 0).gold for f in FAMILIES]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, example_id, load, needs_examples
+from a2ui_cases import EXAMPLES, example_id, load, needs_examples
 
 from macaronic.genui.models import STANDARD_COMPONENTS
 from macaronic.genui.render_html import render_html

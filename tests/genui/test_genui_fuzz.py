@@ -3,40 +3,15 @@ grader: every corruption ends in a result, and structural damage is reported as 
 
 from __future__ import annotations
 
-import copy
 import json
 import random
+
+from a2ui_cases import corrupt
 
 from macaronic.genui.grade import grade
 from macaronic.genui.render_html import render_html
 from macaronic.genui.tasks import make_task
 from macaronic.genui.validate import validate
-
-JUNK = [None, 0, -1.5, True, "", "x", [], {}, [1, "a"], {"k": None}, {"path": 3}, {"Text": 1}]
-
-
-def nodes(obj, path=()):
-    yield path
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from nodes(v, path + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from nodes(v, path + (i,))
-
-
-def corrupt(obj, rng):
-    obj = copy.deepcopy(obj)
-    path = rng.choice(list(nodes(obj))[1:])
-    parent = obj
-    for key in path[:-1]:
-        parent = parent[key]
-    if rng.random() < 0.3 and isinstance(parent, dict):
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = copy.deepcopy(rng.choice(JUNK))
-    return obj
-
 
 def test_corruptions_never_crash():
     rng = random.Random(0)
