@@ -91,6 +91,16 @@ def test_random_model_decodes_valid_contract_json(model, tokenizer):
     assert len(set(lengths)) > 1  # different seeds really sampled different outputs
 
 
+def test_fork_shares_grammar_but_not_state(tokenizer):
+    first = GrammarConstraint(tokenizer, len(tokenizer), budget=GrammarBudget.from_name("tiny"))
+    second = first.fork()
+    assert second.compiled is first.compiled
+    for token in tokenizer.encode('{"text_response": "'):
+        assert first.accept_token(token)
+    zeros = torch.zeros(len(tokenizer))
+    assert not torch.equal(torch.isfinite(first.mask_logits(zeros)), torch.isfinite(second.mask_logits(zeros)))
+
+
 def test_mask_logits_blocks_disallowed_tokens(tokenizer):
     constraint = GrammarConstraint(tokenizer, len(tokenizer) + 8)
     logits = torch.zeros(len(tokenizer) + 8)
