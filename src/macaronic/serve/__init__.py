@@ -1,0 +1,11 @@
+"""Serving: the per-turn MoL harness (`harness.MoL`) and the OpenAI-compatible HTTP layer (`app`).
+
+    harness.py   route -> answer -> summary for one turn; HTTP-free (the evaluator calls it too)
+    views.py     what each adapter sees: the prompt layout, own views, summaries folded in
+    backends.py  the local engine behind one small interface
+    remote.py    the same interface over a remote OpenAI-compatible multi-LoRA engine
+    store.py     SQLite: Responses API state and which adapter produced each assistant message
+    metrics.py   Prometheus text exposition
+    api.py       OpenAI request schemas and response/SSE builders
+    app.py       FastAPI app, web chat, `macaronic serve`
+"""

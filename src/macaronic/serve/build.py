@@ -1,0 +1,191 @@
+"""`macaronic serve`: parse the command line, assemble engine + bundle + router + store, run uvicorn.
+
+The router policy comes from the bundle's router.json. Policies that need fitted state (probe,
+embedding, arrow; the default cascade uses probe) load `--router-state DIR`, else a state fitted
+once on the shipped routing data and cached under $MACARONIC_HOME/router-state/<key>, where the
+key hashes the base fingerprint, the adapter ids, the bundle id and the data. With a remote
+engine the router runs on a local backbone (the embedded default base unless --base is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import socket
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+DESCRIPTION = """Serve the OpenAI-compatible Mixture-of-LoRA API and the web chat.
+
+With no arguments: the embedded default (SmolLM2-135M-Instruct + the shipped specialists) on
+http://127.0.0.1:8200/ (web chat at /, API at /v1). model="macaronic" routes each turn to one
+specialist; model=<adapter name> forces that adapter."""
+
+
+def parser() -> argparse.ArgumentParser:
+    from macaronic.router.config import POLICIES
+
+    p = argparse.ArgumentParser(prog="macaronic serve", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8200, help="port (default 8200; 0 = any free port)")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--api-key", help="require this key (Authorization: Bearer KEY); also $MACARONIC_API_KEY")
+    key.add_argument("--api-key-file", help="read the required key from this file")
+    p.add_argument("--engine", default="local",
+                   help="local (embedded engine) or openai://HOST:PORT (a vLLM/SGLang/macaronic engine whose "
+                        "model ids are the adapters; key in $MACARONIC_ENGINE_API_KEY)")
+    p.add_argument("--base", help="base model directory (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                   help="register a PEFT adapter directory (repeatable; default: the shipped specialists)")
+    p.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
+    p.add_argument("--router-policy", choices=(*POLICIES, "none"),
+                   help="override the bundle's routing policy (none: always the default route)")
+    p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
+    p.add_argument("--store", help="SQLite file for Responses and segment memory "
+                                   "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--public-name", default="macaronic", help="the routed model id (default macaronic)")
+    p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask for")
+    p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
+    p.add_argument("--max-batch", type=int, default=32, help="concurrent sequences in the engine's batch")
+    p.add_argument("--no-summaries", action="store_true", help="skip the summary hop of full-mode adapters")
+    p.add_argument("--engine-only", action="store_true",
+                   help="serve as a plain multi-LoRA engine (model ids = base or adapters; no routing, no "
+                        "harness prompts): what --engine openai:// of another server talks to")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def api_key_from(a) -> str | None:
+    if a.api_key_file:
+        key = Path(a.api_key_file).read_text().strip()
+        if not key:
+            raise SystemExit(f"macaronic serve: {a.api_key_file} is empty")
+        return key
+    return a.api_key or os.environ.get("MACARONIC_API_KEY") or None
+
+
+def load_local(a):
+    from macaronic.engine.llm import EngineConfig, load_default_llm, load_llm
+
+    cfg = EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"), max_tokens_limit=a.max_tokens_limit,
+                       max_batch=a.max_batch)
+    return load_llm(a.base, a.adapter_dir, cfg) if (a.base or a.adapter_dir) else load_default_llm(cfg)
+
+
+def router_key(llm, bundle, train, dev) -> str:
+    h = hashlib.sha256()
+    h.update(llm.base.fingerprint.encode())
+    for info in sorted(llm.adapters.infos(), key=lambda i: i.name):
+        h.update(f"{info.name}:{info.id}".encode())
+    h.update(bundle.id.encode())
+    h.update(json.dumps([train, dev], sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+def make_router(llm, bundle, policy: str | None, state_dir: str | None):
+    from macaronic.router import Router, RouterConfig
+
+    if policy == "none":
+        return None
+    cfg = RouterConfig.from_dict(bundle.router)
+    cfg = replace(cfg, policy=policy) if policy else cfg
+    needs = {cfg.cheap_policy, cfg.fallback_policy} if cfg.policy == "cascade" else {cfg.policy}
+    if not needs - {"prompted"}:
+        return Router(llm, bundle, config=cfg)
+    if state_dir:
+        return Router.load(state_dir, llm, bundle, cfg)
+    from macaronic.engine.base import home
+    from macaronic.router.data import load_routing_data
+
+    train, dev = load_routing_data("train"), load_routing_data("dev")
+    cache = home() / "router-state" / router_key(llm, bundle, train, dev)
+    if (cache / "state.json").is_file():
+        try:
+            return Router.load(cache, llm, bundle, cfg)
+        except (ValueError, OSError) as e:
+            print(f"macaronic serve: ignoring the cached router state ({e})", file=sys.stderr)
+    print(f"macaronic serve: fitting the router ({cfg.policy}) on {len(train)} routing examples, once; "
+          f"cached in {cache}", file=sys.stderr, flush=True)
+    router = Router.fit(llm, train, dev, bundle, cfg)
+    router.save(cache)
+    return router
+
+
+def build(a):
+    """(MoL, ServeConfig) from parsed arguments."""
+    from macaronic.engine.base import home
+    from macaronic.harness import load_bundle
+    from macaronic.serve.app import ServeConfig
+    from macaronic.serve.backends import LocalBackend
+    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.store import Store
+
+    bundle = load_bundle(a.bundle)
+    remote = a.engine != "local"
+    if remote:
+        from macaronic.serve.remote import RemoteBackend
+
+        backend = RemoteBackend(a.engine, roles=tuple(bundle.role_names))
+        needs_local = not a.engine_only and a.router_policy != "none"
+        llm = load_local(a) if needs_local else None
+    else:
+        llm = load_local(a)
+        backend = LocalBackend(llm)
+    router = make_router(llm, bundle, a.router_policy, a.router_state) if llm is not None and not a.engine_only \
+        else None
+    store = Store(a.store or home() / "serve" / "state.sqlite")
+    config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
+                           max_tokens_limit=a.max_tokens_limit)
+    mol = MoL(backend, bundle, router, store, config)
+    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only), llm
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sock = bind(a.host, a.port)
+    except OSError as e:
+        print(f"macaronic serve: cannot listen on {a.host}:{a.port}: {e}", file=sys.stderr)
+        return 2
+    try:
+        mol, serve_config, llm = build(a)
+    except (RuntimeError, ValueError, OSError) as e:
+        print(f"macaronic serve: {e}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from macaronic.serve.app import create_app
+
+    app = create_app(mol, serve_config)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    adapters = ", ".join(f"{n} ({m.role or '-'}, {m.mode})" for n, m in mol.backend.adapters().items()) or "none"
+    print(f"macaronic serve: engine {mol.backend.label}, base {mol.backend.base()['id']}, adapters: {adapters}",
+          flush=True)
+    print(f"macaronic serve: pair {mol.pair_id[:16]}, {'engine only' if serve_config.engine_only else 'routed'}"
+          f"{', API key required' if serve_config.api_key else ''}", flush=True)
+    print(f"Web chat: {url}/   API: {url}/v1", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
+                                           timeout_graceful_shutdown=5, lifespan="off"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        mol.store.close()
+        if llm is not None:
+            llm.close()
+    return 0

@@ -1,0 +1,453 @@
+"""The per-turn MoL harness: route -> answer -> (summary), HTTP-free.
+
+`MoL.turn(messages, tools=None, model=None, sampling=None) -> TurnResult` runs one turn; the
+evaluator calls it directly, the server calls the streaming twin `MoL.astream` and schedules
+`MoL.summarize` after the reply went out.
+
+1. **Which adapter produced each earlier assistant message.** An explicit `adapter` key on the
+   message wins (the web chat sends it back; the Responses store keeps it); otherwise the
+   segment memory is asked by content key = sha256(preceding user text, stripped content, tool
+   call names and arguments). A miss means a foreign message: no adapter, no summary, verbatim.
+2. **Route.** `model` = the public name -> routed; `model` = an adapter name -> forced (a role
+   name or alias forces that role's adapter). A tool result continues on the adapter that issued
+   the call and an A2UI `userAction` on the adapter that drew the card, both without a route hop.
+   Otherwise the router (the bundle's policy) picks a role; the role's adapter answers (the
+   adapter whose metadata names the role, else the adapter named like the role, else the bare
+   base with the role's system prompt).
+3. **Answer** from the adapter's view (views.py: `turn` mode shares the whole history exactly,
+   `full` mode gets its own view with other adapters' segments folded into their summaries).
+   GenUI answers are parsed, repaired and validated (text + A2UI messages); with `tools`, tool
+   calls are parsed into OpenAI `tool_calls` against the client's tool schemas.
+4. **Summary** (only `full`-mode adapters): a 1-2 sentence hidden summary, kept in the memory.
+
+Knows the bundle, the router and a backend; knows nothing about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, AsyncIterator
+
+from macaronic.engine.sampling import SamplingParams
+from macaronic.serve import views
+from macaronic.serve.backends import Backend, BackendError, Generation
+from macaronic.serve.store import Store
+
+log = logging.getLogger("macaronic.serve")
+SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token_ids"}
+HOLD_CHARS = "<{`"  # with tools, streaming pauses where a tool call could start
+
+
+class TurnError(Exception):
+    """A request the harness refuses; `status` is the HTTP status it maps to."""
+
+    def __init__(self, message: str, status: int = 400, code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.param = status, code, param
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    public_name: str = "macaronic"
+    summaries: bool = True  # the summary hop for full-mode adapters
+    max_tokens_limit: int = 4096
+
+
+@dataclass(frozen=True)
+class Route:
+    adapter: str | None  # None = the bare base
+    specialist: str | None  # the bundle role it serves
+    mode: str  # "full" | "turn"
+    policy: str  # router policy, or forced / sticky / sticky-action / default
+    confidence: float
+    ms: float
+    reason: str
+    probs: dict = field(default_factory=dict)
+
+
+@dataclass
+class TurnResult:
+    text: str  # everything the adapter generated
+    content: str | None  # the assistant message content (prose only when there are tool calls)
+    tool_calls: list[dict]
+    finish_reason: str  # stop | length | tool_calls | cancelled
+    route: Route
+    usage: dict
+    pair_id: str
+    view: list[dict]  # the {role, content} messages the adapter answered from
+    key: str  # segment memory key of the reply
+    messages: list[dict]  # the annotated conversation including the reply
+    genui: dict | None = None  # {valid, errors, repaired, text_response, a2ui}
+    tool_error: str | None = None
+    summary: str | None = None
+
+    @property
+    def needs_summary(self) -> bool:
+        return self.route.mode == "full" and self.finish_reason != "cancelled" and self.route.policy != "engine"
+
+    def macaronic(self) -> dict:
+        r = self.route
+        out = {"adapter": r.adapter, "specialist": r.specialist, "mode": r.mode, "policy": r.policy,
+               "reason": r.reason, "confidence": round(r.confidence, 6), "route_ms": round(r.ms, 3),
+               "prefill_tokens": self.usage.get("prefill_tokens", 0), "reused_tokens": self.usage.get("reused_tokens", 0),
+               "pair_id": self.pair_id}
+        if self.genui is not None:
+            out["genui"] = self.genui
+        if self.tool_error:
+            out["tool_error"] = self.tool_error
+        return out
+
+    def message(self) -> dict:
+        """The assistant message in OpenAI form plus the harness annotations."""
+        m: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            m["tool_calls"] = self.tool_calls
+        m["adapter"] = self.route.adapter
+        if self.route.specialist:
+            m["specialist"] = self.route.specialist
+        return m
+
+
+def pair_id(base_fingerprint: str, adapters_by_role: dict[str, str], bundle_id: str) -> str:
+    """sha256 over (base fingerprint, adapter ids sorted by role, harness bundle id).
+    Stand-in until `macaronic.pairs` lands; the same inputs, canonical JSON."""
+    blob = json.dumps({"base": base_fingerprint, "adapters": sorted(adapters_by_role.items()),
+                       "harness": bundle_id}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def user_action_of(message: dict) -> dict | None:
+    """The {"userAction": ...} object when a user message is an A2UI client event."""
+    text = message.get("content", "")
+    if message.get("role") != "user" or not text.lstrip().startswith("{") or "userAction" not in text:
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("userAction"), dict) else None
+
+
+class MoL:
+    """One model-harness pair serving turns: a backend, a harness bundle, a router."""
+
+    def __init__(self, backend: Backend, bundle=None, router=None, store: Store | None = None,
+                 config: HarnessConfig = HarnessConfig()):
+        if bundle is None:
+            from macaronic.harness import load_bundle
+
+            bundle = load_bundle()
+        self.backend, self.bundle, self.router, self.config = backend, bundle, router, config
+        self.store = store or Store(":memory:")
+        self._pending: dict[str, asyncio.Future] = {}
+        by_role = {}
+        for role in bundle.role_names:
+            a = self.adapter_for_role(role)
+            meta = self.backend.adapters().get(a) if a else None
+            if meta is not None:
+                by_role[role] = meta.id or meta.name
+        self.pair_id = pair_id(backend.base()["fingerprint"], by_role, bundle.id)
+
+    @classmethod
+    def from_llm(cls, llm, bundle=None, router=None, **kw) -> "MoL":
+        from macaronic.serve.backends import LocalBackend
+
+        return cls(LocalBackend(llm), bundle, router, **kw)
+
+    # ---- names ----
+
+    def adapter_for_role(self, role: str) -> str | None:
+        adapters = self.backend.adapters()
+        for name, meta in adapters.items():
+            if meta.role == role:
+                return name
+        return role if role in adapters else None
+
+    def models(self) -> list[str]:
+        return [self.config.public_name, *self.backend.adapters()]
+
+    def resolve(self, model: str | None) -> tuple[str | None, str | None] | None:
+        """None when `model` routes; (adapter, specialist) when it forces one. TurnError if unknown."""
+        if model in (None, "", self.config.public_name):
+            return None
+        if model == self.backend.base()["id"]:
+            return None, None
+        adapters = self.backend.adapters()
+        if model in adapters:
+            role = adapters[model].role
+            return model, role if role in self.bundle.role_names else None
+        try:
+            role = self.bundle.role(model).name
+        except KeyError:
+            raise TurnError(f"unknown model {model!r}; use {self.config.public_name!r} (routed) or one of "
+                            f"{sorted(adapters) or sorted(self.bundle.role_names)}", 404, "model_not_found",
+                            "model") from None
+        return self.adapter_for_role(role), role
+
+    def mode_of(self, adapter: str | None) -> str:
+        meta = self.backend.adapters().get(adapter) if adapter else None
+        return meta.mode if meta else "turn"  # the bare base shares the history exactly
+
+    # ---- memory ----
+
+    def annotate(self, messages: list[dict]) -> list[dict]:
+        """Fill in adapter / specialist / summary / raw of each assistant message (see 1. above)."""
+        out = []
+        for i, m in enumerate(messages):
+            if m["role"] == "assistant":
+                key = views.content_key(views.previous_user_text(messages, i), m["content"], m.get("tool_calls"))
+                m = {**(self.store.recall(key) or {}), **m, "key": key}
+                if m.get("adapter") and not m.get("specialist"):
+                    meta = self.backend.adapters().get(m["adapter"])
+                    role = meta.role if meta else (m["adapter"] if m["adapter"] in self.bundle.role_names else None)
+                    if role:
+                        m["specialist"] = role
+            out.append(m)
+        return out
+
+    async def _await_summaries(self, messages: list[dict]) -> list[dict]:
+        """A summary still being written for a message in this history: wait for it (same loop)."""
+        loop = asyncio.get_running_loop()
+        waiting = [self._pending[m["key"]] for m in messages if m.get("key") in self._pending]
+        waiting = [f for f in waiting if f.get_loop() is loop]
+        if not waiting:
+            return messages
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return [{**m, **({"summary": s} if (s := (self.store.recall(m["key"]) or {}).get("summary")) else {})}
+                if m.get("key") else m for m in messages]
+
+    # ---- route ----
+
+    async def route(self, messages: list[dict], model: str | None = None) -> Route:
+        forced = self.resolve(model)
+        if forced is not None:
+            adapter, role = forced
+            return Route(adapter, role, self.mode_of(adapter), "forced", 1.0, 0.0, "forced")
+        last = messages[-1]
+        if last["role"] == "tool":
+            caller = next((m for m in reversed(messages[:-1]) if m["role"] == "assistant"), None)
+            if caller is not None and caller.get("adapter") in self.backend.adapters():
+                a = caller["adapter"]
+                return Route(a, caller.get("specialist"), self.mode_of(a), "sticky", 1.0, 0.0, "sticky-tool")
+        if user_action_of(last) is not None:
+            drew = next((m for m in reversed(messages) if m["role"] == "assistant" and m.get("specialist") == "genui"),
+                        None)
+            a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role("genui")
+            if a is not None or "genui" in self.bundle.role_names:
+                return Route(a, "genui", self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
+        default = self.bundle.router.get("default_route") or self.bundle.role_names[0]
+        if self.router is None:
+            a = self.adapter_for_role(default)
+            return Route(a, default, self.mode_of(a), "default", 1.0, 0.0, "no-router")
+        convo = [{**m, "adapter": m.get("specialist")} if m["role"] == "assistant" else m for m in messages]
+        t0 = time.perf_counter()
+        try:
+            d = await asyncio.to_thread(self.router.route, convo)
+            role, policy, conf, probs, reason = d.adapter, d.policy, d.confidence, d.probs, d.reason
+        except Exception as e:  # a broken router must not take the server down: default route
+            log.warning("router failed (%s); default route %s", e, default)
+            role, policy, conf, probs, reason = default, "default", 0.0, {}, f"router-error: {e}"
+        ms = (time.perf_counter() - t0) * 1000
+        a = self.adapter_for_role(role)
+        return Route(a, role, self.mode_of(a), policy, float(conf), ms, reason, dict(probs))
+
+    # ---- sampling ----
+
+    def sampling_for(self, role: str | None, overrides: dict | SamplingParams | None) -> SamplingParams:
+        if isinstance(overrides, SamplingParams):
+            sp = overrides
+        else:
+            base = {}
+            if role is not None and role in self.bundle.role_names:
+                base = {k: v for k, v in self.bundle.decoding_for(role).items() if k in SAMPLING_KEYS}
+            given = {k: v for k, v in (overrides or {}).items() if v is not None}
+            unknown = set(given) - SAMPLING_KEYS
+            if unknown:
+                raise TurnError(f"unknown sampling options {sorted(unknown)}")
+            params = {**base, **given}
+            if isinstance(params.get("stop"), (list, tuple)):
+                params["stop"] = tuple(params["stop"])
+            elif isinstance(params.get("stop"), str):
+                params["stop"] = (params["stop"],)
+            try:
+                sp = SamplingParams(**params)
+            except TypeError as e:
+                raise TurnError(str(e)) from None
+        if sp.seed is not None and not (isinstance(sp.seed, int) and 0 <= sp.seed < 2**63):
+            raise TurnError(f"seed must be an integer in [0, 2**63), got {sp.seed!r}", param="seed")
+        try:
+            return sp.validate(self.config.max_tokens_limit)
+        except ValueError as e:
+            raise TurnError(str(e), param="max_tokens" if "max_tokens" in str(e) else None) from None
+
+    # ---- the turn ----
+
+    async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
+                      sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
+                      raw: bool = False) -> AsyncIterator[str | TurnResult]:
+        """Text deltas of the answer, then one TurnResult. Closing early cancels the generation.
+        `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
+        an adapter or the base, no routing, parsing or memory."""
+        try:
+            msgs = views.normalize_messages(messages)
+        except ValueError as e:
+            raise TurnError(str(e), param="messages") from None
+        if raw:
+            async for item in self._raw(msgs, model, sampling):
+                yield item
+            return
+        if tools is not None and (not isinstance(tools, list) or any(
+                not isinstance(t, dict) or not isinstance(t.get("function"), dict)
+                or not isinstance(t["function"].get("name"), str) for t in tools)):
+            raise TurnError("tools must be a list of {\"type\": \"function\", \"function\": {\"name\", ...}}",
+                            param="tools")
+        use_tools = bool(tools) and tool_choice != "none"
+        self.sampling_for(None, sampling)  # refuse bad sampling before any routing work
+        msgs = await self._await_summaries(self.annotate(msgs))
+        route = await self.route(msgs, model)
+        sp = self.sampling_for(route.specialist, sampling)
+        view = views.build_view(msgs, self.bundle, adapter=route.adapter, mode=route.mode,
+                                specialist=route.specialist, tools=tools if use_tools else None)
+        parse_calls = use_tools and route.specialist != "genui"
+        gen: Generation | None = None
+        buf, sent, hold = "", 0, False
+        stream = self.backend.stream(view, route.adapter, sp)
+        try:
+            async for item in stream:
+                if isinstance(item, Generation):
+                    gen = item
+                    break
+                buf += item
+                if hold:
+                    continue
+                out = buf[sent:]
+                if parse_calls:
+                    cut = min((i for i in (out.find(c) for c in HOLD_CHARS) if i >= 0), default=-1)
+                    if cut >= 0:
+                        out, hold = out[:cut], True
+                sent += len(out)
+                if out:
+                    yield out
+        except BackendError as e:
+            raise TurnError(str(e), e.status, e.code, e.param) from None
+        finally:
+            await stream.aclose()
+        if gen is None:
+            raise TurnError("the engine ended without a result", 502)
+        if gen.finish_reason == "error":
+            raise TurnError(f"generation failed: {gen.error}", 500, "engine_error")
+        result = self._finish(msgs, route, view, gen, tools if parse_calls else None)
+        rest = ""
+        if result.tool_calls:
+            prose, shown = result.content or "", buf[:sent].strip()
+            rest = prose[len(shown):] if prose.startswith(shown) else ""
+        else:
+            rest = buf[sent:]
+        if rest:
+            yield rest
+        yield result
+
+    async def _raw(self, msgs: list[dict], model: str | None, sampling) -> AsyncIterator[str | TurnResult]:
+        adapters = self.backend.adapters()
+        if model != self.backend.base()["id"] and model not in adapters:
+            raise TurnError(f"unknown model {model!r}; this engine serves {[self.backend.base()['id'], *adapters]}",
+                            404, "model_not_found", "model")
+        adapter = None if model == self.backend.base()["id"] else model
+        route = Route(adapter, None, self.mode_of(adapter), "engine", 1.0, 0.0, "engine-only")
+        sp = self.sampling_for(None, sampling)
+        view = [{"role": m["role"], "content": views.render_assistant(m) if m["role"] == "assistant" else m["content"]}
+                for m in msgs]
+        gen = None
+        stream = self.backend.stream(view, adapter, sp)
+        try:
+            async for item in stream:
+                if isinstance(item, Generation):
+                    gen = item
+                else:
+                    yield item
+        except BackendError as e:
+            raise TurnError(str(e), e.status, e.code, e.param) from None
+        finally:
+            await stream.aclose()
+        if gen is None or gen.finish_reason == "error":
+            raise TurnError(f"generation failed: {gen.error if gen else 'no result'}", 500, "engine_error")
+        usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
+                                               "reused_tokens", "ttft_ms", "total_ms")}
+        yield TurnResult(gen.text, gen.text, [], gen.finish_reason, route, usage, self.pair_id, view, "",
+                         msgs + [{"role": "assistant", "content": gen.text}])
+
+    def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
+                tools: list[dict] | None) -> TurnResult:
+        text, content, calls, tool_error, genui = gen.text, gen.text, [], None, None
+        finish = gen.finish_reason
+        if tools:
+            from macaronic.substrate.toolcalls import parse_tool_calls
+
+            parsed = parse_tool_calls(text, tools)
+            if parsed.error:
+                tool_error = parsed.error
+            elif parsed.tool_calls:
+                calls, content, finish = [dict(c) for c in parsed.tool_calls], parsed.content or None, "tool_calls"
+        if route.specialist == "genui":
+            from macaronic.genui.output import parse_genui_output
+
+            genui = parse_genui_output(text).to_dict()
+        prev_user = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
+        key = views.content_key(prev_user, content or "", calls)
+        self.store.remember(key, route.adapter, route.specialist, None, text if calls else None)
+        reply = {"role": "assistant", "content": content or "", "tool_calls": calls, "adapter": route.adapter,
+                 "key": key, **({"specialist": route.specialist} if route.specialist else {}),
+                 **({"raw": text} if calls else {})}
+        usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
+                                               "reused_tokens", "ttft_ms", "total_ms")}
+        return TurnResult(text, content, calls, finish, route, usage, self.pair_id, view, key,
+                          msgs + [reply], genui, tool_error)
+
+    async def summarize(self, result: TurnResult) -> str | None:
+        """The hidden summary hop for a full-mode adapter's reply; stored in the memory."""
+        if not (self.config.summaries and result.needs_summary):
+            return None
+        loop = asyncio.get_running_loop()
+        fut = self._pending[result.key] = loop.create_future()
+        try:
+            sp = SamplingParams(**{k: v for k, v in self.bundle.decoding.get("summary", {}).items()
+                                   if k in SAMPLING_KEYS})
+            text = ""
+            async for item in self.backend.stream(views.summary_view(result.view, result.text, self.bundle),
+                                                  result.route.adapter, sp):
+                if isinstance(item, Generation):
+                    text = item.text.strip()
+            if text:
+                self.store.set_summary(result.key, text)
+                result.summary = text
+                result.messages[-1]["summary"] = text
+            return text or None
+        except Exception as e:  # a summary is an optimisation; its failure must not fail the turn
+            log.warning("summary hop failed: %s", e)
+            return None
+        finally:
+            fut.set_result(None)
+            self._pending.pop(result.key, None)
+
+    async def aturn(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
+                    sampling: dict | SamplingParams | None = None, tool_choice: Any = None) -> TurnResult:
+        result = None
+        async for item in self.astream(messages, tools, model, sampling, tool_choice):
+            if isinstance(item, TurnResult):
+                result = item
+        await self.summarize(result)
+        return result
+
+    def turn(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
+             sampling: dict | SamplingParams | None = None, tool_choice: Any = None) -> TurnResult:
+        """One turn, synchronously (route, answer, summary). Inside an event loop use `aturn`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.aturn(messages, tools, model, sampling, tool_choice))
+        raise RuntimeError("MoL.turn was called inside a running event loop; await MoL.aturn instead")

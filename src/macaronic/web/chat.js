@@ -1,0 +1,188 @@
+/*
+ * chat.js: the Macaronic web chat. No build step, no dependencies besides a2ui.js (same server).
+ *
+ * Streams replies from POST /v1/chat/completions (SSE), shows a badge per turn from the final
+ * chunk's `macaronic` metadata (specialist, policy, confidence, prefill/reused tokens), lets the
+ * user force an adapter (the model id), renders GenUI replies as A2UI cards and sends a card's
+ * button clicks back as a userAction turn. The conversation lives here (Chat Completions is
+ * stateless); each assistant message carries back the `adapter` that produced it.
+ */
+(function () {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
+  const sendBtn = $("send"), stopBtn = $("stop");
+  const state = { messages: [], publicName: "macaronic", busy: false, abort: null };
+
+  keyBox.value = localStorage.getItem("macaronic-key") || "";
+  keyBox.addEventListener("change", () => { localStorage.setItem("macaronic-key", keyBox.value); loadModels(); });
+
+  function headers() {
+    const h = { "Content-Type": "application/json" };
+    if (keyBox.value) h.Authorization = "Bearer " + keyBox.value;
+    return h;
+  }
+
+  async function loadModels() {
+    try {
+      const r = await fetch("/v1/models", { headers: headers() });
+      if (!r.ok) throw new Error((await r.json()).error.message);
+      const { data } = await r.json();
+      while (select.options.length > 1) select.remove(1);
+      for (const m of data) {
+        const info = m.macaronic || {};
+        if (info.kind === "routed") { state.publicName = m.id; $("pair").textContent = "pair " + info.pair_id.slice(0, 12); }
+        if (info.kind !== "adapter") continue;
+        const opt = document.createElement("option");
+        opt.value = m.id;
+        opt.textContent = `${m.id} (${info.role || "no role"}, ${info.mode})`;
+        select.appendChild(opt);
+      }
+    } catch (e) {
+      $("pair").textContent = "models: " + e.message;
+    }
+  }
+
+  function bubble(cls, text) {
+    const div = document.createElement("div");
+    div.className = "msg " + cls;
+    const span = document.createElement("div");
+    span.className = "text";
+    span.textContent = text || "";
+    div.appendChild(span);
+    log.appendChild(div);
+    log.scrollTop = log.scrollHeight;
+    return div;
+  }
+
+  function badge(div, meta) {
+    const b = document.createElement("div");
+    b.className = "badge";
+    b.dataset.adapter = meta.adapter || "";
+    const who = document.createElement("b");
+    who.textContent = meta.specialist || meta.adapter || "base";
+    b.appendChild(who);
+    const conf = meta.confidence == null ? "" : ` ${(100 * meta.confidence).toFixed(0)}%`;
+    const bits = [` · ${meta.adapter || "base"} (${meta.mode})`, ` · ${meta.policy}${conf}`,
+      ` · route ${Number(meta.route_ms || 0).toFixed(0)} ms`,
+      ` · prefill ${meta.prefill_tokens} · reused ${meta.reused_tokens} tokens`];
+    b.appendChild(document.createTextNode(bits.join("")));
+    div.appendChild(b);
+  }
+
+  function card(div, genui) {
+    if (!genui || !Array.isArray(genui.a2ui) || !genui.a2ui.length || !window.A2UI) return;
+    if (genui.text_response) div.querySelector(".text").textContent = genui.text_response;
+    const box = document.createElement("div");
+    box.className = "card";
+    div.appendChild(box);
+    try {
+      window.A2UI.render(box, genui.a2ui, { onAction: (message) => send(message) });
+    } catch (e) {
+      box.textContent = "card error: " + e.message;
+    }
+    if (!genui.valid) {
+      const warn = document.createElement("div");
+      warn.className = "badge";
+      warn.textContent = "card did not validate: " + (genui.errors || []).map((x) => x.message).join("; ");
+      div.appendChild(warn);
+    }
+  }
+
+  async function* sse(response) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        for (const line of block.split("\n")) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data === "[DONE]") return;
+          yield JSON.parse(data);
+        }
+      }
+    }
+  }
+
+  function setBusy(busy) {
+    state.busy = busy;
+    sendBtn.disabled = busy;
+    stopBtn.disabled = !busy;
+  }
+
+  // `what` is a string (typed message) or an A2UI {userAction} from a card's button.
+  async function send(what) {
+    if (state.busy) return;
+    const isAction = typeof what !== "string";
+    const content = isAction ? JSON.stringify(what) : what;
+    state.messages.push({ role: "user", content });
+    const u = bubble("user" + (isAction ? " action" : ""),
+      isAction ? `▶ ${what.userAction.name} ${JSON.stringify(what.userAction.context || {})}` : what);
+    u.dataset.role = "user";
+    const div = bubble("assistant");
+    const textEl = div.querySelector(".text");
+    setBusy(true);
+    state.abort = new AbortController();
+    let text = "", meta = null, calls = null;
+    try {
+      const r = await fetch("/v1/chat/completions", {
+        method: "POST", headers: headers(), signal: state.abort.signal,
+        body: JSON.stringify({ model: select.value || state.publicName, messages: state.messages, stream: true,
+          stream_options: { include_usage: true } }),
+      });
+      if (!r.ok) throw new Error((await r.json()).error.message);
+      for await (const chunk of sse(r)) {
+        if (chunk.error) throw new Error(chunk.error.message);
+        if (chunk.macaronic) meta = chunk.macaronic;
+        for (const choice of chunk.choices || []) {
+          const delta = choice.delta || {};
+          if (delta.content) { text += delta.content; textEl.textContent = text; log.scrollTop = log.scrollHeight; }
+          if (delta.tool_calls) calls = delta.tool_calls.map(({ index, ...c }) => c);
+        }
+      }
+      if (calls) {
+        const pre = document.createElement("div");
+        pre.className = "calls";
+        pre.textContent = calls.map((c) => `${c.function.name}(${c.function.arguments})`).join("\n");
+        div.appendChild(pre);
+      }
+      const reply = { role: "assistant", content: text || null };
+      if (calls) reply.tool_calls = calls;
+      if (meta) { reply.adapter = meta.adapter; badge(div, meta); card(div, meta.genui); }
+      state.messages.push(reply);
+    } catch (e) {
+      div.classList.add("error");
+      textEl.textContent = (text ? text + "\n" : "") + (e.name === "AbortError" ? "[stopped]" : "error: " + e.message);
+      if (e.name === "AbortError" && text) state.messages.push({ role: "assistant", content: text });
+      else state.messages.pop();
+    } finally {
+      setBusy(false);
+      state.abort = null;
+      input.focus();
+    }
+  }
+
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text || state.busy) return;
+    input.value = "";
+    send(text);
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  stopBtn.addEventListener("click", () => state.abort && state.abort.abort());
+  $("clear").addEventListener("click", () => { state.messages = []; log.textContent = ""; });
+
+  window.MacaronicChat = { state, send };
+  loadModels();
+})();
