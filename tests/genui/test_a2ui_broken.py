@@ -79,18 +79,23 @@ def bad_data_path(messages):
 MUTATIONS = [drop_root, dangle_child, add_cycle, unknown_type, button_without_action, duplicate_id, bad_data_path]
 
 
+def _applies(path, mutate) -> bool:
+    try:
+        mutate(copy.deepcopy(load(path)))
+        return True
+    except StopIteration:  # the example has no place for this fault (e.g. no Button to break)
+        return False
+
+
 def cases():
     return [pytest.param(path, mutate, id=f"{example_id(path)}-{mutate.__name__}")
-            for path in EXAMPLES for mutate in MUTATIONS]
+            for path in EXAMPLES for mutate in MUTATIONS if _applies(path, mutate)]
 
 
 @pytest.mark.parametrize("path,mutate", cases())
 def test_broken_variant_rejected_at_exact_path(path, mutate):
     messages = copy.deepcopy(load(path))
-    try:
-        expected = mutate(messages)
-    except StopIteration:
-        pytest.skip("example has no place for this fault")
+    expected = mutate(messages)
     result = validate({"text_response": "x", "a2ui": messages})
     assert not result.valid
     paths = [e["path"] for e in result.errors]
