@@ -226,6 +226,10 @@ class GrammarConstraint:
     def is_terminated(self) -> bool:
         return self.matcher.is_terminated()
 
+    def processor(self) -> "EngineProcessor":
+        """A fresh engine logits processor for one request (shares the compiled grammar)."""
+        return EngineProcessor(self.fork())
+
     def mask_logits(self, logits):
         """A copy of `logits` ([V] or [1, V]) with disallowed tokens at -inf."""
         import xgrammar as xgr
@@ -234,6 +238,25 @@ class GrammarConstraint:
         view = out.view(1, -1)  # view: [1, V]
         xgr.apply_token_bitmask_inplace(view, self.fill_mask().to(out.device), vocab_size=self.vocab_size)
         return out
+
+
+class EngineProcessor:
+    """Adapts a GrammarConstraint to the engine's `logits_processor(generated_ids, logits)` hook.
+
+    The engine passes every generated token so far; tokens not yet seen are accepted into the
+    matcher before the next mask is applied. One processor serves one request.
+    """
+
+    def __init__(self, constraint: GrammarConstraint):
+        self.constraint = constraint
+        self.seen = 0
+
+    def __call__(self, generated: list[int], logits):
+        for tok in generated[self.seen :]:
+            if not self.constraint.accept_token(tok):
+                raise RuntimeError(f"grammar rejected token {tok} it had allowed")
+        self.seen = len(generated)
+        return self.constraint.mask_logits(logits)
 
 
 def generate_constrained(next_logits: Callable[[int | None], Any], constraint: GrammarConstraint,
