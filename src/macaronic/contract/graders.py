@@ -7,7 +7,6 @@ what its suite produced (a reply, an episode, a conversation); suites know how t
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 
@@ -46,24 +45,18 @@ def generated_v1(module) -> Callable:
     return grade
 
 
-CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|\Z)", re.S)
-
-
-def extract_code(reply: str) -> str:
-    """The longest fenced block, else the whole reply."""
-    blocks = CODE_BLOCK.findall(reply)
-    return max(blocks, key=len) if blocks else reply
-
-
 def humaneval_exec_v1(task: dict, reply: str, timeout_s: float = 10.0) -> dict:
-    """HumanEval: prompt + completion (or the reply's full function) + test, run in the sandbox."""
-    from macaronic.contract.sandbox import run_python
+    """HumanEval: prompt + completion (or the reply's full function) + test, run in the coding suite's sandbox."""
+    from macaronic.suites.coding import extract_code
+    from macaronic.suites.sandbox import run_python
 
     code = extract_code(reply)
     body = code if f"def {task['entry_point']}" in code else task["prompt"] + code
     program = f"{body}\n\n{task['test']}\n\ncheck({task['entry_point']})\n"
-    r = run_python(program, timeout_s=timeout_s)
-    return {"score": float(r.passed), "passed": r.passed, "status": r.status, "detail": r.detail}
+    r = run_python(program, timeout_s=timeout_s, mem_mb=1024)
+    err = (r.stderr.strip().splitlines() or [""])[-1][:300]
+    return {"score": float(r.ok), "passed": r.ok, "status": "timeout" if r.timed_out else "passed" if r.ok else "failed",
+            "detail": err}
 
 
 def bfcl_ast_simple_v1(task: dict, reply: str) -> dict:

@@ -61,12 +61,7 @@ class LocalRunner:
         route = None
         if role is None:
             role, route = self.route(messages)
-        system = self.bundle.system_prompt(role)
-        if role == "agent" or tools is not None:
-            from macaronic.substrate.toolcalls import format_tool_prompt
-            from macaronic.substrate.tools import TOOLS
-
-            system += "\n\n" + format_tool_prompt(tools if tools is not None else TOOLS)
+        system = system_prompt(self.bundle, role, tools)
         dec = self.bundle.decoding_for(role)
         sampling = SamplingParams(max_tokens=min(int(dec.get("max_tokens", max_tokens)), max_tokens),
                                   temperature=float(dec.get("temperature", 0.0)),
@@ -76,6 +71,18 @@ class LocalRunner:
         text, usage = self.llm.chat(convo, adapter, sampling)
         return Reply(text=text, role=role, tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
                      route=route)
+
+
+def system_prompt(bundle, role: str, tools: list[dict] | None = None) -> str:
+    """What the answerer puts first: identity + role prompt, plus the tool list on agent turns.
+    Successor training uses the same text, so trained and served prompts match."""
+    system = bundle.system_prompt(role)
+    if role == "agent" or tools is not None:
+        from macaronic.substrate.toolcalls import format_tool_prompt
+        from macaronic.substrate.tools import TOOLS
+
+        system += "\n\n" + format_tool_prompt(tools if tools is not None else TOOLS)
+    return system
 
 
 def _plain(m: dict) -> dict:

@@ -45,7 +45,10 @@ class SplitLoader:
         with open(self.audit_path, "a") as f:  # O_APPEND: concurrent processes do not interleave lines
             f.write(line + "\n")
 
-    def tasks(self, suite: str, split: str) -> list:
+    def tasks(self, suite: str, split: str, per_family: int | None = None) -> list:
+        """A split's tasks; `per_family` overrides the contract's count (train/dev sampling)."""
+        from dataclasses import replace
+
         from macaronic.contract.suites import KINDS
 
         if split == "test" and self.purpose in SEALED_FROM:
@@ -53,6 +56,10 @@ class SplitLoader:
             raise SealedSplitError(f"the test split of {self.contract.id} is sealed: "
                                    f"the {self.purpose} may not read suite {suite!r}")
         spec = self.contract.suite(suite)
+        if per_family is not None:
+            if split == "test":
+                raise ValueError("the test split is always read at the contract's own size")
+            spec = replace(spec, per_family=per_family)
         out = KINDS[spec.kind].tasks(spec, split)
         self._audit(suite, split, True, len(out))
         return out

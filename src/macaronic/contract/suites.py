@@ -165,10 +165,7 @@ class GeneratedKind(OneReplyKind):
 
     def tasks(self, spec, split):
         mod = importlib.import_module(self.module)
-        try:
-            raw = mod.generate_tasks(split=split, per_family=spec.per_family, seed=spec.seed)
-        except TypeError:
-            raw = [t for t in mod.generate_tasks(split=split)]
+        raw = mod.generate_tasks(split, n_per_family=spec.per_family, seed=spec.seed)
         return [Task(spec.name, str(t.id), str(getattr(t, "family", "")), split, t, _text(t), _content(t)) for t in raw]
 
     def prompt(self, task):
@@ -211,7 +208,7 @@ class MixedKind:
             msgs.append({"role": "user", "content": turn.text})
             r = answerer.reply(msgs, None, seed=seed + i, max_tokens=spec.max_tokens)
             tokens += r.tokens
-            msgs.append({"role": "assistant", "content": r.text})
+            msgs.append({"role": "assistant", "content": r.text, "adapter": r.role})
             turns.append({"gold": turn.role, "routed": r.role, "route_ok": r.role == turn.role,
                           "answer_ok": answer_ok(turn, r.text)})
         g = graders.get(spec.grader)(turns)

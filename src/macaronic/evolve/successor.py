@@ -1,0 +1,274 @@
+"""Build a successor pair from a champion and its graded train experience.
+
+Steps (a generation's plan names which run, in order):
+
+  rft           rejection-sampling fine-tuning: each specialist's graded successes (deduplicated,
+                with the harness's own system prompt) become an SFT file; a role with at least
+                budget.min_successes examples is retrained by `macaronic train` in a separate
+                process (mode and rank copied from the champion's adapter; the adapter's own
+                training data, when it ships one, is replayed alongside).
+  router_refit  the router is refitted from logged outcomes (each routed turn's correct role, as
+                the grader knows it, and the role each forced suite graded its tasks on), then
+                the routing policy is chosen on the dev split.
+  harness_edit  a proposed edit to a harness file, applied as given (a merge into a JSON file,
+                a text replacement, or a whole new text); the contract decides whether it helps.
+
+Only train and dev tasks are read, through the split loader as the `trainer`. The result is a
+new directory: harness copy (edited), retrained adapters, data files, pair manifest. Returns the
+manifest and a list of what changed; prints nothing except through `log`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from macaronic.contract.runner import ROUTER_STATE_DIR, system_prompt
+from macaronic.evolve.config import step_spec
+from macaronic.pairs.ids import PairManifest
+
+
+def data_manifest_sha256(files: list[Path]) -> str | None:
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.name):
+        h.update(f"{f.name}\0{hashlib.sha256(f.read_bytes()).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out: Path, ctx: dict,
+                    log=lambda msg: None) -> tuple[PairManifest, list[dict], dict]:
+    """(successor manifest, changes, training config). `out` must not exist yet; it is built in
+    out.tmp and renamed at the end, so a crash leaves either nothing or the whole candidate."""
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)  # a half-built candidate from a crash: build it again
+    (tmp / "data").mkdir(parents=True)
+    shutil.copytree(champion.harness["path"], tmp / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    adapters = {r: a["path"] for r, a in champion.adapters.items()}
+    changes, config, data_files = [], {"budget": asdict(ctx["budget"]), "steps": list(steps)}, []
+    for step in steps:
+        name, opts = step_spec(step)
+        if name == "rft":
+            ch, files = rft(champion, rows, tmp, ctx, adapters, log)
+            changes += ch
+            data_files += files
+        elif name == "router_refit":
+            ch, files = router_refit(rows, tmp, ctx, log)
+            changes.append(ch)
+            data_files += files
+        elif name == "harness_edit":
+            changes.append(harness_edit(tmp / "harness", opts))
+        else:
+            raise ValueError(f"unknown evolve step {name!r}")
+    final_adapters = {r: (p if not str(p).startswith(str(tmp)) else str(out / Path(p).relative_to(tmp)))
+                      for r, p in adapters.items()}
+    (tmp / "changes.json").write_text(json.dumps({"changes": changes, "training_config": config}, indent=2) + "\n")
+    tmp.rename(out)
+    files = tuple(str(out / f.relative_to(tmp)) for f in data_files)
+    m = PairManifest.build(champion.base, final_adapters, out / "harness", data=files,
+                           base_fp=champion.base_fingerprint)
+    m.save(out / "pair.json")
+    return m, changes, config
+
+
+# ---- rft ---------------------------------------------------------------------------------
+
+def successes(contract, bundle, rows: list[dict]) -> dict[str, list[dict]]:
+    """role -> deduplicated SFT examples from graded successes (whole replies or routed turns)."""
+    out: dict[str, dict[str, dict]] = {}
+
+    def add(role: str, messages: list[dict], source: str):
+        convo = [{"role": "system", "content": system_prompt(bundle, role)}]
+        convo += [{"role": m["role"] if m["role"] != "tool" else "user", "content": m["content"]} for m in messages]
+        key = hashlib.sha256(json.dumps(convo, sort_keys=True).encode()).hexdigest()
+        out.setdefault(role, {})[key] = {"messages": convo, "role": role, "source": source}
+
+    for r in rows:
+        spec = contract.suite(r["suite"])
+        if spec.kind == "mixed":
+            msgs, turn = r["messages"], 0
+            for i, m in enumerate(msgs):
+                if m["role"] == "assistant":
+                    t = r["detail"]["turns"][turn]
+                    if t["route_ok"] and t["answer_ok"]:
+                        add(t["gold"], msgs[: i + 1], f"mixed:{r['family']}")
+                    turn += 1
+        elif r["passed"] and spec.role:
+            add(spec.role, r["messages"], f"{r['suite']}:{r['family']}")
+    return {role: list(d.values()) for role, d in out.items()}
+
+
+def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log) -> tuple[list[dict], list[Path]]:
+    from macaronic.harness import load_bundle
+
+    budget, contract = ctx["budget"], ctx["contract"]
+    bundle = load_bundle(champion.harness["path"])
+    found = successes(contract, bundle, rows)
+    changes, files = [], []
+    for role in sorted(champion.adapters):
+        ex = found.get(role, [])
+        if len(ex) < budget.min_successes:
+            changes.append({"step": "rft", "role": role, "successes": len(ex), "retrained": False,
+                            "reason": f"fewer than {budget.min_successes} graded successes"})
+            continue
+        path = tmp / "data" / f"rft-{role}.jsonl"
+        old = Path(champion.adapters[role]["path"]) / "data.jsonl"  # the adapter's own data, if shipped
+        replay = old.read_text().splitlines() if old.is_file() else []
+        path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ex) + "".join(l + "\n" for l in replay if l.strip()))
+        files.append(path)
+        meta = _adapter_meta(champion.adapters[role]["path"])
+        out_dir = tmp / "adapters" / role
+        cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(path), "--out", str(out_dir),
+               "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(budget.train_steps),
+               "--batch", str(budget.train_batch), "--save-every", "0", "--no-progress",
+               "--description", f"{role} specialist after rejection-sampling fine-tuning"]
+        if champion.base:
+            cmd += ["--base", champion.base]
+        log(f"rft {role}: {len(ex)} successes + {len(replay)} replayed -> {budget.train_steps} steps")
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
+        adapters[role] = str(out_dir)
+        changes.append({"step": "rft", "role": role, "successes": len(ex), "replayed": len(replay),
+                        "retrained": True, "train_steps": budget.train_steps, "mode": meta["mode"], "rank": meta["rank"]})
+    return changes, files
+
+
+def _adapter_meta(path: str) -> dict:
+    p = Path(path)
+    cfg = json.loads((p / "adapter_config.json").read_text())
+    meta = json.loads((p / "macaronic.json").read_text()) if (p / "macaronic.json").is_file() else {}
+    return {"mode": meta.get("mode", "full"), "rank": int(cfg.get("r", 8))}
+
+
+# ---- router refit ------------------------------------------------------------------------
+
+def routing_examples(contract, rows: list[dict]) -> list[dict]:
+    """Routing examples from logged outcomes: (conversation up to a user turn, correct role)."""
+    out, seen = [], set()
+    for r in rows:
+        spec = contract.suite(r["suite"])
+        msgs = r["messages"]
+        if spec.kind == "mixed":
+            turn = 0
+            for i, m in enumerate(msgs):
+                if m["role"] == "user":
+                    gold = r["detail"]["turns"][turn]["gold"]
+                    convo = msgs[: i + 1]
+                    turn += 1
+                    key = (json.dumps(convo, sort_keys=True), gold)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append({"messages": convo, "label": gold, "kind": "turn", "source": r["suite"]})
+        elif spec.role:
+            convo = msgs[:1]
+            key = (json.dumps(convo, sort_keys=True), spec.role)
+            if key not in seen:
+                seen.add(key)
+                out.append({"messages": convo, "label": spec.role, "kind": "turn", "source": r["suite"]})
+    return out
+
+
+def dev_routing_examples(contract, loader, per_family: int) -> list[dict]:
+    """Dev conversations with their correct role per user turn (routing needs no replies)."""
+    out = []
+    for s in contract.suites:
+        if s.report_only:
+            continue
+        for t in loader.tasks(s.name, "dev", per_family=per_family):
+            if s.kind == "mixed":
+                convo = []
+                for turn in t.obj.turns:
+                    convo = convo + [{"role": "user", "content": turn.text}]
+                    out.append({"messages": convo, "label": turn.role, "kind": "turn"})
+                    convo = convo + [{"role": "assistant", "content": "(reply)", "adapter": turn.role}]
+            elif s.role:
+                out.append({"messages": [{"role": "user", "content": t.text}], "label": s.role, "kind": "turn"})
+    return out
+
+
+POLICY_CHOICES = ("cascade", "probe", "embedding", "arrow", "prompted")
+
+
+def accuracy(pred: list[str], gold: list[str]) -> float:
+    return sum(p == g for p, g in zip(pred, gold)) / max(1, len(gold))
+
+
+def macro_recall(pred: list[str], gold: list[str]) -> float:
+    """Mean over roles of the share of that role's turns routed to it."""
+    roles = sorted(set(gold))
+    per = [sum(p == g == r for p, g in zip(pred, gold)) / sum(g == r for g in gold) for r in roles]
+    return sum(per) / max(1, len(per))
+
+
+def router_refit(rows: list[dict], tmp: Path, ctx: dict, log) -> tuple[dict, list[Path]]:
+    from macaronic.harness import load_bundle
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.router import Router
+
+    contract, loader, llm, budget = ctx["contract"], ctx["loader"], ctx["llm"], ctx["budget"]
+    train = routing_examples(contract, rows)
+    dev = dev_routing_examples(contract, loader, budget.dev_per_family)
+    path = tmp / "data" / "router-train.jsonl"
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in train))
+    harness = tmp / "harness"
+    bundle = load_bundle(harness)
+    cfg = RouterConfig.from_dict(bundle.router)
+    labels = sorted({e["label"] for e in train})
+    if len(labels) < 2:
+        return {"step": "router_refit", "train_examples": len(train), "refit": False,
+                "reason": "fewer than two roles in the logged outcomes"}, [path]
+    log(f"router refit: {len(train)} logged turns, {len(dev)} dev turns")
+    router = Router.fit(llm, train, dev, bundle, cfg)
+    features: dict = {}
+    acc, recall = {}, {}
+    for policy in POLICY_CHOICES:
+        decisions = router.with_config(policy=policy).route_many([e["messages"] for e in dev], features=features)
+        pred, gold = [d.adapter for d in decisions], [e["label"] for e in dev]
+        acc[policy], recall[policy] = accuracy(pred, gold), macro_recall(pred, gold)
+    # Macro recall, not accuracy: dev is unbalanced, and "always the majority role" must not win.
+    # Ties keep the current policy (no change without evidence).
+    best = max(POLICY_CHOICES, key=lambda p: (recall[p], p == cfg.policy))
+    state_id = router.save(harness / ROUTER_STATE_DIR)
+    doc = json.loads((harness / "router.json").read_text())
+    doc["policy"] = best
+    (harness / "router.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return {"step": "router_refit", "refit": True, "train_examples": len(train), "dev_examples": len(dev),
+            "dev_accuracy": {k: round(v, 4) for k, v in acc.items()},
+            "dev_macro_recall": {k: round(v, 4) for k, v in recall.items()}, "policy": best,
+            "router_state": state_id[:16]}, [path]
+
+
+# ---- harness edits -----------------------------------------------------------------------
+
+def harness_edit(harness: Path, opts: dict) -> dict:
+    """{"file", one of "merge" (JSON), "replace" ([old, new]) or "text", optional "note"}."""
+    target = harness / opts["file"]
+    if not target.resolve().is_relative_to(harness.resolve()):
+        raise ValueError(f"harness edit outside the bundle: {opts['file']}")
+    if "merge" in opts:
+        doc = json.loads(target.read_text())
+        doc.update(opts["merge"])
+        target.write_text(json.dumps(doc, indent=2) + "\n")
+    elif "replace" in opts:
+        old, new = opts["replace"]
+        text = target.read_text()
+        if old not in text:
+            raise ValueError(f"harness edit: {old!r} not found in {opts['file']}")
+        target.write_text(text.replace(old, new))
+    elif "text" in opts:
+        target.write_text(opts["text"])
+    else:
+        raise ValueError("a harness edit needs 'merge', 'replace' or 'text'")
+    from macaronic.harness import load_bundle
+
+    load_bundle(harness)  # an edit that breaks the bundle fails here, not in the evaluator
+    return {"step": "harness_edit", "file": opts["file"], "note": opts.get("note", ""),
+            **{k: opts[k] for k in ("merge",) if k in opts}}
