@@ -14,7 +14,8 @@ Scaling (4, 40, 400 routes) uses synthetic routes built from the template famili
        apart needs both the intent and the modifier.
 Because a synthetic route must have training examples, scaling splits *within* each family by
 fill: fills 0-2 train, fill 3 dev, fill 4 test (at 400: templates 0-1 for train, 2 for dev,
-2-3 for test, to bound the cost). This is easier than the main table's family-held-out split.
+2-3 for test, to bound the cost; --quick trains on template 0 only). This is easier than the
+main table's family-held-out split.
 Arrow needs adapter weights and synthetic routes have none, so it is not in the scaling rows;
 prompted is scored with its embedding shortlist on a fixed sample. memory_mb is the fitted
 router state a policy needs (centroids, probe weights; prompted: its shortlist centroids).
@@ -112,7 +113,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
             "router_config": router.config.to_dict()}
 
 
-def scaling_dataset(n_routes: int, bundle=None, seed: int = 0):
+def scaling_dataset(n_routes: int, bundle=None, seed: int = 0, quick: bool = False):
     """(adapters, train, dev, test) for 4, 40 or 400 synthetic routes (see module docstring)."""
     fams = [f for f in FAMILIES if f.kind != "ambiguous"]
     if n_routes == 4:
@@ -136,7 +137,8 @@ def scaling_dataset(n_routes: int, bundle=None, seed: int = 0):
             for i, fill in enumerate(fam.fills):
                 for j, tpl in enumerate(fam.templates):
                     split = "train" if i <= 2 else "dev" if i == 3 else "test"
-                    if mod and not ((split == "train" and j <= 1) or (split == "dev" and j == 2)
+                    train_j = 0 if quick else 1  # quick: one training template per route
+                    if mod and not ((split == "train" and j <= train_j) or (split == "dev" and j == 2)
                                     or (split == "test" and j >= 2)):
                         continue
                     text = tpl.format(x=_x(fill), y=_y(fill)) + (f" (It's for my {mod[1]}.)" if mod else "")
@@ -165,7 +167,7 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
     rows = []
     features: dict[str, np.ndarray] = {}
     for n in cfg.scaling:
-        adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed)
+        adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed, cfg.quick)
         router = Router.fit(backbone, train, dev, bundle, adapters=adapters, features=features)
         rng = random.Random(cfg.seed)
         if cfg.quick:
