@@ -1,0 +1,61 @@
+"""Tool calls through the official client: Chat Completions (JSON and streaming) and the Responses
+API (function_call items, function_call_output continuing on the calling adapter)."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+
+from test_serve_harness import TOOLS
+
+CALL = '<tool_call>{"name": "create_reminder", "arguments": {"text": "buy milk"}}</tool_call>'
+
+
+def agent_reply(view):
+    return "Done: reminder 7." if view[-1]["role"] == "tool" else "On it. " + CALL
+
+
+def test_chat_completions_tool_calls(inproc):
+    url, mol, script = inproc
+    script.replies["agent"] = agent_reply
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+    convo = [{"role": "user", "content": "remind me to buy milk"}]
+    r = c.chat.completions.create(model="agent", messages=convo, tools=TOOLS, max_tokens=96)
+    msg = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls" and msg.content == "On it."
+    assert msg.tool_calls[0].function.name == "create_reminder"
+    assert json.loads(msg.tool_calls[0].function.arguments) == {"text": "buy milk"}
+    # the tool prompt reached the adapter, in the shared header
+    assert "create_reminder" in script.seen[-1][1][0]["content"]
+
+    convo += [msg.model_dump(exclude_none=True),
+              {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": '{"id": 7}'}]
+    chunks = list(c.chat.completions.create(model="macaronic", messages=convo, tools=TOOLS, max_tokens=64,
+                                            stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    meta = chunks[-1].model_extra["macaronic"]
+    assert text == "Done: reminder 7." and meta["policy"] == "sticky" and meta["adapter"] == "agent"
+
+    # streaming a call: prose streams, the call arrives in the final chunk, nothing of it leaks
+    chunks = list(c.chat.completions.create(model="agent", messages=convo[:1], tools=TOOLS, max_tokens=96,
+                                            stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    final = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason][0]
+    assert "<tool_call>" not in text and text.strip() == "On it."
+    assert final.choices[0].finish_reason == "tool_calls"
+    assert final.choices[0].delta.tool_calls[0].function.name == "create_reminder"
+
+
+def test_responses_function_calls(inproc):
+    url, mol, script = inproc
+    script.replies["agent"] = agent_reply
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+    tools = [{"type": "function", **TOOLS[0]["function"]}]
+    r1 = c.responses.create(model="agent", input="remind me to buy milk", tools=tools, max_output_tokens=96)
+    calls = [o for o in r1.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "create_reminder" and r1.output_text == "On it."
+    r2 = c.responses.create(model="macaronic", previous_response_id=r1.id, tools=tools, max_output_tokens=64,
+                            input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": '{"id": 7}'}])
+    assert r2.output_text == "Done: reminder 7."
+    assert r2.model_extra["macaronic"]["policy"] == "sticky" and r2.model_extra["macaronic"]["adapter"] == "agent"
