@@ -6,7 +6,8 @@ Workdir layout (every file is written once, atomically or append-only):
   audit.jsonl           every split read, allowed or refused
   strata.json           frozen from the generation-0 champion's test results
   gen-000/eval.json     the reference evaluation of the initial champion (+ .tasks.jsonl)
-  gen-NNN/experience.jsonl   the champion's graded train experience (one row per task sample)
+  gen-NNN/experience.jsonl   the champion's graded train experience (one row per task sample;
+                             skipped when the generation's steps learn nothing from it)
   gen-NNN/experience.done    written once collection finished
   gen-NNN/candidate/    the successor (harness, adapters, data, pair.json, changes.json)
   gen-NNN/eval.json     parent vs child under the contract, by `macaronic eval` in its own process
@@ -31,10 +32,13 @@ from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
 from macaronic.contract.report import freeze_strata
 from macaronic.contract.sealed import SplitLoader
 from macaronic.evolve.collect import collect
-from macaronic.evolve.config import Budget, Plan
+from macaronic.evolve.config import Budget, Plan, step_spec
 from macaronic.evolve.successor import build_successor, data_manifest_sha256
 from macaronic.pairs.ids import PairManifest
 from macaronic.pairs.lineage import Lineage
+
+
+EXPERIENCE_STEPS = ("rft", "router_refit")  # steps that learn from the champion's experience
 
 
 @dataclass
@@ -120,7 +124,10 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
                    reasons=[], changes=[], contract_id=contract.id, contract_sha256=contract.sha256,
                    report_sha256=_sha(g0 / "eval.json"))
         for g in range(1, generations + 1):
-            champ = lin.pair("champion")
+            # A finished generation keeps the parent it was judged against; a new one starts
+            # from the current champion.
+            done = [r for r in lin.records() if r["key"] == f"gen-{g}"]
+            champ = lin.pair(done[0]["parent_id"] if done else "champion")
             generation(contract, contract_path, workdir, g, champ, budget, plan, lin, hooks)
         return summary(contract, workdir, lin)
 
@@ -132,8 +139,10 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
     cand_dir = d / "candidate"
     if not (d / "eval.json").exists() and not (cand_dir / "pair.json").exists():
         runner = None
+        steps = plan.steps(g)
+        needs_experience = any(step_spec(s)[0] in EXPERIENCE_STEPS for s in steps)
         try:
-            if not (d / "experience.done").exists():
+            if needs_experience and not (d / "experience.done").exists():
                 from macaronic.contract.runner import LocalRunner
 
                 hooks.log(f"gen {g}: collecting train experience with champion {champ.id[:12]}")
@@ -154,7 +163,6 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
                 from macaronic.contract.runner import LocalRunner
 
                 runner = LocalRunner(champ)
-            steps = plan.steps(g)
             hooks.log(f"gen {g}: building the successor ({', '.join(map(str, steps))})")
             ctx = {"contract": contract, "budget": budget, "llm": runner.llm,
                    "loader": SplitLoader(contract, "trainer", workdir / "audit.jsonl")}

@@ -1,0 +1,74 @@
+"""The sealed test split: refused to the trainer and the collector, every read audited, and a
+contamination check (exact and 13-gram) before evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from macaronic.contract import spec as cspec
+from macaronic.contract.cli import CONTAMINATED, eval_main
+from macaronic.contract.sealed import SealedSplitError, SplitLoader, contamination, read_audit
+
+
+@pytest.mark.parametrize("purpose", ["trainer", "collector"])
+def test_test_split_refused_to_trainer_and_collector(contract_file, tmp_path, purpose):
+    c = cspec.load(contract_file)
+    audit = tmp_path / "audit.jsonl"
+    loader = SplitLoader(c, purpose, audit)
+    for suite in ("agent", "mixed", "humaneval"):
+        with pytest.raises(SealedSplitError, match="sealed"):
+            loader.tasks(suite, "test")
+    train = loader.tasks("agent", "train", per_family=1)
+    assert train and all(t.split == "train" for t in train)
+    log = read_audit(audit)
+    assert [(r["suite"], r["split"], r["allowed"]) for r in log] == [
+        ("agent", "test", False), ("mixed", "test", False), ("humaneval", "test", False), ("agent", "train", True)]
+    assert all(r["purpose"] == purpose and r["contract_sha256"] == c.sha256 for r in log)
+
+
+def test_evaluator_reads_test_and_is_audited(contract_file, tmp_path):
+    c = cspec.load(contract_file)
+    audit = tmp_path / "audit.jsonl"
+    tasks = SplitLoader(c, "evaluator", audit).tasks("mixed", "test")
+    assert {t.family for t in tasks} == {"event_form_capital", "fix_identity", "contact_then_fix"}
+    (row,) = read_audit(audit)
+    assert row["allowed"] and row["n"] == len(tasks) and row["purpose"] == "evaluator"
+    with pytest.raises(ValueError):
+        SplitLoader(c, "evaluator", audit).tasks("mixed", "test", per_family=50)  # test size is the contract's
+
+
+def test_splits_are_disjoint_by_family(contract_file, tmp_path):
+    c = cspec.load(contract_file)
+    loader = SplitLoader(c, "check", tmp_path / "a.jsonl")
+    for suite in ("agent", "mixed"):
+        fams = {s: {t.family for t in loader.tasks(suite, s)} for s in ("train", "dev", "test")}
+        assert fams["test"] and not fams["test"] & (fams["train"] | fams["dev"])
+
+
+def test_contamination_exact_and_13gram():
+    test = [("a", "Please add a reminder for the dentist appointment on Friday at nine in the morning, thanks."),
+            ("b", "What is the capital of Peru?"),
+            ("c", "Write a Python function named flatten_list that flattens a list of lists into one list.")]
+    train = ["Earlier: what is the capital of peru? It is Lima.",  # exact (normalized) containment of b
+             "add a reminder for the dentist appointment on Friday at nine in the morning"]  # 13 words of a
+    r = contamination(train, test)
+    assert r["exact"] == ["b"] and r["ngram"] == ["a"] and not r["clean"]
+    assert contamination(["add a reminder for the dentist"], test)["clean"]  # under 13 words
+
+
+def test_eval_refuses_contaminated_training_data(contract_file, pair_file, tmp_path, capsys):
+    from macaronic.pairs import PairManifest
+
+    c = cspec.load(contract_file)
+    leaked = SplitLoader(c, "check", tmp_path / "a.jsonl").tasks("mixed", "test")[0].text
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": leaked}]}) + "\n")
+    m = PairManifest.load(pair_file).with_data((str(data),))
+    m.save(tmp_path / "pair.json")
+    rc = eval_main(["--pair", str(tmp_path / "pair.json"), "--contract", str(contract_file),
+                    "--json", str(tmp_path / "r.json"), "--quiet", "--audit", str(tmp_path / "a.jsonl")])
+    assert rc == CONTAMINATED
+    assert "overlaps the sealed test split" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
