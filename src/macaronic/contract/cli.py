@@ -93,8 +93,11 @@ def eval_main(argv: list[str] | None = None) -> int:
         print("macaronic eval: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
         return ENVIRONMENT
     units = plan(contract, loader)
-    # Contamination: the child's training data (and any named) against every sealed test prompt.
+    # Contamination: the child's training data (its data files, each adapter's own data.jsonl when
+    # it ships one, and any named) against every sealed test prompt.
     train_files = list(child.data) + [str(p) for p in args.train_data]
+    train_files += [str(Path(a["path"]) / "data.jsonl") for a in child.adapters.values()
+                    if (Path(a["path"]) / "data.jsonl").is_file()]
     train_texts = [t for f in train_files for t in texts_of_data_file(f)]
     seen = {}
     for task, _ in units:

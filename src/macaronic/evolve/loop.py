@@ -86,16 +86,36 @@ def initial_pair(workdir: Path, lin: Lineage, ref: str | None) -> PairManifest:
     elif ref:
         m = lin.pair(ref)
     else:
-        from macaronic.engine.llm import shipped_adapters_dir
-        from macaronic.harness import DEFAULT_BUNDLE
-
-        d = shipped_adapters_dir()
-        ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").exists()} if d.is_dir() else {}
-        m = PairManifest.build(None, ads, DEFAULT_BUNDLE)
+        m = default_pair(p0.parent)
     p0.parent.mkdir(parents=True, exist_ok=True)
     m.save(p0.with_suffix(".tmp"))
     os.replace(p0.with_suffix(".tmp"), p0)
     return m
+
+
+def default_pair(where: Path) -> PairManifest:
+    """The default base, the shipped specialists, and a copy of the shipped harness with its
+    router fitted on the shipped routing data (as `macaronic serve` would route)."""
+    import shutil
+
+    from macaronic.engine.llm import load_llm, shipped_adapters_dir
+    from macaronic.evolve.successor import fit_shipped_router
+    from macaronic.harness import DEFAULT_BUNDLE
+
+    d = shipped_adapters_dir()
+    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").exists()} if d.is_dir() else {}
+    harness = where / "harness"
+    if harness.exists():
+        shutil.rmtree(harness)  # a half-fitted copy from a crash
+    shutil.copytree(DEFAULT_BUNDLE, harness, ignore=shutil.ignore_patterns("__pycache__"))
+    llm = load_llm(None, [])
+    for role, path in ads.items():
+        llm.add_adapter(path, name=role)  # the router's Arrow policy looks adapters up by role
+    try:
+        fit_shipped_router(llm, harness)
+    finally:
+        llm.close()
+    return PairManifest.build(None, ads, harness, base_fp=llm.base.fingerprint)
 
 
 def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget = Budget(), plan: Plan = Plan(),

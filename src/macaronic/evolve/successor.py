@@ -60,7 +60,7 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
             changes += ch
             data_files += files
         elif name == "router_refit":
-            ch, files = router_refit(rows, tmp, ctx, log)
+            ch, files = router_refit(rows, tmp, ctx, log, shipped_data=bool(opts.get("shipped_data", False)))
             changes.append(ch)
             data_files += files
         elif name == "harness_edit":
@@ -208,7 +208,9 @@ def macro_recall(pred: list[str], gold: list[str]) -> float:
     return sum(per) / max(1, len(per))
 
 
-def router_refit(rows: list[dict], tmp: Path, ctx: dict, log) -> tuple[dict, list[Path]]:
+def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool = False) -> tuple[dict, list[Path]]:
+    """Refit on the logged outcomes (plus the shipped routing data's train split when asked) and
+    choose the policy on the contract's dev turns (plus the shipped dev split)."""
     from macaronic.harness import load_bundle
     from macaronic.router.config import RouterConfig
     from macaronic.router.router import Router
@@ -216,6 +218,11 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log) -> tuple[dict, lis
     contract, loader, llm, budget = ctx["contract"], ctx["loader"], ctx["llm"], ctx["budget"]
     train = routing_examples(contract, rows)
     dev = dev_routing_examples(contract, loader, budget.dev_per_family)
+    n_logged, n_dev = len(train), len(dev)
+    if shipped_data:
+        from macaronic.router.data import load_routing_data
+
+        train, dev = train + load_routing_data("train"), dev + load_routing_data("dev")
     path = tmp / "data" / "router-train.jsonl"
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in train))
     harness = tmp / "harness"
@@ -240,7 +247,8 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log) -> tuple[dict, lis
     doc = json.loads((harness / "router.json").read_text())
     doc["policy"] = best
     (harness / "router.json").write_text(json.dumps(doc, indent=2) + "\n")
-    return {"step": "router_refit", "refit": True, "train_examples": len(train), "dev_examples": len(dev),
+    return {"step": "router_refit", "refit": True, "logged_examples": n_logged, "contract_dev_examples": n_dev,
+            "shipped_data": shipped_data, "train_examples": len(train), "dev_examples": len(dev),
             "dev_accuracy": {k: round(v, 4) for k, v in acc.items()},
             "dev_macro_recall": {k: round(v, 4) for k, v in recall.items()}, "policy": best,
             "router_state": state_id[:16]}, [path]
@@ -272,3 +280,17 @@ def harness_edit(harness: Path, opts: dict) -> dict:
     load_bundle(harness)  # an edit that breaks the bundle fails here, not in the evaluator
     return {"step": "harness_edit", "file": opts["file"], "note": opts.get("note", ""),
             **{k: opts[k] for k in ("merge",) if k in opts}}
+
+
+def fit_shipped_router(llm, harness: Path) -> str:
+    """Fit the bundle's router on the shipped routing data into `<harness>/router_state` (what
+    `macaronic serve` does for a bundle whose policy needs fitted state); returns the state id."""
+    from macaronic.harness import load_bundle
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.data import load_routing_data
+    from macaronic.router.router import Router
+
+    bundle = load_bundle(harness)
+    router = Router.fit(llm, load_routing_data("train"), load_routing_data("dev"), bundle,
+                        RouterConfig.from_dict(bundle.router))
+    return router.save(harness / ROUTER_STATE_DIR)
