@@ -156,7 +156,7 @@
       }
       const reply = { role: "assistant", content: text || null };
       if (calls) reply.tool_calls = calls;
-      if (meta) { reply.adapter = meta.adapter; badge(div, meta); card(div, meta.genui); }
+      if (meta) { reply.adapter = meta.adapter; card(div, meta.genui); badge(div, meta); }
       state.messages.push(reply);
     } catch (e) {
       div.classList.add("error");
