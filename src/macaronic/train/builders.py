@@ -1,0 +1,209 @@
+"""Data builders: the training conversations for each specialist, generated here from seeded
+task families (nothing downloaded), train-split families only.
+
+    build(name, n, seed) -> list[Example]      name in GENERATORS: chat, route, agent, coding, genui
+
+Every conversation opens with the system prompt the harness gives that role at serve time
+(`role_system_prompt`), so the adapter learns under the prompt it will see. Builders never read
+dev or test families; `dev_prompts(role, n)` gives held-out conversations for sanity checks.
+Knows nothing about models or training.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from macaronic.train.examples import Example
+
+ROLES = ("chat", "agent", "coding", "genui")
+
+
+def _bundle():
+    from macaronic.harness import load_bundle
+
+    return load_bundle()
+
+
+def compact_tool_prompt() -> str:
+    """One line per tool (name, arguments, description) plus the calling convention: the full
+    JSON-schema listing is ~3,100 tokens, too long for a 135M base on CPU."""
+    from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN
+    from macaronic.substrate.tools import TOOLS
+
+    lines = ["Tools (name(arguments): what it does):"]
+    for t in TOOLS:
+        fn = t.openai()["function"]
+        props = fn.get("parameters", {}).get("properties", {})
+        req = set(fn.get("parameters", {}).get("required", []))
+        args = ", ".join(a if a in req else a + "?" for a in props)
+        lines.append(f"- {fn['name']}({args}): {fn['description'].split('.')[0]}.")
+    lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
+                 f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
+    return "\n".join(lines)
+
+
+def role_system_prompt(role: str) -> str:
+    """The system prompt for `role`: the harness bundle's identity + role prompt (+ tools for agent)."""
+    sp = _bundle().system_prompt(role)
+    return sp + "\n\n" + compact_tool_prompt() if role == "agent" else sp
+
+
+def _conv(role: str, user: str, *rest: dict) -> tuple[dict, ...]:
+    return ({"role": "system", "content": role_system_prompt(role)}, {"role": "user", "content": user}, *rest)
+
+
+# ---- chat -------------------------------------------------------------------------------
+
+def chat_examples(n: int, seed: int = 0) -> list[Example]:
+    """Identity, facts and conciseness from the chat suite's train families."""
+    from macaronic.suites.chat import FAMILIES, make_task
+
+    fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
+    out = []
+    for i in range(n):
+        t = make_task(fams[i % len(fams)], i // len(fams), seed)
+        out.append(Example(_conv("chat", t.prompt, {"role": "assistant", "content": t.gold}), "chat", f"chat/{t.family}"))
+    return out
+
+
+def route_examples(n: int, seed: int = 0) -> list[Example]:
+    """The prompted router's own prompt (bundle route prompt, train-split routing families),
+    answered `model_id=<role>`: the chat adapter also serves the route hop."""
+    from macaronic.router.data import load_routing_data
+    from macaronic.router.prompted import PromptedPolicy
+    from macaronic.router.types import AdapterInfo
+
+    b = _bundle()
+    policy = PromptedPolicy.from_bundle(b)
+    adapters = [AdapterInfo(r.name, r.description, r.boundary) for r in b.roles]
+    data = [e for e in load_routing_data("train") if e["kind"] != "tool_result"]
+    random.Random(seed).shuffle(data)
+    out = []
+    for e in data[:n]:
+        msgs = policy.messages(e["messages"][-1]["content"], adapters)
+        out.append(Example((*msgs, {"role": "assistant", "content": policy.prefill + e["label"]}), "chat",
+                           f"route/{e['family']}"))
+    return out
+
+
+# ---- agent ------------------------------------------------------------------------------
+
+def _final_reply(task, results: list[dict]) -> str:
+    facts = list(task.required_facts)
+    last_tool, last = task.gold_actions[-1][0], results[-1]
+    if task.family.endswith("not_owner"):
+        return f"I can't delete that event: it belongs to {facts[0]}, not to you. Nothing was changed."
+    verbs = {"create_event": "I added the event to your calendar", "update_event": "I updated the event",
+             "delete_event": "I deleted the event", "add_reminder": "I added the reminder",
+             "complete_reminder": "I marked the reminder as done", "update_contact": "I updated the contact",
+             "create_note": "I saved the note", "refund_order": "I refunded the order",
+             "cancel_order": "I cancelled the order"}
+    if last_tool in verbs and "error" not in last:
+        title = next((v.get("title") for v in last.values() if isinstance(v, dict) and v.get("title")), None)
+        head = verbs[last_tool] + (f": '{title}'." if title else ".")
+        return head + (" " + ", ".join(facts) + "." if facts else "")
+    return "Here is what I found: " + ", ".join(facts) + "." if facts else "Done."
+
+
+def agent_episode(task) -> Example:
+    """Gold actions replayed on a real episode: tool calls, real tool results, a final reply."""
+    from macaronic.substrate.toolcalls import format_tool_call, format_tool_result
+
+    ep = task.start()
+    try:
+        msgs, results = [], []
+        for name, args in task.gold_actions:
+            res = ep.call(name, args)
+            results.append(res)
+            msgs += [{"role": "assistant", "content": format_tool_call(name, args)},
+                     {"role": "tool", "content": format_tool_result(res)}]
+        msgs.append({"role": "assistant", "content": _final_reply(task, results)})
+    finally:
+        ep.close()
+    return Example(_conv("agent", task.request, *msgs), "agent", f"agent/{task.family}")
+
+
+def agent_examples(n: int, seed: int = 0) -> list[Example]:
+    from macaronic.substrate.tasks import FAMILIES, generate_tasks
+
+    fams = [f.name for f in FAMILIES if f.split == "train"]
+    tasks = generate_tasks("train", n_per_family=-(-n // len(fams)), base_seed=seed)
+    random.Random(seed).shuffle(tasks)
+    return [agent_episode(t) for t in tasks[:n]]
+
+
+# ---- coding -----------------------------------------------------------------------------
+
+def coding_examples(n: int, seed: int = 0) -> list[Example]:
+    from macaronic.suites.coding import FAMILIES, make_task
+
+    fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
+    out = []
+    for i in range(n):
+        t = make_task(fams[i % len(fams)], i // len(fams), seed)
+        out.append(Example(_conv("coding", t.prompt, {"role": "assistant", "content": t.reference_reply()}),
+                           "coding", f"coding/{t.family}"))
+    return out
+
+
+# ---- genui ------------------------------------------------------------------------------
+
+def genui_reply(gold: dict) -> str:
+    return json.dumps(gold, ensure_ascii=False, separators=(",", ":"))
+
+
+def genui_examples(n: int, seed: int = 0) -> list[Example]:
+    """Gold cards of the genui train split (dev instances and test families are skipped)."""
+    from macaronic.genui.tasks import FAMILIES, TEST_FAMILIES, make_task
+
+    fams = [f for f in FAMILIES if f not in TEST_FAMILIES]
+    out, i = [], 0
+    while len(out) < n:
+        t = make_task(fams[i % len(fams)], i // len(fams), seed)
+        i += 1
+        if t.split != "train":
+            continue
+        out.append(Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
+                           "genui", f"genui/{t.family}"))
+    return out
+
+
+GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
+              "coding": coding_examples, "genui": genui_examples}
+
+
+def build(name: str, n: int, seed: int = 0) -> list[Example]:
+    """`n` examples from one generator; `chat` mixes in route-prompt examples (one in four)."""
+    if name not in GENERATORS:
+        raise ValueError(f"unknown generator {name!r}; choose from {sorted(GENERATORS)}")
+    if name == "chat":
+        k = n // 4
+        mixed = chat_examples(n - k, seed) + route_examples(k, seed)
+        random.Random(seed).shuffle(mixed)
+        return mixed
+    return GENERATORS[name](n, seed)
+
+
+# ---- held-out prompts for sanity checks -------------------------------------------------
+
+def dev_tasks(role: str, n: int, seed: int = 0) -> list:
+    """Dev-split tasks of a role's suite (never test): (messages, task) pairs to grade."""
+    if role == "chat":
+        from macaronic.suites.chat import generate_tasks
+        ts = generate_tasks("dev", -(-n // 3), seed)[:n]
+        return [(list(_conv("chat", t.prompt)), t) for t in ts]
+    if role == "coding":
+        from macaronic.suites.coding import generate_tasks
+        ts = generate_tasks("dev", -(-n // 3), seed)
+        ts = [ts[i] for i in range(0, len(ts), max(1, len(ts) // n))][:n]
+        return [(list(_conv("coding", t.prompt)), t) for t in ts]
+    if role == "agent":
+        from macaronic.substrate.tasks import generate_tasks
+        ts = generate_tasks("dev", -(-n // 2), base_seed=seed)[:n]
+        return [(list(_conv("agent", t.request)), t) for t in ts]
+    if role == "genui":
+        from macaronic.genui.tasks import generate_tasks
+        ts = generate_tasks(seed=seed, per_family=10, split="dev")[:n]
+        return [(list(_conv("genui", t.user_message())), t) for t in ts]
+    raise ValueError(role)

@@ -1,0 +1,126 @@
+"""`macaronic train grpo ROLE --init DIR --out DIR`: GRPO on a role's train families, starting
+from an SFT adapter (or from zero), rewards from the role's grader:
+
+    coding  fraction of the task's unit tests passed (sandboxed)
+    genui   0.5 x L1 validity + 0.5 x L2 content coverage
+    agent   first tool call: 1 for the gold call, 0.5 for the gold tool with other arguments
+    chat    the chat suite's check score
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+
+def prompts_for(role: str, llm_tok, n: int, seed: int):
+    from macaronic.train import builders
+    from macaronic.train.check import score
+    from macaronic.train.examples import user_marker
+
+    marker = user_marker(llm_tok)
+    if role == "coding":
+        from macaronic.suites.coding import FAMILIES, make_task
+        fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
+        tasks = [make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(n)]
+        user = [t.prompt for t in tasks]
+        rew = [lambda text, t=t: score("coding", t, text)["tests"] for t in tasks]
+    elif role == "chat":
+        from macaronic.suites.chat import FAMILIES, make_task
+        fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
+        tasks = [make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(n)]
+        user = [t.prompt for t in tasks]
+        rew = [lambda text, t=t: score("chat", t, text)["score"] for t in tasks]
+    elif role == "genui":
+        from macaronic.genui.tasks import FAMILIES, TEST_FAMILIES, make_task
+        fams = [f for f in FAMILIES if f not in TEST_FAMILIES]
+        tasks = [t for t in (make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(2 * n))
+                 if t.split == "train"][:n]
+        user = [t.user_message() for t in tasks]
+        rew = [lambda text, t=t: 0.5 * score("genui", t, text)["pass"] + 0.5 * score("genui", t, text)["l2"]
+               for t in tasks]
+    elif role == "agent":
+        from macaronic.substrate.tasks import generate_tasks
+        tasks = generate_tasks("train", n_per_family=max(1, n // 10 + 1), base_seed=1000 + seed)[:n]
+        user = [t.request for t in tasks]
+        rew = [lambda text, t=t: 1.0 if score("agent", t, text)["pass"] else 0.5 * score("agent", t, text)["tool"]
+               for t in tasks]
+    else:
+        raise ValueError(f"no reward for role {role!r}")
+    from macaronic.train.grpo import Prompt
+
+    out = []
+    for u, r, t in zip(user, rew, tasks):
+        ids = llm_tok.apply_chat_template(list(builders._conv(role, u)), add_generation_prompt=True, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        start = max((i for i in range(len(ids) - len(marker) + 1) if ids[i:i + len(marker)] == marker), default=0)
+        out.append(Prompt(tuple(ids), start, r, getattr(t, "id", "")))
+    return out
+
+
+def init_from(pm, adapter_dir: Path) -> None:
+    """Copy an adapter directory's LoRA tensors into the PEFT model's (same rank and targets)."""
+    from safetensors.torch import load_file
+
+    state = load_file(str(adapter_dir / "adapter_model.safetensors"))
+    params = {n: p for n, p in pm.named_parameters() if p.requires_grad}
+    with torch.no_grad():
+        for k, v in state.items():
+            name = k.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
+            if name not in params:
+                raise ValueError(f"{adapter_dir}: tensor {k} has no place in this LoRA (rank/targets differ?)")
+            params[name].copy_(v.float())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="macaronic train grpo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("role")
+    p.add_argument("--init", type=Path, default=None, help="SFT adapter to start from (same rank)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--mode", choices=("turn", "full"), default=None, help="default: the init adapter's mode, else turn")
+    p.add_argument("--rank", type=int, default=8)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--prompts", type=int, default=32)
+    p.add_argument("--per-step", type=int, default=2)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--max-new", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--beta", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--base", default=None)
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args(argv)
+    from dataclasses import replace
+
+    from macaronic.engine.base import resolve_base
+    from macaronic.engine.llm import load_tokenizer
+    from macaronic.train.examples import user_marker
+    from macaronic.train.grpo import GRPOConfig, grpo
+    from macaronic.train.output import write_adapter
+    from macaronic.train.sft import TrainConfig, load_model
+
+    torch.set_num_threads(a.threads) if a.threads else None
+    base_dir = resolve_base(a.base)
+    tok = load_tokenizer(base_dir)
+    mode = a.mode or (json.loads((a.init / "macaronic.json").read_text()).get("mode", "turn") if a.init else "turn")
+    tcfg = TrainConfig(role=a.role, mode=mode, rank=a.rank, alpha=2.0 * a.rank, steps=a.steps, lr=a.lr, seed=a.seed)
+    pm = load_model(tcfg, base_dir)
+    if a.init:
+        init_from(pm, a.init)
+    prompts = prompts_for(a.role, tok, a.prompts, a.seed)
+    cfg = GRPOConfig(steps=a.steps, prompts_per_step=a.per_step, group=a.group, max_new=a.max_new, lr=a.lr,
+                     beta=a.beta, mode=mode, seed=a.seed)
+    a.out.mkdir(parents=True, exist_ok=True)
+    hist = grpo(pm, prompts, cfg, tok, on_step=lambda r: (a.out / "history.jsonl").open("a").write(json.dumps(r) + "\n"))
+    history = [{"step": h["step"], "loss": -h["reward"], "seconds": h["seconds"]} for h in hist]
+    write_adapter(a.out, pm, replace(tcfg, save_dtype="bfloat16"), base_dir, user_marker(tok),
+                  {"source": f"grpo:{a.role}", "prompts": len(prompts)}, history,
+                  extra={"grpo": {"config": cfg.__dict__, "init": str(a.init) if a.init else None,
+                                  "reward_first": hist[0]["reward"], "reward_last": hist[-1]["reward"]}})
+    print(f"macaronic train grpo: wrote {a.out}", file=sys.stderr)
+    return 0

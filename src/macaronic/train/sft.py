@@ -1,0 +1,282 @@
+"""LoRA SFT on a frozen base: PEFT LoRA, loss on the current turn's assistant tokens only.
+
+Two modes, the engine's: `full` puts the adapter on every token; `turn` follows the turn-activated
+rule: the history (everything before the last user header) is computed by the bare base with no
+gradient, and the adapter applies from that header on. The history's K/V are cached by content,
+so a system prompt shared by every example is computed once per run. The saved `turn` adapter
+carries `alora_invocation_tokens`, so PEFT loads it as Activated LoRA and the engine as `turn`.
+
+Examples are processed one at a time (no padding) and gradients accumulate over a step's
+`batch` examples; the loss is the sum of target-token cross-entropies over the step divided by
+the step's target-token count, so a step is the same whether it runs in one process or is split
+over DDP ranks (gloo all-reduce of the LoRA grads). Knows nothing about where examples come from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from macaronic.train.examples import Encoded
+
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    role: str
+    mode: str = "turn"  # "turn" or "full"
+    rank: int = 8
+    alpha: float = 16.0
+    targets: tuple[str, ...] = TARGETS
+    steps: int = 100
+    batch: int = 4  # examples per optimizer step, all ranks together
+    lr: float = 3e-4
+    warmup: int = 5
+    weight_decay: float = 0.0
+    max_len: int = 2048  # whole conversation
+    max_turn: int = 384  # tokens from the turn start on (what the adapter computes in turn mode)
+    seed: int = 0
+    save_every: int = 25
+    save_dtype: str = "bfloat16"
+    base: str | None = None  # base directory; None = the default SmolLM2-135M-Instruct
+    description: str = ""
+    threads: int = 0  # torch threads; 0 = leave torch's default
+
+    def __post_init__(self):
+        if self.mode not in ("turn", "full"):
+            raise ValueError(f"mode must be 'turn' or 'full', got {self.mode!r}")
+        if self.rank <= 0 or self.steps <= 0 or self.batch <= 0:
+            raise ValueError("rank, steps and batch must be positive")
+        bad = [t for t in self.targets if t not in TARGETS]
+        if bad:
+            raise ValueError(f"unknown LoRA targets {bad}; choose from {TARGETS}")
+
+
+# ---- distributed helpers ------------------------------------------------------------------
+
+def dist_info() -> tuple[int, int]:
+    """(rank, world) from torchrun's environment; initializes gloo once when world > 1."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("gloo")
+        return dist.get_rank(), world
+    return 0, 1
+
+
+# ---- model --------------------------------------------------------------------------------
+
+def load_model(cfg: TrainConfig, base_dir: Path, marker: list[int] | None = None):
+    """fp32 HF model with a fresh PEFT LoRA (seeded init) on cfg.targets."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    model.config.use_cache = True
+    torch.manual_seed(cfg.seed)
+    lcfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, target_modules=list(cfg.targets), lora_dropout=0.0,
+                      bias="none", task_type="CAUSAL_LM")
+    pm = get_peft_model(model, lcfg)
+    return pm
+
+
+def lora_params(pm) -> list[tuple[str, torch.nn.Parameter]]:
+    return [(n, p) for n, p in pm.named_parameters() if p.requires_grad]
+
+
+class PrefixCache:
+    """Base-only K/V of history prefixes, keyed by their ids (turn mode)."""
+
+    def __init__(self, pm, limit: int = 64):
+        self.pm, self.limit, self.store = pm, limit, {}
+
+    def get(self, prefix: tuple[int, ...]):
+        from transformers.cache_utils import DynamicCache
+
+        if not prefix:
+            return None
+        kv = self.store.get(prefix)
+        if kv is None:
+            with torch.no_grad(), self.pm.disable_adapter():
+                out = self.pm.base_model.model.model(input_ids=torch.tensor([prefix]), use_cache=True)
+            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            if len(self.store) >= self.limit:
+                self.store.pop(next(iter(self.store)))
+            self.store[prefix] = kv
+        return DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
+
+
+def example_loss(pm, ex: Encoded, mode: str, cache: PrefixCache | None) -> tuple[torch.Tensor, int, int]:
+    """(sum of target-token CE, number of targets, tokens computed with the adapter)."""
+    start = ex.turn_start if mode == "turn" else 0
+    ids = torch.tensor(ex.ids)
+    past = cache.get(tuple(ex.ids[:start])) if (mode == "turn" and start > 0) else None
+    inner = pm.base_model.model  # the *ForCausalLM with LoRA layers injected
+    hidden = inner.model(input_ids=ids[None, start:], past_key_values=past, use_cache=past is not None)
+    h = hidden.last_hidden_state[0]  # [T - start, D]
+    tgt = [j for j in range(max(start, 1), len(ex.ids)) if ex.labels[j]]
+    if not tgt:
+        return h.sum() * 0.0, 0, len(ex.ids) - start
+    pos = torch.tensor([j - 1 - start for j in tgt])
+    if (pos < 0).any():  # a target whose predicting position is in the history: not in this turn
+        raise ValueError("target before the turn start")
+    logits = inner.lm_head(h[pos]).float()  # [N, V] only where a target is predicted
+    loss = torch.nn.functional.cross_entropy(logits, ids[tgt], reduction="sum")
+    return loss, len(tgt), len(ex.ids) - start
+
+
+@torch.no_grad()
+def turn_logits(pm, ids: list[int], start: int) -> torch.Tensor:
+    """[T, V] logits under the training rule: base on ids[:start], adapter from start on."""
+    cache = PrefixCache(pm)
+    past = cache.get(tuple(ids[:start])) if start > 0 else None
+    inner = pm.base_model.model
+    h = inner.model(input_ids=torch.tensor([ids[start:]]), past_key_values=past, use_cache=past is not None)
+    tail = inner.lm_head(h.last_hidden_state[0])
+    if start == 0:
+        return tail
+    with pm.disable_adapter():
+        head = inner(input_ids=torch.tensor([ids[:start]])).logits[0]
+    return torch.cat([head, tail])
+
+
+# ---- schedule, order, checkpoints ------------------------------------------------------------
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+
+def step_indices(n: int, cfg: TrainConfig, step: int) -> list[int]:
+    """The global batch of `step`: a seeded permutation per epoch, cycled."""
+    out = []
+    for k in range(step * cfg.batch, (step + 1) * cfg.batch):
+        epoch, i = divmod(k, n)
+        perm = list(range(n))
+        random.Random(cfg.seed * 1_000_003 + epoch).shuffle(perm)
+        out.append(perm[i])
+    return out
+
+
+def save_checkpoint(path: Path, pm, opt, step: int, cfg: TrainConfig) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    torch.save({n: p.detach().clone() for n, p in lora_params(pm)}, tmp / "lora.pt")
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(cfg)}, indent=2))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)
+
+
+def load_checkpoint(path: Path, pm, opt) -> int:
+    state = torch.load(path / "lora.pt")
+    params = dict(lora_params(pm))
+    missing = sorted(set(params) - set(state))
+    if missing:
+        raise ValueError(f"checkpoint {path} lacks {len(missing)} LoRA tensors (e.g. {missing[0]})")
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(state[n])
+    opt.load_state_dict(torch.load(path / "optimizer.pt"))
+    return int(json.loads((path / "state.json").read_text())["step"])
+
+
+# ---- the loop -------------------------------------------------------------------------------
+
+def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = False, base_dir: Path | None = None,
+          progress: bool = True, on_step=None):
+    """Run SFT; returns (peft model, history [{step, loss, tokens, lr}]). Writes checkpoints to
+    out/checkpoint every cfg.save_every steps (rank 0). The caller saves the final adapter."""
+    from macaronic.engine.base import resolve_base
+
+    rank, world = dist_info()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if not encoded:
+        raise ValueError("no training examples (all were filtered out?)")
+    base_dir = base_dir or resolve_base(cfg.base)
+    pm = load_model(cfg, base_dir)
+    params = [p for _, p in lora_params(pm)]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+    ckpt = Path(out) / "checkpoint"
+    start_step = 0
+    if resume and (ckpt / "state.json").exists():
+        start_step = load_checkpoint(ckpt, pm, opt)
+    cache = PrefixCache(pm) if cfg.mode == "turn" else None
+    history = []
+    bar = None
+    if progress and rank == 0:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"train {cfg.role} ({cfg.mode}, r{cfg.rank})",
+                   dynamic_ncols=True)
+    pm.train()
+    for step in range(start_step, cfg.steps):
+        t0 = time.perf_counter()
+        batch = step_indices(len(encoded), cfg, step)
+        n_tgt = sum(encoded[i].n_targets for i in batch)  # global: every rank knows the whole batch
+        loss_sum, tokens = 0.0, 0
+        for i in batch[rank::world]:
+            loss, _, tk = example_loss(pm, encoded[i], cfg.mode, cache)
+            (loss / max(1, n_tgt)).backward()
+            loss_sum += loss.item()
+            tokens += tk
+        if world > 1:
+            import torch.distributed as dist
+
+            for p in params:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                dist.all_reduce(p.grad)
+            stats = torch.tensor([loss_sum, float(tokens)], dtype=torch.float64)
+            dist.all_reduce(stats)
+            loss_sum, tokens = stats[0].item(), int(stats[1].item())
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(cfg, step)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        rec = {"step": step + 1, "loss": loss_sum / max(1, n_tgt), "tokens": tokens, "lr": lr_at(cfg, step),
+               "seconds": round(dt, 3)}
+        history.append(rec)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", tok_s=f"{tokens / dt:.0f}")
+        if on_step is not None:
+            on_step(rec)
+        if rank == 0 and cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
+            save_checkpoint(ckpt, pm, opt, step + 1, cfg)
+    if bar is not None:
+        bar.close()
+    return pm, history
+
+
+def lora_pairs(pm, n_layers: int) -> dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]]:
+    """{(layer, target): (A [r, d_in], B [d_out, r])} from a PEFT model (B unscaled)."""
+    import re
+
+    pat = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.default\.weight$")
+    acc: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+    for n, p in lora_params(pm):
+        m = pat.search(n)
+        if m:
+            acc.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = p.detach().float().cpu()
+    return {k: (v["A"], v["B"]) for k, v in sorted(acc.items())}

@@ -1,0 +1,120 @@
+"""A few SFT steps on a tiny model: the adapter loads in the engine and its logits match."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from macaronic.train.cli import main
+from tests.train.conftest import conv
+
+
+def _train(tiny_base, tiny_data, out, mode="turn", steps=3, extra=()):
+    rc = main(["chat", "--data", str(tiny_data), "--out", str(out), "--base", str(tiny_base), "--steps", str(steps),
+               "--batch", "2", "--lr", "5e-2", "--mode", mode, "--dtype", "float32", "--no-progress", *extra])
+    assert rc == 0
+    return out
+
+
+@pytest.mark.parametrize("mode", ["turn", "full"])
+def test_adapter_loads_and_engine_matches_trainer(tiny_base, tiny_data, tmp_path, mode):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from macaronic.engine.llm import load_llm
+
+    out = _train(tiny_base, tiny_data, tmp_path / f"ad-{mode}", mode=mode)
+    meta = json.loads((out / "macaronic.json").read_text())
+    for key in ("role", "mode", "base_fingerprint", "description", "data", "training", "versions", "git_commit"):
+        assert key in meta
+    assert meta["mode"] == mode and len(meta["data"]["manifest_sha256"]) == 64
+    hist = [json.loads(l) for l in (out / "history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in hist] == [1, 2, 3]
+
+    llm = load_llm(tiny_base, [out])
+    try:
+        info = llm.adapters.get(out.name)
+        assert info.mode == mode and info.base_fingerprint == llm.base.fingerprint
+        ids = llm.encode_chat(conv(4)[:-1])
+        start = llm.turn_start(ids)
+        per_pos = [None] * start + [out.name] * (len(ids) - start) if mode == "turn" else out.name
+        ours = llm.score(ids, per_pos)
+        peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32),
+                                         str(out)).eval()
+        with torch.no_grad():
+            ref = peft(input_ids=torch.tensor([ids])).logits[0]
+        assert (ours - ref).abs().max().item() <= 1e-4  # PEFT (aLoRA for turn) == engine
+        base = llm.score(ids, None)
+        assert (ours - base).abs().max().item() > 1e-3  # training moved something
+        if mode == "turn":
+            assert torch.equal(ours[:start], base[:start])
+    finally:
+        llm.close()
+
+
+def test_trainer_forward_matches_engine_turn_mode(tiny_base, tiny_data, tmp_path):
+    """The trainer's turn rule (history by the bare base, adapter from the user header) is the engine's."""
+    from macaronic.engine.llm import load_llm
+    from macaronic.train.examples import encode_all
+    from macaronic.train.examples import read_jsonl
+    from macaronic.train.sft import TrainConfig, train, turn_logits
+
+    llm = load_llm(tiny_base, [])
+    try:
+        enc, _ = encode_all(llm.tokenizer, read_jsonl(tiny_data), 4096)
+        cfg = TrainConfig(role="chat", steps=2, batch=2, lr=5e-2, save_every=0)
+        pm, _ = train(cfg, enc, tmp_path / "mem", base_dir=tiny_base, progress=False)
+        from macaronic.train.output import write_adapter
+        from macaronic.train.examples import user_marker
+        from dataclasses import replace
+
+        write_adapter(tmp_path / "mem", pm, replace(cfg, save_dtype="float32"), tiny_base, user_marker(llm.tokenizer),
+                      {}, [{"step": 1, "loss": 0.0, "seconds": 0.0}])
+        llm.add_adapter(tmp_path / "mem")
+        ids = list(enc[0].ids)
+        start = enc[0].turn_start
+        mine = turn_logits(pm.eval(), ids, start)
+        ours = llm.score(ids, [None] * start + ["mem"] * (len(ids) - start))
+        assert (mine - ours).abs().max().item() <= 1e-4
+    finally:
+        llm.close()
+
+
+def test_resume_continues_from_checkpoint(tiny_base, tiny_data, tmp_path):
+    from macaronic.engine.adapters import read_adapter
+    from macaronic.engine.config import ModelArgs
+
+    straight = _train(tiny_base, tiny_data, tmp_path / "straight", steps=4, extra=["--save-every", "2"])
+    # A run that stops after its step-2 checkpoint, then resumes.
+    from macaronic.train import sft
+
+    broken = tmp_path / "broken"
+
+    class Stop(Exception):
+        pass
+
+    orig = sft.save_checkpoint
+
+    def save_then_stop(*a, **k):
+        orig(*a, **k)
+        raise Stop
+
+    sft.save_checkpoint = save_then_stop
+    try:
+        with pytest.raises(Stop):
+            _train(tiny_base, tiny_data, broken, steps=4, extra=["--save-every", "2"])
+    finally:
+        sft.save_checkpoint = orig
+    assert (broken / "checkpoint" / "state.json").exists()
+    assert json.loads((broken / "checkpoint" / "state.json").read_text())["step"] == 2
+    _train(tiny_base, tiny_data, broken, steps=4, extra=["--save-every", "2", "--resume"])
+    args = ModelArgs.from_dir(tiny_base)
+    _, a = read_adapter(straight, args)
+    _, b = read_adapter(broken, args)
+    assert a.keys() == b.keys()
+    diff = max((a[k][i] - b[k][i]).abs().max().item() for k in a for i in range(2))
+    assert diff <= 1e-6
+    hist = [json.loads(l)["step"] for l in (broken / "history.jsonl").read_text().splitlines()]
+    assert hist == [1, 2, 3, 4]
