@@ -53,6 +53,9 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-data", type=Path, action="append", default=[],
                    help="extra training files for the contamination check (the pair's own are always used)")
     p.add_argument("--audit", type=Path, default=None, help="split-read audit log (default: $MACARONIC_HOME/audit/splits.jsonl)")
+    p.add_argument("--answerer", choices=("harness", "local"), default="harness",
+                   help="harness: replies through the served per-turn harness (MoL.turn); local: the "
+                        "forced-adapter runner (system prompt + adapter, no own views or summaries)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -119,28 +122,28 @@ def eval_main(argv: list[str] | None = None) -> int:
             log.add(r)
     try:
         for manifest in [m for m in (parent, child) if m is not None]:
-            run_pair(contract, manifest, units, log, quiet=args.quiet)
+            run_pair(contract, manifest, units, log, quiet=args.quiet, answerer=args.answerer)
     finally:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
                                   log.for_pair(parent.id) if parent else None, strata)
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
-                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path)})
+                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0
 
 
-def run_pair(contract, manifest, units, log, quiet: bool = False) -> None:
+def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness") -> None:
     from macaronic.contract.evaluate import run_units, unit_key
 
     todo = [u for u in units if unit_key(manifest.id, u[0].suite, u[0].id, u[1]) not in log.rows]
     if not todo:
         return
-    from macaronic.contract.runner import LocalRunner
+    from macaronic.contract.runner import make_answerer
 
-    runner = LocalRunner(manifest)
+    runner = make_answerer(answerer, manifest)
     try:
         with progress(quiet) as bar:
             job = bar.add_task(f"eval {manifest.id[:10]}", total=len(units), completed=len(units) - len(todo))

@@ -1,8 +1,8 @@
-"""The local answerer: replies for the evaluator and the experience collector, one forced
-adapter per turn (or a routed one when the suite asks for routing).
+"""Answerers: what produces replies for the evaluator and the experience collector.
 
-Stands in for the per-turn harness (`macaronic.serve.harness`) behind the Answerer protocol:
-system prompt = the bundle's identity + role prompt (+ the tool list for agent turns), decoding
+`HarnessRunner` (the default) goes through the served per-turn harness, `MoL.turn`. `LocalRunner`
+is the small direct path behind the same Answerer protocol, one forced adapter per turn (or a
+routed one when the suite asks for routing): system prompt = the bundle's identity + role prompt (+ the tool list for agent turns), decoding
 from the bundle's decoding.json capped by the contract's max_tokens, and for routed turns the
 bundle's router (a fitted state in `<bundle>/router_state/` when present, else the prompted
 policy, which needs no fitting). It keeps no history of its own: callers pass the conversation.
@@ -88,3 +88,46 @@ def system_prompt(bundle, role: str, tools: list[dict] | None = None) -> str:
 def _plain(m: dict) -> dict:
     # Tool results travel as a user-side message for chat templates without a tool role.
     return {"role": m["role"], "content": m["content"]} if m["role"] != "tool" else {"role": "user", "content": m["content"]}
+
+
+class HarnessRunner(LocalRunner):
+    """Replies through the per-turn harness (`macaronic.serve.harness.MoL.turn`): the served
+    behaviour itself (own views, summaries, tool-call parsing, GenUI repair), with this pair's
+    bundle and router. Agent and routed turns get the substrate's tools, as a client would send."""
+
+    def __init__(self, manifest, engine_config=None):
+        super().__init__(manifest, engine_config)
+        from macaronic.serve.harness import MoL
+
+        self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
+
+    def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
+              tools: list[dict] | None = None) -> Reply:
+        from macaronic.substrate.tools import openai_tools
+
+        if tools is None and role in (None, "agent"):
+            tools = openai_tools()
+        cap = max_tokens
+        if role is not None:
+            cap = min(int(self.bundle.decoding_for(role).get("max_tokens", max_tokens)), max_tokens)
+        msgs = [_for_harness(m) for m in messages]
+        r = self.mol.turn(msgs, tools=tools, model=role, sampling={"seed": seed, "max_tokens": cap})
+        route = None if role is not None else {"adapter": r.route.adapter, "confidence": round(r.route.confidence, 4),
+                                                "policy": r.route.policy, "reason": r.route.reason}
+        return Reply(text=r.text, role=r.route.specialist or role or "", route=route,
+                     tokens=int(r.usage.get("prompt_tokens") or 0) + int(r.usage.get("completion_tokens") or 0))
+
+
+def _for_harness(m: dict) -> dict:
+    out = {"role": m["role"], "content": m["content"]}
+    if m["role"] == "assistant" and m.get("adapter"):
+        out["adapter"] = m["adapter"]
+    return out
+
+
+ANSWERERS = {"harness": HarnessRunner, "local": LocalRunner}
+
+
+def make_answerer(kind: str, manifest):
+    """'harness' (the served per-turn harness) or 'local' (forced adapter + system prompt)."""
+    return ANSWERERS[kind](manifest)

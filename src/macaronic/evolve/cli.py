@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pair", default=None,
                    help="initial champion: a pair manifest .json (default: the default base, the shipped "
                         "specialists and the shipped harness)")
+    p.add_argument("--answerer", choices=("harness", "local"), default="harness",
+                   help="how replies are produced for collection and evaluation (see macaronic eval --help)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             summary = evolve(args.contract, args.workdir, args.generations, budget, plan, args.pair,
-                             Hooks(log=log, progress=on_progress))
+                             Hooks(log=log, progress=on_progress), args.answerer)
         except ContractError as e:
             print(f"macaronic evolve: {e}", file=sys.stderr)
             return e.code

@@ -54,13 +54,14 @@ def gen_dir(workdir: Path, g: int) -> Path:
 
 
 def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent: Path | None = None,
-             quiet: bool = True) -> dict:
+             quiet: bool = True, answerer: str = "harness") -> dict:
     """`macaronic eval` in its own process; rerunning after a crash resumes its task log."""
     if out.exists():
         return json.loads(out.read_text())
     priors = sorted(str(p) for p in workdir.glob("gen-*/eval.json.tasks.jsonl") if p.parent != out.parent)
     cmd = [sys.executable, "-m", "macaronic.cli", "eval", "--pair", str(child), "--contract", str(contract_path),
-           "--json", str(out), "--audit", str(workdir / "audit.jsonl"), "--lineage", str(workdir / "lineage.sqlite")]
+           "--json", str(out), "--audit", str(workdir / "audit.jsonl"), "--lineage", str(workdir / "lineage.sqlite"),
+           "--answerer", answerer]
     if (workdir / "strata.json").exists():
         cmd += ["--strata", str(workdir / "strata.json")]
     if parent is not None:
@@ -119,7 +120,7 @@ def default_pair(where: Path) -> PairManifest:
 
 
 def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget = Budget(), plan: Plan = Plan(),
-           pair: str | None = None, hooks: Hooks = Hooks()) -> dict:
+           pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness") -> dict:
     """Run (or finish) `generations` generations; returns the summary (report.json's content)."""
     from macaronic.contract import spec as cspec
 
@@ -132,7 +133,7 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
         lin.move_alias("champion", champ.id, "initial champion", key="gen-0:champion")
         g0 = gen_dir(workdir, 0)
         hooks.log(f"gen 0: reference evaluation of {champ.id[:12]}")
-        ref = run_eval(contract_path, workdir, g0 / "pair.json", g0 / "eval.json")
+        ref = run_eval(contract_path, workdir, g0 / "pair.json", g0 / "eval.json", answerer=answerer)
         strata_path = workdir / "strata.json"
         if not strata_path.exists():
             rows = read_rows(g0 / "eval.json.tasks.jsonl", contract.sha256)
@@ -148,12 +149,12 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
             # from the current champion.
             done = [r for r in lin.records() if r["key"] == f"gen-{g}"]
             champ = lin.pair(done[0]["parent_id"] if done else "champion")
-            generation(contract, contract_path, workdir, g, champ, budget, plan, lin, hooks)
+            generation(contract, contract_path, workdir, g, champ, budget, plan, lin, hooks, answerer)
         return summary(contract, workdir, lin)
 
 
 def generation(contract, contract_path: Path, workdir: Path, g: int, champ: PairManifest, budget: Budget,
-               plan: Plan, lin: Lineage, hooks: Hooks) -> None:
+               plan: Plan, lin: Lineage, hooks: Hooks, answerer: str = "harness") -> None:
     d = gen_dir(workdir, g)
     d.mkdir(parents=True, exist_ok=True)
     cand_dir = d / "candidate"
@@ -163,10 +164,10 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
         needs_experience = any(step_spec(s)[0] in EXPERIENCE_STEPS for s in steps)
         try:
             if needs_experience and not (d / "experience.done").exists():
-                from macaronic.contract.runner import LocalRunner
+                from macaronic.contract.runner import make_answerer
 
                 hooks.log(f"gen {g}: collecting train experience with champion {champ.id[:12]}")
-                runner = LocalRunner(champ)
+                runner = make_answerer(answerer, champ)
                 log = ResultLog(d / "experience.jsonl", contract.sha256)
                 try:
                     collect(contract, SplitLoader(contract, "collector", workdir / "audit.jsonl"), runner,
@@ -180,9 +181,9 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
 
                 shutil.rmtree(cand_dir)  # renamed but pair.json not yet written: rebuild
             if runner is None:
-                from macaronic.contract.runner import LocalRunner
+                from macaronic.contract.runner import make_answerer
 
-                runner = LocalRunner(champ)
+                runner = make_answerer(answerer, champ)
             hooks.log(f"gen {g}: building the successor ({', '.join(map(str, steps))})")
             ctx = {"contract": contract, "budget": budget, "llm": runner.llm,
                    "loader": SplitLoader(contract, "trainer", workdir / "audit.jsonl")}
@@ -196,7 +197,7 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
     lin.move_alias("challenger", child.id, f"generation {g} candidate", key=f"gen-{g}:challenger")
     hooks.log(f"gen {g}: evaluating {child.id[:12]} against {champ.id[:12]}")
     report = run_eval(contract_path, workdir, cand_dir / "pair.json", d / "eval.json",
-                      parent=_manifest_path(workdir, champ.id))
+                      parent=_manifest_path(workdir, champ.id), answerer=answerer)
     gate = json.loads((d / "eval.json.gate.json").read_text())
     lin.record(key=f"gen-{g}", pair_id=child.id, parent_id=champ.id, generation=g, decision=report["decision"],
                reasons=gate["checks"],
