@@ -81,13 +81,15 @@ def _timed_routes(router: Router, conversations: list[list[dict]], policy: str) 
     return times
 
 
-def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig()) -> dict:
-    """{"policies": {name: metrics}, "fit_s": ..., "state_id": ...} on the role routing data."""
+def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig(),
+                   features: dict[str, np.ndarray] | None = None) -> dict:
+    """{"policies": {name: metrics}, "fit_s": ..., "state_id": ...} on the role routing data.
+    `features` (text -> pooled row) is filled and reused; pass one dict to share it."""
     cfg = config.sized()
     train, dev, test = (load_routing_data(s) for s in ("train", "dev", "test"))
     if cfg.quick:
         test = quick_subset(test)
-    features: dict[str, np.ndarray] = {}
+    features = {} if features is None else features
     t0 = time.perf_counter()
     router = Router.fit(backbone, train, dev, bundle, features=features)
     fit_s = time.perf_counter() - t0
@@ -162,10 +164,11 @@ def _y(fill) -> str:
     return "" if isinstance(fill, str) else fill[1]
 
 
-def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig()) -> list[dict]:
+def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig(),
+                  features: dict[str, np.ndarray] | None = None) -> list[dict]:
     cfg = config.sized()
     rows = []
-    features: dict[str, np.ndarray] = {}
+    features = {} if features is None else features
     for n in cfg.scaling:
         adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed, cfg.quick)
         router = Router.fit(backbone, train, dev, bundle, adapters=adapters, features=features)
@@ -195,8 +198,9 @@ def run_bench(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig
     """The full report: policies, scaling, and a description of the machine and backbone."""
     import torch
 
-    report = bench_policies(backbone, bundle, config)
-    report["scaling"] = bench_scaling(backbone, bundle, config)
+    features: dict[str, np.ndarray] = {}  # the same request text is embedded once
+    report = bench_policies(backbone, bundle, config, features)
+    report["scaling"] = bench_scaling(backbone, bundle, config, features)
     report["meta"] = {"machine": platform.platform(), "processor": platform.processor() or platform.machine(),
                       "torch_threads": torch.get_num_threads(), "quick": config.quick,
                       "backbone": description or {}}
