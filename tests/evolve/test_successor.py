@@ -88,3 +88,33 @@ def test_harness_edits_apply_and_are_validated(tmp_path):
     with pytest.raises(Exception, match="route/user.md"):
         harness_edit(h, {"file": "route/user.md", "text": "no placeholder"})
     assert json.loads((h / "router.json").read_text())["min_confidence"] == 0.9
+
+
+def test_rft_retrains_a_specialist_in_a_separate_process(tmp_path):
+    """Graded successes -> `macaronic train` on the tiny base -> a new adapter, hence a new pair;
+    untouched roles keep their adapters."""
+    from macaronic.engine.config import ModelArgs
+    from macaronic.evolve.successor import build_successor
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+    from macaronic.testing import make_random_adapter, make_tiny_model_dir
+
+    base = make_tiny_model_dir(tmp_path / "base", seed=5)
+    args = ModelArgs.from_dir(base)
+    ads = {r: make_random_adapter(tmp_path / r, args, seed=i, mode="turn", role=r)
+           for i, r in enumerate(["chat", "agent"])}
+    champ = PairManifest.build(base, ads, DEFAULT_BUNDLE)
+    rows = [mixed_row([{"text": f"capital of {c}?", "reply": city, "gold": "chat", "routed": "chat", "ok": True}])
+            for c, city in [("Peru", "Lima"), ("Japan", "Tokyo")]]
+    ctx = {"contract": FakeContract(), "budget": Budget(min_successes=2, train_steps=2)}
+    child, changes, _ = build_successor(champ, rows, ("rft",), tmp_path / "cand", ctx)
+    by_role = {c["role"]: c for c in changes}
+    assert by_role["chat"]["retrained"] and by_role["chat"]["successes"] == 2
+    assert not by_role["agent"]["retrained"] and "fewer than 2" in by_role["agent"]["reason"]
+    assert child.adapters["agent"] == champ.adapters["agent"]
+    assert child.adapters["chat"]["id"] != champ.adapters["chat"]["id"]
+    assert child.id != champ.id and child.verify() == []
+    assert (tmp_path / "cand" / "adapters" / "chat" / "adapter_model.safetensors").is_file()
+    data = [json.loads(l) for l in open(child.data[0])]
+    assert [d["messages"][-1]["content"] for d in data] == ["Lima", "Tokyo"]
+    assert not (tmp_path / "cand.tmp").exists()

@@ -26,7 +26,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", type=Path, required=True, help="where lineage, experience, candidates and reports live")
     p.add_argument("--budget", default=None,
                    help="comma-separated key=value: samples (k per train task), per_family (train tasks per "
-                        "family), dev_per_family, train_steps, train_batch, min_successes, max_tokens")
+                        "family), dev_per_family, train_steps, min_successes, rft_max_roles, max_tokens")
     p.add_argument("--plan", type=Path, default=None,
                    help='JSON {"generations": [[step, ...], ...]}; a step is "rft", "router_refit" or '
                         '{"harness_edit": {"file", "merge"|"replace"|"text", "note"}}; the last list repeats '

@@ -13,9 +13,9 @@ class Budget:
     samples: int = 2  # k samples per train task when collecting experience
     per_family: int = 2  # train tasks per family per suite
     dev_per_family: int = 2  # dev tasks per family (router choice on dev)
-    train_steps: int = 40  # SFT steps per retrained specialist
-    train_batch: int = 4
+    train_steps: int | None = None  # SFT steps per retrained specialist (None: as the champion's was)
     min_successes: int = 4  # fewer graded successes for a role: no retraining
+    rft_max_roles: int = 1  # retrain at most this many roles per generation (most successes first)
     max_tokens: int | None = None  # cap on collection replies (default: the contract's per suite)
 
     @classmethod

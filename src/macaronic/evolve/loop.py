@@ -38,6 +38,7 @@ from macaronic.pairs.ids import PairManifest
 from macaronic.pairs.lineage import Lineage
 
 
+FEATURES = "router-features.npz"  # cache of pooled base features of routed texts (not history)
 EXPERIENCE_STEPS = ("rft", "router_refit")  # steps that learn from the champion's experience
 
 
@@ -100,7 +101,7 @@ def default_pair(where: Path) -> PairManifest:
     import shutil
 
     from macaronic.engine.llm import load_llm, shipped_adapters_dir
-    from macaronic.evolve.successor import fit_shipped_router
+    from macaronic.evolve.successor import fit_shipped_router, load_features, save_features
     from macaronic.harness import DEFAULT_BUNDLE
 
     d = shipped_adapters_dir()
@@ -112,8 +113,11 @@ def default_pair(where: Path) -> PairManifest:
     llm = load_llm(None, [])
     for role, path in ads.items():
         llm.add_adapter(path, name=role)  # the router's Arrow policy looks adapters up by role
+    cache = where.parent / FEATURES
     try:
-        fit_shipped_router(llm, harness)
+        features = load_features(cache, llm.base.fingerprint)
+        fit_shipped_router(llm, harness, features)
+        save_features(cache, llm.base.fingerprint, features)
     finally:
         llm.close()
     return PairManifest.build(None, ads, harness, base_fp=llm.base.fingerprint)
@@ -185,9 +189,13 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
 
                 runner = make_answerer(answerer, champ)
             hooks.log(f"gen {g}: building the successor ({', '.join(map(str, steps))})")
-            ctx = {"contract": contract, "budget": budget, "llm": runner.llm,
+            from macaronic.evolve.successor import load_features, save_features
+
+            features = load_features(workdir / FEATURES, champ.base_fingerprint)
+            ctx = {"contract": contract, "budget": budget, "llm": runner.llm, "features": features,
                    "loader": SplitLoader(contract, "trainer", workdir / "audit.jsonl")}
             build_successor(champ, rows, steps, cand_dir, ctx, log=hooks.log)
+            save_features(workdir / FEATURES, champ.base_fingerprint, features)
         finally:
             if runner is not None:
                 runner.close()

@@ -3,10 +3,12 @@
 Steps (a generation's plan names which run, in order):
 
   rft           rejection-sampling fine-tuning: each specialist's graded successes (deduplicated,
-                with the harness's own system prompt) become an SFT file; a role with at least
-                budget.min_successes examples is retrained by `macaronic train` in a separate
-                process (mode and rank copied from the champion's adapter; the adapter's own
-                training data, when it ships one, is replayed alongside).
+                with the harness's own system prompt) join a replay of the data the champion's
+                adapter was trained on (rebuilt from the generator its metadata records); a role
+                with at least budget.min_successes successes is retrained by `macaronic train` in
+                a separate process with the champion adapter's recorded mode, rank, batch, lr and
+                steps (budget.train_steps overrides the steps). `macaronic train` has no warm
+                start, so this is a retrain, not a continuation.
   router_refit  the router is refitted from logged outcomes (each routed turn's correct role, as
                 the grader knows it, and the role each forced suite graded its tasks on), then
                 the routing policy is chosen on the dev split.
@@ -112,40 +114,65 @@ def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log) -> tuple[list
     bundle = load_bundle(champion.harness["path"])
     found = successes(contract, bundle, rows)
     changes, files = [], []
+    eligible = sorted((r for r in champion.adapters if len(found.get(r, [])) >= budget.min_successes),
+                      key=lambda r: (-len(found[r]), r))[: budget.rft_max_roles]
     for role in sorted(champion.adapters):
         ex = found.get(role, [])
-        if len(ex) < budget.min_successes:
-            changes.append({"step": "rft", "role": role, "successes": len(ex), "retrained": False,
-                            "reason": f"fewer than {budget.min_successes} graded successes"})
+        if role not in eligible:
+            why = (f"fewer than {budget.min_successes} graded successes" if len(ex) < budget.min_successes
+                   else f"budget retrains at most {budget.rft_max_roles} role(s) per generation")
+            changes.append({"step": "rft", "role": role, "successes": len(ex), "retrained": False, "reason": why})
             continue
-        path = tmp / "data" / f"rft-{role}.jsonl"
-        old = Path(champion.adapters[role]["path"]) / "data.jsonl"  # the adapter's own data, if shipped
-        replay = old.read_text().splitlines() if old.is_file() else []
-        path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ex) + "".join(l + "\n" for l in replay if l.strip()))
-        files.append(path)
         meta = _adapter_meta(champion.adapters[role]["path"])
+        replay = _replay(meta)  # the champion adapter's own training data, rebuilt from its record
+        path = tmp / "data" / f"rft-{role}.jsonl"
+        path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ex + replay))
+        files.append(path)
+        steps = budget.train_steps or meta["steps"]
         out_dir = tmp / "adapters" / role
         cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(path), "--out", str(out_dir),
-               "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(budget.train_steps),
-               "--batch", str(budget.train_batch), "--save-every", "0", "--no-progress",
-               "--description", f"{role} specialist after rejection-sampling fine-tuning"]
+               "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
+               "--batch", str(meta["batch"]), "--lr", str(meta["lr"]), "--seed", str(meta["seed"]),
+               "--save-every", "0", "--no-progress", "--description", meta["description"]]
         if champion.base:
             cmd += ["--base", champion.base]
-        log(f"rft {role}: {len(ex)} successes + {len(replay)} replayed -> {budget.train_steps} steps")
+        log(f"rft {role}: {len(ex)} graded successes + {len(replay)} replayed examples, {steps} steps")
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
         adapters[role] = str(out_dir)
         changes.append({"step": "rft", "role": role, "successes": len(ex), "replayed": len(replay),
-                        "retrained": True, "train_steps": budget.train_steps, "mode": meta["mode"], "rank": meta["rank"]})
+                        "replay_source": meta["source"], "retrained": True, "train_steps": steps,
+                        "mode": meta["mode"], "rank": meta["rank"]})
     return changes, files
 
 
 def _adapter_meta(path: str) -> dict:
+    """Mode, rank and the recorded training config and data source of an adapter directory."""
     p = Path(path)
     cfg = json.loads((p / "adapter_config.json").read_text())
     meta = json.loads((p / "macaronic.json").read_text()) if (p / "macaronic.json").is_file() else {}
-    return {"mode": meta.get("mode", "full"), "rank": int(cfg.get("r", 8))}
+    tc = (meta.get("training") or {}).get("config") or {}
+    data = meta.get("data") or {}
+    return {"mode": meta.get("mode", "full"), "rank": int(cfg.get("r", 8)), "steps": int(tc.get("steps", 60)),
+            "batch": int(tc.get("batch", 4)), "lr": float(tc.get("lr", 3e-4)), "seed": int(tc.get("seed", 0)),
+            "source": data.get("source", ""), "examples": int(data.get("examples", 0)),
+            "description": meta.get("description") or "specialist after rejection-sampling fine-tuning",
+            "dir": p}
+
+
+def _replay(meta: dict) -> list[dict]:
+    """Rebuild the examples the adapter was trained on when its record names a built-in generator
+    (`generator:NAME`); an adapter that ships `data.jsonl` replays that file instead."""
+    shipped = meta["dir"] / "data.jsonl"
+    if shipped.is_file():
+        return [json.loads(l) for l in shipped.read_text().splitlines() if l.strip()]
+    kind, _, name = meta["source"].partition(":")
+    if kind != "generator" or not meta["examples"]:
+        return []
+    from macaronic.train.builders import build
+
+    return [e.to_dict() for e in build(name, meta["examples"], meta["seed"])]
 
 
 # ---- router refit ------------------------------------------------------------------------
@@ -233,8 +260,8 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
         return {"step": "router_refit", "train_examples": len(train), "refit": False,
                 "reason": "fewer than two roles in the logged outcomes"}, [path]
     log(f"router refit: {len(train)} logged turns, {len(dev)} dev turns")
-    router = Router.fit(llm, train, dev, bundle, cfg)
-    features: dict = {}
+    features = ctx.get("features") if ctx.get("features") is not None else {}
+    router = Router.fit(llm, train, dev, bundle, cfg, features=features)
     acc, recall = {}, {}
     for policy in POLICY_CHOICES:
         decisions = router.with_config(policy=policy).route_many([e["messages"] for e in dev], features=features)
@@ -282,7 +309,7 @@ def harness_edit(harness: Path, opts: dict) -> dict:
             **{k: opts[k] for k in ("merge",) if k in opts}}
 
 
-def fit_shipped_router(llm, harness: Path) -> str:
+def fit_shipped_router(llm, harness: Path, features: dict | None = None) -> str:
     """Fit the bundle's router on the shipped routing data into `<harness>/router_state` (what
     `macaronic serve` does for a bundle whose policy needs fitted state); returns the state id."""
     from macaronic.harness import load_bundle
@@ -292,5 +319,31 @@ def fit_shipped_router(llm, harness: Path) -> str:
 
     bundle = load_bundle(harness)
     router = Router.fit(llm, load_routing_data("train"), load_routing_data("dev"), bundle,
-                        RouterConfig.from_dict(bundle.router))
+                        RouterConfig.from_dict(bundle.router), features=features)
     return router.save(harness / ROUTER_STATE_DIR)
+
+
+def load_features(path: Path, base_fp: str) -> dict:
+    """Cached router features (text -> pooled base hidden state) for one base; {} if none."""
+    import numpy as np
+
+    if not path.is_file():
+        return {}
+    z = np.load(path, allow_pickle=False)
+    if str(z["base"]) != base_fp:
+        return {}
+    return dict(zip(z["texts"].tolist(), z["rows"]))
+
+
+def save_features(path: Path, base_fp: str, features: dict) -> None:
+    """Features are a cache, not history: rewritten whole (atomically) when they grow."""
+    import os
+
+    import numpy as np
+
+    if not features:
+        return
+    texts = sorted(features)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, base=np.array(base_fp), texts=np.array(texts), rows=np.stack([features[t] for t in texts]))
+    os.replace(tmp, path)
