@@ -193,3 +193,10 @@ def test_router_fitted_in_the_background_is_swapped_in(scripted):
             break
         threading.Event().wait(0.05)
     assert mol.router is fitted
+
+
+def test_without_a_router_turns_take_the_default_route(scripted):
+    mol, _ = scripted
+    mol.router = None  # `--router-policy none`
+    r = mol.turn([{"role": "user", "content": "hi"}], sampling=GREEDY)
+    assert r.route.policy == "default" and r.route.specialist == mol.bundle.router["default_route"] == "coding"
