@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8200, help="port (default 8200; 0 = any free port)")
     key = p.add_mutually_exclusive_group()
-    key.add_argument("--api-key", help="require this key (Authorization: Bearer KEY); also $MACARONIC_API_KEY")
+    key.add_argument("--api-key", help="require this key (Authorization: Bearer KEY); visible in the process list, so prefer --api-key-file or $MACARONIC_API_KEY")
     key.add_argument("--api-key-file", help="read the required key from this file")
     p.add_argument("--engine", default="local",
                    help="local (embedded engine) or openai://HOST:PORT (a vLLM/SGLang/macaronic engine whose "
