@@ -7,5 +7,6 @@
     store.py     SQLite: Responses API state and which adapter produced each assistant message
     metrics.py   Prometheus text exposition
     api.py       OpenAI request schemas and response/SSE builders
-    app.py       FastAPI app, web chat, `macaronic serve`
+    app.py       FastAPI app and web chat
+    build.py     `macaronic serve`: command line, assembly (router fitted in the background), uvicorn
 """
