@@ -66,7 +66,7 @@ def test_two_generations_accept_then_reject_survive_sigkill(setup):
 
     root, contract, pair = setup
     work = root / "work"
-    exp = work / "gen-001" / "experience.jsonl"
+    exp = work / "experience.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "evolve", *argv(root, contract, pair)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -76,7 +76,7 @@ def test_two_generations_accept_then_reject_survive_sigkill(setup):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group, as a crash would
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-3000:]
-    assert (work / "gen-000" / "eval.json").exists() and not (work / "gen-001" / "experience.done").exists()
+    assert (work / "gen-000" / "eval.json").exists() and not (work / "gen-001" / "candidate").exists()
     killed_rows = [l for l in exp.read_text().splitlines() if l.endswith("}")]
 
     assert evolve_main(argv(root, contract, pair)) == 0  # resume, in this process
@@ -90,7 +90,8 @@ def test_two_generations_accept_then_reject_survive_sigkill(setup):
     assert gens[2]["changes"][0]["step"] == "harness_edit"
     assert summary["champion"] == gens[1]["pair_id"]
     assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not (work / "gen-002" / "experience.jsonl").exists()  # a harness edit learns nothing from it
+    # generation 2 (a harness edit) learns nothing from experience: no rows for its champion
+    assert {json.loads(l)["pair"] for l in exp.read_text().splitlines()} == {gens[0]["pair_id"]}
 
     # Nothing lost, nothing counted twice: the rows from before the kill are still first, every
     # unit appears once, and the lineage holds one record per generation.

@@ -6,9 +6,9 @@ Workdir layout (every file is written once, atomically or append-only):
   audit.jsonl           every split read, allowed or refused
   strata.json           frozen from the generation-0 champion's test results
   gen-000/eval.json     the reference evaluation of the initial champion (+ .tasks.jsonl)
-  gen-NNN/experience.jsonl   the champion's graded train experience (one row per task sample;
-                             skipped when the generation's steps learn nothing from it)
-  gen-NNN/experience.done    written once collection finished
+  experience.jsonl      every champion's graded train experience, one row per (pair, task,
+                        sample); a champion kept from the last generation is not asked again,
+                        and generations whose steps learn nothing from it skip it
   gen-NNN/candidate/    the successor (harness, adapters, data, pair.json, changes.json)
   gen-NNN/eval.json     parent vs child under the contract, by `macaronic eval` in its own process
   report.json, report.png   regenerated from the above after every generation
@@ -95,9 +95,10 @@ def initial_pair(workdir: Path, lin: Lineage, ref: str | None) -> PairManifest:
     return m
 
 
-def default_pair(where: Path) -> PairManifest:
-    """The default base, the shipped specialists, and a copy of the shipped harness with its
-    router fitted on the shipped routing data (as `macaronic serve` would route)."""
+def default_pair(where: Path, fit_router: bool = False) -> PairManifest:
+    """The default base, the shipped specialists and a copy of the shipped harness. Its router is
+    the route prompt (what `macaronic serve` uses until its fitted router is ready); with
+    `fit_router` the bundle's policy is fitted on the shipped routing data first (slow on CPU)."""
     import shutil
 
     from macaronic.engine.llm import load_llm, shipped_adapters_dir
@@ -110,6 +111,8 @@ def default_pair(where: Path) -> PairManifest:
     if harness.exists():
         shutil.rmtree(harness)  # a half-fitted copy from a crash
     shutil.copytree(DEFAULT_BUNDLE, harness, ignore=shutil.ignore_patterns("__pycache__"))
+    if not fit_router:
+        return PairManifest.build(None, ads, harness)
     llm = load_llm(None, [])
     for role, path in ads.items():
         llm.add_adapter(path, name=role)  # the router's Arrow policy looks adapters up by role
@@ -167,19 +170,21 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
         steps = plan.steps(g)
         needs_experience = any(step_spec(s)[0] in EXPERIENCE_STEPS for s in steps)
         try:
-            if needs_experience and not (d / "experience.done").exists():
+            if needs_experience:
                 from macaronic.contract.runner import make_answerer
 
-                hooks.log(f"gen {g}: collecting train experience with champion {champ.id[:12]}")
-                runner = make_answerer(answerer, champ)
-                log = ResultLog(d / "experience.jsonl", contract.sha256)
+                # One experience log per workdir, keyed by (pair, task, sample): a champion kept
+                # from the last generation is not asked again (same seeds, same replies).
+                log = ResultLog(workdir / "experience.jsonl", contract.sha256)
                 try:
-                    collect(contract, SplitLoader(contract, "collector", workdir / "audit.jsonl"), runner,
-                            champ.id, budget, log, on_unit=lambda done, total: hooks.progress(f"gen {g} collect", done, total))
+                    hooks.log(f"gen {g}: collecting train experience with champion {champ.id[:12]}")
+                    loader = SplitLoader(contract, "collector", workdir / "audit.jsonl")
+                    runner = _LazyRunner(lambda: make_answerer(answerer, champ))
+                    collect(contract, loader, runner, champ.id, budget, log,
+                            on_unit=lambda done, total: hooks.progress(f"gen {g} collect", done, total))
                 finally:
                     log.close()
-                (d / "experience.done").write_text("ok\n")
-            rows = [r for r in read_rows(d / "experience.jsonl", contract.sha256) if r["pair"] == champ.id]
+            rows = [r for r in read_rows(workdir / "experience.jsonl", contract.sha256) if r["pair"] == champ.id]
             if cand_dir.exists():
                 import shutil
 
@@ -187,12 +192,12 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
             if runner is None:
                 from macaronic.contract.runner import make_answerer
 
-                runner = make_answerer(answerer, champ)
+                runner = _LazyRunner(lambda: make_answerer(answerer, champ))
             hooks.log(f"gen {g}: building the successor ({', '.join(map(str, steps))})")
             from macaronic.evolve.successor import load_features, save_features
 
             features = load_features(workdir / FEATURES, champ.base_fingerprint)
-            ctx = {"contract": contract, "budget": budget, "llm": runner.llm, "features": features,
+            ctx = {"contract": contract, "budget": budget, "llm": _Deferred(runner), "features": features,
                    "loader": SplitLoader(contract, "trainer", workdir / "audit.jsonl")}
             build_successor(champ, rows, steps, cand_dir, ctx, log=hooks.log)
             save_features(workdir / FEATURES, champ.base_fingerprint, features)
@@ -216,6 +221,39 @@ def generation(contract, contract_path: Path, workdir: Path, g: int, champ: Pair
         lin.move_alias("champion", child.id, f"accepted in generation {g}", key=f"gen-{g}:champion")
     hooks.log(f"gen {g}: {report['decision']}" + (f" (failed: {', '.join(report['failed_rules'])})"
                                                    if report["failed_rules"] else ""))
+
+
+class _Deferred:
+    """The champion's LLM, loaded on first use (a harness edit needs no model at all)."""
+
+    def __init__(self, runner):
+        self._runner = runner
+
+    def __getattr__(self, name):
+        return getattr(self._runner.llm, name)
+
+
+class _LazyRunner:
+    """Loads the champion's model only when a reply or the backbone is actually needed."""
+
+    def __init__(self, make):
+        self._make, self._runner = make, None
+
+    def _get(self):
+        if self._runner is None:
+            self._runner = self._make()
+        return self._runner
+
+    def reply(self, *a, **k):
+        return self._get().reply(*a, **k)
+
+    @property
+    def llm(self):
+        return self._get().llm
+
+    def close(self):
+        if self._runner is not None:
+            self._runner.close()
 
 
 def _manifest_path(workdir: Path, pair_id: str) -> Path:
