@@ -23,6 +23,15 @@ def test_humaneval_from_package_and_sandboxed_grader():
     assert r["status"] == "timeout"
 
 
+def test_humaneval_v2_keeps_the_prompt_header_for_whole_functions():
+    p = humaneval_problems()[0]
+    whole = ("```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+             + p["canonical_solution"] + "```")
+    assert not graders.get("humaneval.exec@1")(p, whole)["passed"]  # v1 stays as published
+    assert graders.get("humaneval.exec@2")(p, whole)["passed"]
+    assert graders.get("humaneval.exec@2")(p, p["canonical_solution"])["passed"]
+
+
 def test_bfcl_simple_from_package_and_ast_grader():
     probs = bfcl_simple_problems()
     assert len(probs) == 400

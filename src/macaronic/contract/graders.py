@@ -39,7 +39,8 @@ def generated_v1(module) -> Callable:
         g = module.grade(task, reply)
         if isinstance(g, dict):
             passed = bool(g.get("passed", g.get("score", 0) >= 1))
-            return {**{k: v for k, v in g.items() if k in ("errors", "reason", "checks")},
+            return {**{k: v for k, v in g.items() if k in ("errors", "error", "reason", "checks", "tests_passed",
+                                                            "tests_total", "timed_out")},
                     "score": float(g.get("score", passed)), "passed": passed}
         return {"score": float(bool(g)), "passed": bool(g)}
     return grade
@@ -57,6 +58,18 @@ def humaneval_exec_v1(task: dict, reply: str, timeout_s: float = 10.0) -> dict:
     err = (r.stderr.strip().splitlines() or [""])[-1][:300]
     return {"score": float(r.ok), "passed": r.ok, "status": "timeout" if r.timed_out else "passed" if r.ok else "failed",
             "detail": err}
+
+
+def humaneval_exec_v2(task: dict, reply: str, timeout_s: float = 10.0) -> dict:
+    """As v1, but a reply that rewrites the whole function keeps the prompt's header (imports
+    such as `from typing import List`), as the official prompt + completion program would."""
+    from macaronic.suites.coding import extract_code
+
+    code = extract_code(reply)
+    if f"def {task['entry_point']}" in code:
+        header = task["prompt"].split(f"def {task['entry_point']}")[0]
+        reply = f"```python\n{header}\n{code}\n```"
+    return humaneval_exec_v1(task, reply, timeout_s)
 
 
 def bfcl_ast_simple_v1(task: dict, reply: str) -> dict:
@@ -114,7 +127,7 @@ GRADERS: dict[str, dict[int, Callable]] = {
     "agent.state_hash": {1: agent_state_hash_v1},
     "genui.l1_l2": {1: genui_l1_l2_v1},
     "generated": {1: generated_v1},
-    "humaneval.exec": {1: humaneval_exec_v1},
+    "humaneval.exec": {1: humaneval_exec_v1, 2: humaneval_exec_v2},
     "bfcl.ast_simple": {1: bfcl_ast_simple_v1},
     "mixed.route_answer": {1: mixed_v1},
 }
