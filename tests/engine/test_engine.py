@@ -271,3 +271,12 @@ class _GatedFuture:
     def result(self):
         self.gate.wait()
         return self.fut.result()
+
+
+def test_pooled_hidden_batched_equals_one_at_a_time(llm_factory):
+    llm = llm_factory(mode="turn", n=1)
+    batch = [llm.encode_chat([{"role": "user", "content": "x" * k}]) for k in (1, 7, 30, 3)]
+    together = llm.pooled_hidden(batch, max_tokens=60)  # forces several chunks
+    alone = torch.stack([llm.score(ids, None, hidden=True).mean(0) for ids in batch])
+    assert together.shape == (4, llm.args.dim)
+    assert torch.allclose(together, alone, atol=1e-5)

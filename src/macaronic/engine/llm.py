@@ -124,9 +124,28 @@ class LLM:
                 for s in slot_of.values():
                     self.adapters.release(s)
 
-    def pooled_hidden(self, batch: list[list[int]]) -> torch.Tensor:
-        """[N, D] mean over tokens of the final-norm hidden state of the bare base."""
-        return torch.stack([self.score(ids, None, hidden=True).float().mean(0) for ids in batch])
+    @torch.inference_mode()
+    def pooled_hidden(self, batch: list[list[int]], max_tokens: int = 4096) -> torch.Tensor:
+        """[N, D] mean over tokens of the final-norm hidden state of the bare base.
+
+        Sequences run together in one varlen forward per chunk of about `max_tokens` tokens:
+        the projections batch over every token, attention stays per sequence.
+        """
+        out: list[torch.Tensor] = []
+        i = 0
+        while i < len(batch):
+            chunk, n = [], 0
+            while i < len(batch) and (not chunk or n + len(batch[i]) <= max_tokens):
+                chunk.append(batch[i])
+                n += len(batch[i])
+                i += 1
+            if any(len(ids) == 0 for ids in chunk):
+                raise ValueError("pooled_hidden: empty token sequence")
+            seqs = [SeqSlice(KVBuffer(self.args, len(ids), self.base.model.dtype), len(ids)) for ids in chunk]
+            with self.engine.lock:
+                h = self.base.model(torch.tensor([t for ids in chunk for t in ids]), seqs, hidden=True)
+            out += [seg.float().mean(0) for seg in torch.split(h, [len(ids) for ids in chunk])]
+        return torch.stack(out) if out else torch.zeros(0, self.args.dim)
 
     def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
         """[V] log-softmax of the next token after `ids`, with `adapter` on every position."""
