@@ -29,6 +29,7 @@ import random
 import re
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -54,12 +55,17 @@ class BenchConfig:
     scaling_policies: tuple[str, ...] = ("embedding", "probe", "prompted")
     prompted_scaling_samples: int = 40
     seed: int = 0
+    log: Callable[[str], None] | None = None  # progress lines (the CLI sends them to stderr)
 
     def sized(self) -> "BenchConfig":
         if not self.quick:
             return self
         return BenchConfig(True, min(self.latency_samples, 8), self.scaling, self.scaling_policies,
-                           min(self.prompted_scaling_samples, 8), self.seed)
+                           min(self.prompted_scaling_samples, 8), self.seed, self.log)
+
+    def say(self, msg: str) -> None:
+        if self.log is not None:
+            self.log(msg)
 
 
 def _fill_index(e: dict) -> int:
@@ -93,6 +99,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     t0 = time.perf_counter()
     router = Router.fit(backbone, train, dev, bundle, features=features)
     fit_s = time.perf_counter() - t0
+    cfg.say(f"fitted on {len(train)} train / {len(dev)} dev turns in {fit_s:.1f}s")
     no_h = router.with_config(hysteresis_margin=0.0)
     rng = random.Random(cfg.seed)
     timed = [e["messages"] for e in rng.sample([e for e in test if e["kind"] != "tool_result"],
@@ -111,6 +118,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
         times = _timed_routes(router, timed, policy)
         metrics["p50_ms"], metrics["p95_ms"] = percentile_ms(times, 50), percentile_ms(times, 95)
         out[policy] = metrics
+        cfg.say(f"{policy}: accuracy {metrics['accuracy']:.3f}, p50 {metrics['p50_ms']:.1f} ms")
     return {"policies": out, "fit_s": fit_s, "state_id": router.state.id, "n_test": len(test),
             "router_config": router.config.to_dict()}
 
@@ -190,6 +198,7 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
             rows.append({"n_adapters": len(adapters), "policy": policy, "accuracy": acc,
                          "n_test": len(sample), "p50_ms": percentile_ms(times, 50),
                          "memory_mb": sum(a.nbytes for a in part.arrays().values()) / 2**20})
+            cfg.say(f"scaling {len(adapters)} routes, {policy}: accuracy {acc:.3f}")
     return rows
 
 

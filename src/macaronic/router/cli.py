@@ -69,7 +69,8 @@ def bench(args) -> int:
     bundle = _bundle(args.bundle)
     llm = _backbone(args.tiny)
     desc = llm.describe() if hasattr(llm, "describe") else {}
-    report = run_bench(llm, bundle, BenchConfig(quick=args.quick), description=desc)
+    log = lambda msg: print(f"[route bench] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    report = run_bench(llm, bundle, BenchConfig(quick=args.quick, log=log), description=desc)
     report["meta"]["tiny"] = args.tiny
     report["meta"]["bundle_id"] = bundle.id
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
