@@ -1,0 +1,43 @@
+"""The commands the README quotes exist and run (`--help`), and CI calls the README's test command."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from macaronic.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+
+
+def commands():
+    for block in BLOCKS:
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line:
+                yield from (part.strip() for part in line.split("&&"))
+
+
+def test_the_two_commands_and_ci():
+    cmds = list(commands())
+    assert "scripts/setup" in cmds and "scripts/test" in cmds
+    for script in ("scripts/setup", "scripts/test", ".ci/run"):
+        assert os.access(ROOT / script, os.X_OK), script
+    assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_quoted_macaronic_subcommand_has_help():
+    quoted = {shlex.split(c)[1] for c in commands() if c.startswith(".venv/bin/macaronic") and len(shlex.split(c)) > 1}
+    quoted.discard("--help")
+    assert {"serve", "info", "generate", "mcp"} <= quoted
+    for name in sorted(quoted):
+        assert name in COMMANDS, name
+        r = subprocess.run([sys.executable, "-m", "macaronic.cli", name, "--help"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and "usage" in r.stdout.lower(), (name, r.stderr[-500:])
