@@ -90,6 +90,8 @@ def test_two_generations_accept_then_reject_survive_sigkill(setup):
     assert gens[2]["changes"][0]["step"] == "harness_edit"
     assert summary["champion"] == gens[1]["pair_id"]
     assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (work / "report.md").read_text()
+    assert "| 1 |" in md and "accept" in md and "reject (primary" in md
     # generation 2 (a harness edit) learns nothing from experience: no rows for its champion
     assert {json.loads(l)["pair"] for l in exp.read_text().splitlines()} == {gens[0]["pair_id"]}
 

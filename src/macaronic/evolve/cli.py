@@ -80,11 +80,14 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     (args.workdir / "report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     plot(summary, args.workdir / "report.png")
+    from macaronic.evolve.render import markdown
+
+    (args.workdir / "report.md").write_text(markdown(summary))
     for g in summary["generations"]:
         print(f"gen {g['generation']}: {g['pair_id'][:12]} {g['decision']}"
               + (f" failed={g['failed_rules']}" if g["failed_rules"] else "")
               + "  " + " ".join(f"{k}={v['score']:.3f}" for k, v in g["suites"].items() if v["score"] is not None))
-    print(f"champion {summary['champion']}\nreport {args.workdir / 'report.json'}, {args.workdir / 'report.png'}")
+    print(f"champion {summary['champion']}\nreport {args.workdir / 'report.json'}, report.md, report.png")
     return 0
 
 
