@@ -104,3 +104,16 @@ def test_smollm2_matches_transformers(real_llm):
     eos = real_llm.tokenizer.eos_token_id
     assert h.output_ids == (hf_out[: hf_out.index(eos)] if eos in hf_out else hf_out)
     assert "Paris" in text
+
+
+def test_bf16_fast_path_within_stated_tolerance(tiny_dirs):
+    """bf16 weights: top-1 agrees with fp32 on >= 95% of positions, |Δlogit| <= 5% of the logit range."""
+    f32 = load_base(tiny_dirs["llama"])
+    b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
+    ids = torch.randint(3, 300, (64,), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        a = f32.model(ids, [SeqSlice(KVBuffer(f32.args, 64, torch.float32), 64)], logits="all")
+        b = b16.model(ids, [SeqSlice(KVBuffer(b16.args, 64, torch.bfloat16), 64)], logits="all").float()
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.95
+    assert (a - b).abs().max() <= 0.05 * (a.max() - a.min())
+    assert f32.fingerprint != b16.fingerprint  # the fingerprint names the dtype it hashes

@@ -55,9 +55,10 @@ def main(argv: list[str]) -> int:
             result["adapters"] = suite.adapter_latency(base, work / "adapters")
             prog.advance(task)
         if "decode" in sections:
-            task = prog.add_task("decode throughput", total=6)
+            task = prog.add_task("decode throughput (fp32, then bf16)", total=6)
             result["decode"] = suite.decode_throughput(base, work / "decode", tokens=24 if a.quick else 48,
                                                        progress=lambda: prog.advance(task))
+            result["decode_bf16"] = suite.decode_bf16(base.path, work / "decode", tokens=24 if a.quick else 48)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
@@ -114,7 +115,12 @@ def markdown(r: dict) -> str:
                 "|---:|---:|---:|---:|---:|---:|---:|---:|",
                 f"| {_fmt(d['single_tok_s'])} | {_fmt(d['base_single_tok_s'])} | {_fmt(d['mixed4_tok_s'])} | "
                 f"{_fmt(d['mixed16_tok_s'])} | {_fmt(d['base16_tok_s'])} | {d['lora16_overhead_pct']}% | "
-                f"{_fmt(d['llamacpp_single_tok_s'])} | {_fmt(d['llamacpp16_tok_s'])} |", ""]
+                f"{_fmt(d['llamacpp_single_tok_s'])} | {_fmt(d['llamacpp16_tok_s'])} |"]
+        if r.get("decode_bf16"):
+            b = r["decode_bf16"]
+            out.append(f"| bf16: {_fmt(b['single_tok_s'])} | {_fmt(b['base_single_tok_s'])} | {_fmt(b['mixed4_tok_s'])} | "
+                       f"{_fmt(b['mixed16_tok_s'])} | {_fmt(b['base16_tok_s'])} | {b['lora16_overhead_pct']}% | | |")
+        out += ["", "First row fp32 weights, second row bf16 weights (AMX/AVX-512 bf16 matmuls through oneDNN).", ""]
     if "prefill" in r:
         p = r["prefill"]
         out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic | llama.cpp |", "|---:|---:|---:|"]

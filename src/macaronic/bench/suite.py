@@ -182,11 +182,27 @@ def adapter_latency(base, workdir: Path, counts=(4, 400), rank: int = 8) -> dict
 
 def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> dict:
     """Aggregate decode tokens/s: 1 stream, 4 and 16 mixed-adapter streams, 16 base-only streams."""
+    out = _decode(base, workdir, tokens, progress)
+    out.update(_llamacpp_decode(tokens))
+    return out
+
+
+def decode_bf16(base_dir, workdir: Path, tokens: int = 32) -> dict:
+    """The same decode figures with bf16 weights (the fast path's weight format)."""
+    from macaronic.engine.base import load_base
+
+    b16 = load_base(base_dir, dtype=torch.bfloat16)
+    return _decode(b16, workdir, tokens, None)
+
+
+def _decode(base, workdir: Path, tokens: int, progress) -> dict:
     tok = load_tokenizer(base.path)
     llm = make_llm(base, tok, max_batch=16, prefix_cache=False)
     for i in range(4):
-        llm.add_adapter(make_random_adapter(workdir / f"dec{i}", base.args, rank=8, seed=200 + i, mode="turn",
-                                            scale=0.05), f"d{i}")
+        d = workdir / f"dec{i}"
+        if not (d / "adapter_config.json").exists():
+            make_random_adapter(d, base.args, rank=8, seed=200 + i, mode="turn", scale=0.05)
+        llm.add_adapter(d, f"d{i}")
     sp = SamplingParams(max_tokens=tokens, stop_token_ids=())
 
     def run(n: int, mixed: bool) -> float:
@@ -211,7 +227,6 @@ def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> d
         "base_single_tok_s": run(1, False),
     }
     out["lora16_overhead_pct"] = round(100 * (out["base16_tok_s"] / out["mixed16_tok_s"] - 1), 1)
-    out.update(_llamacpp_decode(tokens))
     llm.close()
     return out
 
