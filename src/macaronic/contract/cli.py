@@ -72,7 +72,7 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
 def eval_main(argv: list[str] | None = None) -> int:
     args = eval_parser().parse_args(argv)
     from macaronic.contract import spec as cspec
-    from macaronic.contract.evaluate import ResultLog, plan, read_rows, run_units, write_json_atomic
+    from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
     from macaronic.contract.sealed import SplitLoader, contamination, texts_of_data_file
     from macaronic.pairs.lineage import LineageError

@@ -28,7 +28,8 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated key=value: samples (k per train task), per_family (train tasks per "
                         "family), dev_per_family, train_steps, min_successes, rft_max_roles, max_tokens")
     p.add_argument("--plan", type=Path, default=None,
-                   help='JSON {"generations": [[step, ...], ...]}; a step is "rft", "router_refit" or '
+                   help='JSON {"generations": [[step, ...], ...]}; a step is "rft", "router_refit", '
+                        '{"router_refit": {"shipped_data": true}} (also refit on the shipped routing data) or '
                         '{"harness_edit": {"file", "merge"|"replace"|"text", "note"}}; the last list repeats '
                         "(default: rft then router_refit every generation)")
     p.add_argument("--pair", default=None,
