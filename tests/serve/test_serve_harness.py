@@ -9,7 +9,8 @@ import pytest
 from macaronic.genui.build import Card
 from macaronic.harness import load_bundle
 from macaronic.serve import views
-from macaronic.serve.harness import TurnError, pair_id
+from macaronic.pairs.ids import pair_id
+from macaronic.serve.harness import TurnError
 
 GREEDY = {"temperature": 0.0, "max_tokens": 6}
 TOOLS = [{"type": "function", "function": {

@@ -26,7 +26,6 @@ Knows the bundle, the router and a backend; knows nothing about HTTP.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
+from macaronic.pairs.ids import pair_id
 from macaronic.serve import views
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
@@ -113,14 +113,6 @@ class TurnResult:
         return m
 
 
-def pair_id(base_fingerprint: str, adapters_by_role: dict[str, str], bundle_id: str) -> str:
-    """sha256 over (base fingerprint, adapter ids sorted by role, harness bundle id).
-    Stand-in until `macaronic.pairs` lands; the same inputs, canonical JSON."""
-    blob = json.dumps({"base": base_fingerprint, "adapters": sorted(adapters_by_role.items()),
-                       "harness": bundle_id}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 def user_action_of(message: dict) -> dict | None:
     """The {"userAction": ...} object when a user message is an A2UI client event."""
     text = message.get("content", "")
@@ -151,7 +143,7 @@ class MoL:
             meta = self.backend.adapters().get(a) if a else None
             if meta is not None:
                 by_role[role] = meta.id or meta.name
-        self.pair_id = pair_id(backend.base()["fingerprint"], by_role, bundle.id)
+        self.pair_id = pair_id(backend.base()["fingerprint"], by_role, bundle.id)  # macaronic.pairs rule
 
     @classmethod
     def from_llm(cls, llm, bundle=None, router=None, **kw) -> "MoL":
