@@ -15,11 +15,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # module: Playwright's sync API holds an event loop open while it lives
 def browser():
     if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        pytest.fail("/usr/bin/chromium is not installed: run scripts/setup --test (apt-get install chromium)")
+    from playwright import sync_api
+
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         yield b
