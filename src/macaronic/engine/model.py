@@ -74,7 +74,7 @@ class Block(nn.Module):
     def __init__(self, args: ModelArgs, dtype: torch.dtype):
         super().__init__()
         q, kv = args.n_heads * args.head_dim, args.n_kv_heads * args.head_dim
-        p = lambda *shape: nn.Parameter(torch.zeros(*shape, dtype=dtype), requires_grad=False)  # noqa: E731
+        p = lambda *shape: nn.Parameter(torch.empty(*shape, dtype=dtype), requires_grad=False)  # noqa: E731
         self.attn_norm = p(args.dim)
         self.wqkv = p(q + 2 * kv, args.dim)  # fused q, k, v
         self.bqkv = p(q + 2 * kv) if args.qkv_bias else None
@@ -90,13 +90,13 @@ class Transformer(nn.Module):
     def __init__(self, args: ModelArgs, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.args, self.dtype = args, dtype
-        self.embed = nn.Parameter(torch.zeros(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
+        self.embed = nn.Parameter(torch.empty(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
         self.layers = nn.ModuleList(Block(args, dtype) for _ in range(args.n_layers))
-        self.norm = nn.Parameter(torch.zeros(args.dim, dtype=dtype), requires_grad=False)
+        self.norm = nn.Parameter(torch.empty(args.dim, dtype=dtype), requires_grad=False)
         self.lm_head = (
             self.embed
             if args.tie_embeddings
-            else nn.Parameter(torch.zeros(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
+            else nn.Parameter(torch.empty(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
         )
         self._cos, self._sin = rope_tables(args, min(args.max_seq_len, 1 << 16))
 
