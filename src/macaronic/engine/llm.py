@@ -21,6 +21,19 @@ from macaronic.engine.model import KVBuffer, SeqSlice
 from macaronic.engine.sampling import SamplingParams
 
 
+def user_marker_ids(tokenizer) -> list[int]:
+    """Token ids that open a user message in the chat template: where a turn-mode adapter activates
+    (the `alora_invocation_tokens` of PEFT's Activated LoRA). Training and serving both use this."""
+    probe = tokenizer.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False)
+    head = probe.split("\x07")[0]
+    # The user header without any leading bos/system text: the part after the last special open.
+    for opener in ("<|im_start|>", "<|start_header_id|>"):
+        if opener in head:
+            head = head[head.rfind(opener) :]
+            break
+    return tokenizer.encode(head, add_special_tokens=False)
+
+
 def shipped_adapters_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "specialists"
 
@@ -31,7 +44,7 @@ class LLM:
         self.args = base.args
         self.engine = Engine(base, tokenizer, config)
         self.adapters = self.engine.registry
-        self._user_marker = self._marker_ids()
+        self._user_marker = user_marker_ids(tokenizer)
 
     # ---- adapters ----
 
@@ -51,18 +64,6 @@ class LLM:
         }
 
     # ---- text ----
-
-    def _marker_ids(self) -> list[int]:
-        """Token ids that open a user message in the chat template (for turn starts)."""
-        tok = self.tokenizer
-        probe = tok.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False)
-        head = probe.split("\x07")[0]
-        # The user header without any leading bos/system text: the part after the last special open.
-        for opener in ("<|im_start|>", "<|start_header_id|>"):
-            if opener in head:
-                head = head[head.rfind(opener) :]
-                break
-        return tok.encode(head, add_special_tokens=False)
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
         ids = self.tokenizer.apply_chat_template(

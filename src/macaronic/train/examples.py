@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from macaronic.engine.llm import user_marker_ids as user_marker  # one rule for training and serving
+
 
 @dataclass(frozen=True)
 class Example:
@@ -58,17 +60,6 @@ def _render(tokenizer, messages, gen: bool) -> list[int]:
     if hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return list(ids)
-
-
-def user_marker(tokenizer) -> list[int]:
-    """Token ids that open a user message (the engine's `LLM._user_marker`, computed alike)."""
-    probe = tokenizer.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False)
-    head = probe.split("\x07")[0]
-    for opener in ("<|im_start|>", "<|start_header_id|>"):
-        if opener in head:
-            head = head[head.rfind(opener):]
-            break
-    return tokenizer.encode(head, add_special_tokens=False)
 
 
 def encode(tokenizer, example: Example, max_len: int, marker: list[int] | None = None) -> Encoded:
