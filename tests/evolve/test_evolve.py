@@ -127,8 +127,8 @@ def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
     from macaronic.evolve.cli import main as evolve_main
 
     root, contract, pair = setup
-    if not (root / "work" / "lineage.sqlite").exists():
-        pytest.skip("needs the evolve run above")
+    if not (root / "work" / "lineage.sqlite").exists():  # run alone: record the published contract first
+        assert evolve_main(argv(root, contract, pair)) == 0
     edited = tmp_path / "contract.yaml"
     edited.write_text(contract.read_text().replace("resamples: 500", "resamples: 400"))
     args = argv(root, edited, pair)
