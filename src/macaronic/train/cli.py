@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save-every", type=int, default=25, help="checkpoint period in steps (0: never)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
+    p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
+                   help="warm start from this adapter directory (same rank and targets; --mode should match "
+                   "its mode) instead of a fresh LoRA; the schedule and the optimizer start fresh")
     p.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                    help="dtype of the saved adapter weights")
@@ -83,7 +86,8 @@ def run(args) -> Path:
     cfg = TrainConfig(role=args.role, mode=args.mode, rank=args.rank, alpha=args.alpha or 2.0 * args.rank,
                       steps=args.steps, batch=args.batch, lr=args.lr, max_len=args.max_len, max_turn=max_turn,
                       seed=args.seed, save_every=args.save_every, save_dtype=args.dtype, base=args.base,
-                      description=args.description, threads=args.threads)
+                      description=args.description, threads=args.threads,
+                      init_adapter=str(args.init_adapter) if args.init_adapter else None)
     out = Path(args.out)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

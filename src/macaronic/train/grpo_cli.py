@@ -62,20 +62,6 @@ def prompts_for(role: str, llm_tok, n: int, seed: int):
     return out
 
 
-def init_from(pm, adapter_dir: Path) -> None:
-    """Copy an adapter directory's LoRA tensors into the PEFT model's (same rank and targets)."""
-    from safetensors.torch import load_file
-
-    state = load_file(str(adapter_dir / "adapter_model.safetensors"))
-    params = {n: p for n, p in pm.named_parameters() if p.requires_grad}
-    with torch.no_grad():
-        for k, v in state.items():
-            name = k.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
-            if name not in params:
-                raise ValueError(f"{adapter_dir}: tensor {k} has no place in this LoRA (rank/targets differ?)")
-            params[name].copy_(v.float())
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="macaronic train grpo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,7 +88,7 @@ def main(argv=None) -> int:
     from macaronic.train.examples import user_marker
     from macaronic.train.grpo import GRPOConfig, grpo
     from macaronic.train.output import write_adapter
-    from macaronic.train.sft import TrainConfig, load_model
+    from macaronic.train.sft import TrainConfig, init_from, load_model
 
     torch.set_num_threads(a.threads) if a.threads else None
     base_dir = resolve_base(a.base)

@@ -49,6 +49,7 @@ class TrainConfig:
     base: str | None = None  # base directory; None = the default SmolLM2-135M-Instruct
     description: str = ""
     threads: int = 0  # torch threads; 0 = leave torch's default
+    init_adapter: str | None = None  # warm start: an adapter directory with the same rank and targets
 
     def __post_init__(self):
         if self.mode not in ("turn", "full"):
@@ -90,6 +91,28 @@ def load_model(cfg: TrainConfig, base_dir: Path, marker: list[int] | None = None
                       bias="none", task_type="CAUSAL_LM")
     pm = get_peft_model(model, lcfg)
     return pm
+
+
+def init_from(pm, adapter_dir: str | Path) -> None:
+    """Warm start: copy an adapter directory's LoRA tensors into the PEFT model's (same rank and
+    targets). Every mismatch is reported at once; nothing is copied unless all tensors fit."""
+    from safetensors.torch import load_file
+
+    adapter_dir = Path(adapter_dir)
+    state = load_file(str(adapter_dir / "adapter_model.safetensors"))
+    params = dict(lora_params(pm))
+    named = {k.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight"): v
+             for k, v in state.items()}
+    problems = [f"tensor {k} has no place in this LoRA" for k in sorted(set(named) - set(params))]
+    problems += [f"tensor {k} is {tuple(v.shape)}, this LoRA's is {tuple(params[k].shape)}"
+                 for k, v in sorted(named.items()) if k in params and v.shape != params[k].shape]
+    problems += [f"this LoRA's {k} is missing from the file" for k in sorted(set(params) - set(named))]
+    if problems:
+        raise ValueError(f"{adapter_dir}: cannot warm-start from it (rank/targets differ?): " + "; ".join(problems[:5])
+                         + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""))
+    with torch.no_grad():
+        for k, v in named.items():
+            params[k].copy_(v.float())
 
 
 def lora_params(pm) -> list[tuple[str, torch.nn.Parameter]]:
@@ -213,6 +236,8 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
         raise ValueError("no training examples (all were filtered out?)")
     base_dir = base_dir or resolve_base(cfg.base)
     pm = load_model(cfg, base_dir)
+    if cfg.init_adapter:
+        init_from(pm, cfg.init_adapter)
     params = [p for _, p in lora_params(pm)]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
     ckpt = Path(out) / "checkpoint"
