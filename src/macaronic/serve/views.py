@@ -2,14 +2,17 @@
 
 The layout (the same for serving and for training data, so import it from here):
 
-    system     identity (bundle) + the client's leading system messages + the tool prompt
+    system     identity (bundle) + the client's leading system messages + the tool list (compact:
+               one line per tool, `tool_prompt`)
     ...for each user turn k:
     system     the system prompt of the role that answered turn k (bundle roles/<role>.md)
     user       turn k's user message, verbatim
     assistant  the reply (tool calls rendered in the canonical <tool_call> text), tool results
                as `tool` messages wrapped in <tool_response>
 
-Role instructions sit *before* each user turn, never in one system prompt at the top: the top
+`prompt_head(bundle, role, tools)` is the opening of a first turn in this layout; the trainer
+(`macaronic.train.builders`) builds every example from it, so a served turn sees the prompt its
+adapter was trained under. Role instructions sit *before* each user turn, never in one system prompt at the top: the top
 must be the same whichever specialist answers, or a `turn`-mode switch would invalidate the
 whole history's KV. Rebuilt for the next request, every earlier turn renders to exactly the
 tokens the engine cached (the role that answered each turn is known, see store.py).
@@ -29,7 +32,7 @@ import hashlib
 import json
 from typing import Any
 
-from macaronic.substrate.toolcalls import RESULT_CLOSE, RESULT_OPEN, format_tool_call, format_tool_prompt
+from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN, format_tool_call
 
 ROLES = ("system", "user", "assistant", "tool")
 ANNOTATIONS = ("adapter", "specialist", "summary", "raw")  # keys the harness adds to assistant messages
@@ -152,10 +155,26 @@ def turn_specialists(messages: list[dict], current: str | None) -> dict[int, str
     return out
 
 
+def tool_prompt(tools: list[dict]) -> str:
+    """One line per tool (name, arguments with `?` when optional, the description's first sentence)
+    plus the calling convention. The full JSON-schema listing of the substrate's tools is ~3,100
+    tokens, too long for a 135M base on CPU, and the specialists were trained on this form."""
+    lines = ["Tools (name(arguments): what it does):"]
+    for t in tools:
+        fn = t.get("function", t)
+        params = fn.get("parameters") or {}
+        req = set(params.get("required", []))
+        args = ", ".join(a if a in req else a + "?" for a in params.get("properties", {}))
+        lines.append(f"- {fn['name']}({args}): {(fn.get('description') or '').split('.')[0]}.")
+    lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
+                 f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
+    return "\n".join(lines)
+
+
 def header(bundle, client_system: list[str], tools: list[dict] | None) -> dict:
     parts = [bundle.identity.strip(), *[s.strip() for s in client_system if s.strip()]]
     if tools:
-        parts.append(format_tool_prompt(tools))
+        parts.append(tool_prompt(tools))
     return {"role": "system", "content": "\n\n".join(parts)}
 
 
@@ -166,6 +185,15 @@ def role_instruction(bundle, role: str | None) -> dict | None:
         return {"role": "system", "content": bundle.role(role).system_prompt.strip()}
     except KeyError:
         return None
+
+
+def prompt_head(bundle, role: str | None, tools: list[dict] | None = None,
+                client_system: list[str] = ()) -> list[dict]:
+    """The messages before a conversation's first user message when `role` answers it: the header
+    (identity, client system text, tool list) and the role's instruction. Shared by serving
+    (`build_view`) and training data (`macaronic.train.builders`)."""
+    ins = role_instruction(bundle, role)
+    return [header(bundle, list(client_system), tools), *([ins] if ins else [])]
 
 
 def build_view(messages: list[dict], bundle, *, adapter: str | None, mode: str, specialist: str | None,

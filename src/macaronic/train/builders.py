@@ -3,8 +3,9 @@ task families (nothing downloaded), train-split families only.
 
     build(name, n, seed) -> list[Example]      name in GENERATORS: chat, route, agent, coding, genui
 
-Every conversation opens with the system prompt the harness gives that role at serve time
-(`role_system_prompt`), so the adapter learns under the prompt it will see. Builders never read
+Every conversation opens with the messages the served harness puts before a first turn answered
+by that role (`role_prompt_head`, built by `macaronic.serve.views.prompt_head`: identity + tool
+list, then the role's instruction), so the adapter learns under the prompt it will see. Builders never read
 dev or test families; `dev_prompts(role, n)` gives held-out conversations for sanity checks.
 Knows nothing about models or training.
 """
@@ -26,31 +27,30 @@ def _bundle():
 
 
 def compact_tool_prompt() -> str:
-    """One line per tool (name, arguments, description) plus the calling convention: the full
-    JSON-schema listing is ~3,100 tokens, too long for a 135M base on CPU."""
-    from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN
-    from macaronic.substrate.tools import TOOLS
+    """The substrate's tools in the harness's compact listing (`macaronic.serve.views.tool_prompt`)."""
+    from macaronic.serve.views import tool_prompt
+    from macaronic.substrate.tools import openai_tools
 
-    lines = ["Tools (name(arguments): what it does):"]
-    for t in TOOLS:
-        fn = t.openai()["function"]
-        props = fn.get("parameters", {}).get("properties", {})
-        req = set(fn.get("parameters", {}).get("required", []))
-        args = ", ".join(a if a in req else a + "?" for a in props)
-        lines.append(f"- {fn['name']}({args}): {fn['description'].split('.')[0]}.")
-    lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
-                 f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
-    return "\n".join(lines)
+    return tool_prompt(openai_tools())
+
+
+def role_prompt_head(role: str) -> list[dict]:
+    """What the served harness puts before a first user turn that `role` answers: the header
+    (identity; the substrate's tools for agent, as the harness's clients send them) and the role's
+    instruction. One builder for both sides: `macaronic.serve.views.prompt_head`."""
+    from macaronic.serve.views import prompt_head
+    from macaronic.substrate.tools import openai_tools
+
+    return prompt_head(_bundle(), role, openai_tools() if role == "agent" else None)
 
 
 def role_system_prompt(role: str) -> str:
-    """The system prompt for `role`: the harness bundle's identity + role prompt (+ tools for agent)."""
-    sp = _bundle().system_prompt(role)
-    return sp + "\n\n" + compact_tool_prompt() if role == "agent" else sp
+    """The head's text in one string (for logs and length checks)."""
+    return "\n\n".join(m["content"] for m in role_prompt_head(role))
 
 
 def _conv(role: str, user: str, *rest: dict) -> tuple[dict, ...]:
-    return ({"role": "system", "content": role_system_prompt(role)}, {"role": "user", "content": user}, *rest)
+    return (*role_prompt_head(role), {"role": "user", "content": user}, *rest)
 
 
 # ---- chat -------------------------------------------------------------------------------
