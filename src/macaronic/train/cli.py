@@ -7,7 +7,8 @@
 Writes DIR/adapter_config.json, DIR/adapter_model.safetensors, DIR/macaronic.json (provenance),
 DIR/data.jsonl (the exact examples) and DIR/history.jsonl (loss per step); checkpoints go to
 DIR/checkpoint every --save-every steps and `--resume` continues from there. `macaronic train
-grpo ...` runs the RL stage instead (see `macaronic train grpo --help`).
+grpo ...` runs the RL stage instead (see `macaronic train grpo --help`); `macaronic train compare
+modes|grpo` reruns the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         from macaronic.train.grpo_cli import main as grpo_main
 
         return grpo_main(argv[1:])
+    if argv and argv[0] == "compare":
+        from macaronic.train.compare import main as compare_main
+
+        return compare_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)

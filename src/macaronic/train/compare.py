@@ -1,0 +1,279 @@
+"""`macaronic train compare modes|grpo`: the two training comparisons of issue 6, reproducible.
+
+    macaronic train compare modes --roles coding,agent --work runs/modes --json docs/bench/train-modes.json
+    macaronic train compare grpo --role agent --work runs/grpo --json docs/bench/train-grpo.json
+
+modes: per role, the shipped `turn` adapter, `full` at the shipped budget (same rank, steps, batch,
+lr, data, seed) and `turn` at a tuned budget (--tuned-rank, --tuned-steps x the shipped steps).
+grpo: GRPO warm-started from the shipped adapter, then SFT warm-started from the same adapter for
+the GRPO run's measured wall time (steps estimated from the shipped run's seconds per step, capped
+by --max-seconds), on fresh train-family data (--sft-seed).
+
+Both train what is missing under --work (niced subprocesses, one torch thread; a directory with a
+macaronic.json is reused, delete it to retrain), then score every variant and the bare base on the
+role's dev families with `macaronic.train.devscore` (greedy) and write one JSON. The switch cost of
+each mode is quoted from the engine benchmark (docs/bench/engine.json), not re-measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+MAX_TOKENS = {"agent": 96, "coding": 160}  # per reply
+GRPO_ROLE, SFT_SEED, GRPO_PROMPTS = "agent", 1000, 48  # `compare grpo` defaults: role, continued-SFT data seed, prompts
+MAX_STEPS = 3  # agent replies per episode: the dev families need two calls and a final answer
+
+
+def shipped_dir(role: str) -> Path:
+    return Path(__file__).resolve().parents[1] / "specialists" / role
+
+
+def _meta(adapter: Path) -> dict:
+    return json.loads((adapter / "macaronic.json").read_text())
+
+
+def _run(cmd: list[str], log: Path) -> float:
+    """Run a niced, one-thread training subprocess; returns its wall seconds."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    t0 = time.time()
+    with log.open("a") as f:
+        rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc:
+        raise SystemExit(f"training failed (rc {rc}); see {log}")
+    return round(time.time() - t0, 1)
+
+
+def sft_cmd(role: str, out: Path, *, mode: str, rank: int, steps: int, like: dict, extra: tuple = ()) -> list[str]:
+    """The `macaronic train` command that reproduces `like` (a shipped macaronic.json) but for mode/rank/steps."""
+    c = like["training"]["config"]
+    cmd = [sys.executable, "-m", "macaronic.train.cli", role, "--out", str(out), "--mode", mode, "--rank", str(rank),
+           "--steps", str(steps), "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
+           "--examples", str(like["data"]["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
+           "--threads", "1", "--no-progress", *extra]
+    return cmd + (["--resume"] if (out / "checkpoint" / "state.json").exists() else [])
+
+
+def ensure(out: Path, cmd: list[str]) -> dict:
+    """Train unless out/ already holds a finished adapter; returns what it measured."""
+    rec = {"dir": str(out), "command": " ".join(cmd[2:] if cmd[1] == "-m" else cmd)}
+    if not (out / "macaronic.json").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        rec["wall_s_this_run"] = _run(cmd, out.parent / (out.name + ".log"))
+    m = _meta(out)
+    rec["train_s"] = m["training"]["seconds"]  # sum of step times, from the adapter's own metadata
+    rec["config"] = {k: m["training"]["config"][k] for k in ("mode", "rank", "steps", "batch", "lr", "seed")}
+    rec["loss_first_last"] = [m["training"]["first_loss"], m["training"]["final_loss"]]
+    return rec
+
+
+def trained_texts(role: str, variants: dict, extra: frozenset[str] = frozenset()) -> frozenset[str]:
+    """User messages any variant trained on: the shipped data (rebuilt from its recorded generator,
+    size and seed), for the GRPO role the default continued-SFT data and GRPO prompts of `compare
+    grpo` (so both comparisons hold out the same instances), each variant directory's data.jsonl, and `extra`."""
+    from macaronic.train.builders import build
+    from macaronic.train.devscore import user_texts
+    from macaronic.train.examples import read_jsonl
+
+    like = _meta(shipped_dir(role))
+    gen = like["data"]["source"].split(":", 1)[1]
+    examples = build(gen, like["data"]["examples"], like["training"]["config"]["seed"])
+    if role == GRPO_ROLE:
+        examples += build(gen, like["data"]["examples"], SFT_SEED)
+        extra = extra | grpo_texts(role, GRPO_PROMPTS, 0)
+    for path in variants.values():
+        if path is not None and (Path(path) / "data.jsonl").exists():
+            examples += read_jsonl(Path(path) / "data.jsonl")
+    return user_texts(examples) | extra
+
+
+def score_all(role: str, variants: dict, n: dict, seed: int, reuse: dict | None = None,
+              exclude: frozenset[str] = frozenset()) -> dict:
+    """Score {label: adapter dir or None} on the role's task sets ({split: n}); greedy rows of
+    `reuse` ({split: {label: rows}}) with the same task ids are taken instead of recomputed."""
+    import torch
+
+    from macaronic.engine.llm import load_llm
+    from macaronic.train import devscore
+
+    torch.set_num_threads(1)
+    exclude = trained_texts(role, variants, exclude)
+    out = {}
+    llm = load_llm(None, [])
+    try:
+        names = {}
+        for label, path in variants.items():
+            names[label] = None if path is None else llm.add_adapter(path, name=f"{role}-{label}").name
+        for split, k in n.items():
+            t0 = time.time()
+            tasks = devscore.tasks_for(role, split, k, seed, exclude=exclude)
+            ids = [getattr(t, "id", "") for _, t in tasks]
+            old = {lb: rs for lb, rs in ((reuse or {}).get(split) or {}).items()
+                   if lb in names and [r["task"] for r in rs] == ids}
+            rows = devscore.score(llm, role, {lb: a for lb, a in names.items() if lb not in old}, tasks,
+                                  max_tokens=MAX_TOKENS[role], max_steps=MAX_STEPS)
+            rows = {lb: old.get(lb) or rows[lb] for lb in names}
+            summary = devscore.summarize(rows, role, reference="shipped_turn_r8")
+            print(f"[{split}]\n" + devscore.format_summary(summary, role), file=sys.stderr)
+            out[split] = {"summary": summary, "eval_s": round(time.time() - t0, 1), "reused": sorted(old), "rows": rows}
+    finally:
+        llm.close()
+    return out
+
+
+def switch_cost(engine_json: Path) -> dict:
+    """The engine benchmark's switched-turn TTFT per history length: turn mode vs a re-prefill."""
+    d = json.loads(engine_json.read_text())
+    return {"source": str(engine_json.relative_to(ROOT) if engine_json.is_relative_to(ROOT) else engine_json),
+            "command": d.get("command"),
+            "rows": [{"history_tokens": r["history_tokens"], "turn_ms": r["turn_ms"], "full_ms": r["per_adapter_ms"],
+                      "cleared_ms": r["cleared_ms"]} for r in d["switch_ttft"]]}
+
+
+def reuse_rows(path: Path | None, role: str) -> dict | None:
+    """{split: {label: rows}} of base and shipped from the other comparison's JSON (greedy, same
+    engine, same tasks: identical by construction; score_all checks the task ids)."""
+    if not path or not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    ev = doc["roles"].get(role, {}).get("eval", {}) if "roles" in doc else (doc.get("eval", {}) if doc.get("role") == role else {})
+    return {sp: {lb: v["rows"][lb] for lb in ("base", "shipped_turn_r8") if lb in v["rows"]} for sp, v in ev.items()}
+
+
+def _write(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def modes(a) -> int:
+    doc = {"command": "macaronic train compare modes " + " ".join(a.argv), "roles": {},
+           "switch_cost": switch_cost(a.engine_json), "date": time.strftime("%Y-%m-%d")}
+    for role in a.roles.split(","):
+        ship = shipped_dir(role)
+        like = _meta(ship)
+        steps, rank = like["training"]["config"]["steps"], like["training"]["config"]["rank"]
+        tuned_steps = int(round(steps * a.tuned_steps))
+        runs = {
+            "shipped_turn_r8": {"dir": str(ship.relative_to(ROOT)), "train_s": like["training"]["seconds"],
+                                "config": {k: like["training"]["config"][k] for k in ("mode", "rank", "steps", "batch", "lr", "seed")},
+                                "loss_first_last": [like["training"]["first_loss"], like["training"]["final_loss"]]},
+            f"full_r{rank}": ensure(a.work / f"{role}-full-r{rank}",
+                                    sft_cmd(role, a.work / f"{role}-full-r{rank}", mode="full", rank=rank, steps=steps, like=like)),
+            f"turn_r{a.tuned_rank}_x{a.tuned_steps:g}": ensure(
+                a.work / f"{role}-turn-r{a.tuned_rank}",
+                sft_cmd(role, a.work / f"{role}-turn-r{a.tuned_rank}", mode="turn", rank=a.tuned_rank, steps=tuned_steps,
+                        like=like)),
+        }
+        variants = {"base": None, **{k: Path(v["dir"]) if Path(v["dir"]).is_absolute() else ROOT / v["dir"]
+                                     for k, v in runs.items()}}
+        doc["roles"][role] = {"train": runs, "eval": score_all(role, variants, _n(a, role), a.seed, reuse_rows(a.reuse, role))}
+        _write(a.json, doc)  # after each role, so a cut run keeps what it measured
+    return 0
+
+
+def grpo_texts(role: str, n: int, seed: int) -> frozenset[str]:
+    """The user messages GRPO samples from (grpo_cli.prompts_for without a tokenizer)."""
+    if role == "agent":
+        from macaronic.substrate.tasks import generate_tasks
+
+        return frozenset(t.request for t in generate_tasks("train", n_per_family=max(1, n // 10 + 1),
+                                                           base_seed=1000 + seed)[:n])
+    from macaronic.suites.coding import FAMILIES, make_task
+
+    fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
+    return frozenset(make_task(fams[i % len(fams)], 1000 + i // len(fams), seed).prompt for i in range(n))
+
+
+def grpo(a) -> int:
+    ship = shipped_dir(a.role)
+    like = _meta(ship)
+    c = like["training"]["config"]
+    doc = {"command": "macaronic train compare grpo " + " ".join(a.argv), "role": a.role, "date": time.strftime("%Y-%m-%d")}
+    g_out = a.work / f"{a.role}-grpo"
+    g_cmd = [sys.executable, "-m", "macaronic.train.cli", "grpo", a.role, "--init", str(ship), "--out", str(g_out),
+             "--rank", str(c["rank"]), "--steps", str(a.steps), "--prompts", str(a.prompts), "--per-step", str(a.per_step),
+             "--group", str(a.group), "--max-new", str(a.max_new), "--lr", str(a.grpo_lr), "--seed", str(a.seed),
+             "--threads", "1"]
+    g = {"dir": str(g_out), "command": " ".join(g_cmd[2:])}
+    if not (g_out / "macaronic.json").exists():
+        if (g_out / "history.jsonl").exists():
+            (g_out / "history.jsonl").unlink()  # grpo has no --resume: a cut run starts over
+        g_out.mkdir(parents=True, exist_ok=True)
+        g["wall_s_this_run"] = _run(g_cmd, a.work / f"{a.role}-grpo.log")
+    hist = [json.loads(x) for x in (g_out / "history.jsonl").read_text().splitlines()]
+    g["train_s"] = round(sum(h["seconds"] for h in hist), 1)
+    g["reward_per_step"] = [round(h["reward"], 3) for h in hist]
+    g["rollouts_with_signal"] = sum(h["rollouts"] for h in hist)
+    budget = min(g["train_s"], a.max_seconds) if a.max_seconds else g["train_s"]
+    per_step = like["training"]["seconds"] / like["training"]["steps_done"]
+    sft_steps = max(1, int(budget / per_step)) if a.sft_steps is None else a.sft_steps
+    s_out = a.work / f"{a.role}-sft-cont"
+    s = ensure(s_out, sft_cmd(a.role, s_out, mode=c["mode"], rank=c["rank"], steps=sft_steps, like=like,
+                              extra=("--init-adapter", str(ship), "--lr", str(a.sft_lr), "--seed", str(a.sft_seed))))
+    s["budget_s"], s["shipped_s_per_step"] = round(budget, 1), round(per_step, 2)
+    doc["train"] = {"grpo": g, "sft_cont": s}
+    doc["eval"] = score_all(a.role, {"base": None, "shipped_turn_r8": ship, "grpo": g_out, "sft_cont": s_out},
+                            _n(a, a.role), a.seed_eval, reuse_rows(a.reuse, a.role),
+                            exclude=grpo_texts(a.role, a.prompts, a.seed))
+    _write(a.json, doc)
+    return 0
+
+
+def _n(a, role: str) -> dict:
+    return {"dev": a.n or (24 if role == "coding" else 20), "heldout": a.n_heldout}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="macaronic train compare", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    m = sub.add_parser("modes", help="turn vs full vs tuned turn, per role, on dev families")
+    m.add_argument("--roles", default="coding,agent")
+    m.add_argument("--work", type=Path, default=Path("runs/modes"))
+    m.add_argument("--tuned-rank", type=int, default=16)
+    m.add_argument("--tuned-steps", type=float, default=2.0, help="tuned steps = this x the shipped steps")
+    m.add_argument("--n", type=int, default=None, help="dev-family tasks per role (default 24 coding, 20 agent)")
+    m.add_argument("--n-heldout", type=int, default=20, help="unseen train-family instances per role")
+    m.add_argument("--seed", type=int, default=0, help="task seed")
+    m.add_argument("--engine-json", type=Path, default=ROOT / "docs/bench/engine.json")
+    m.add_argument("--json", type=Path, default=Path("docs/bench/train-modes.json"))
+    m.add_argument("--reuse", type=Path, default=Path("docs/bench/train-grpo.json"),
+                   help="take base/shipped rows on identical tasks from the grpo JSON (greedy, same engine)")
+    g = sub.add_parser("grpo", help="GRPO vs continued SFT from the shipped adapter, same wall time")
+    g.add_argument("--role", default=GRPO_ROLE, choices=("agent", "coding"))
+    g.add_argument("--work", type=Path, default=Path("runs/grpo"))
+    g.add_argument("--steps", type=int, default=20, help="GRPO steps")
+    g.add_argument("--prompts", type=int, default=GRPO_PROMPTS)
+    g.add_argument("--per-step", type=int, default=2)
+    g.add_argument("--group", type=int, default=4)
+    g.add_argument("--max-new", type=int, default=48)
+    g.add_argument("--grpo-lr", type=float, default=1e-4)
+    g.add_argument("--sft-lr", type=float, default=3e-4)
+    g.add_argument("--sft-seed", type=int, default=SFT_SEED,
+                   help="data seed of the continued SFT: train-family instances from this seed on (the shipped "
+                   "adapter used 0..; GRPO's prompts are 1000..)")
+    g.add_argument("--sft-steps", type=int, default=None, help="override the wall-time estimate")
+    g.add_argument("--max-seconds", type=float, default=None, help="cap on the SFT budget in seconds")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--n", type=int, default=None, help="dev-family tasks (default 24 coding, 20 agent)")
+    g.add_argument("--n-heldout", type=int, default=20)
+    g.add_argument("--seed-eval", type=int, default=0)
+    g.add_argument("--reuse", type=Path, default=Path("docs/bench/train-modes.json"),
+                   help="take base/shipped rows on identical tasks from the modes JSON (greedy, same engine)")
+    g.add_argument("--json", type=Path, default=Path("docs/bench/train-grpo.json"))
+    a = p.parse_args(argv)
+    a.argv = argv[1:]
+    return modes(a) if a.what == "modes" else grpo(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
