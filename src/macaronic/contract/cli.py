@@ -39,7 +39,9 @@ def eval_parser() -> argparse.ArgumentParser:
                     "after a crash: finished tasks are skipped), then the report is written to --json. "
                     "With --parent the parent is evaluated too (or read from --prior logs) and the "
                     "contract's gate decides accept/reject. Exit codes: 0 ok, 1 bad contract, "
-                    "2 environment, 3 training data contaminated with test prompts.")
+                    "2 environment, 3 training data contaminated with test prompts. "
+                    "`macaronic eval ablate --help`: the MoL ablation (base, each adapter forced, "
+                    "routed, oracle) on one pair.")
     p.add_argument("--pair", required=True, help="pair id, id prefix, alias, or a pair manifest .json")
     p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
     p.add_argument("--json", required=True, type=Path, help="where to write the final report")
@@ -70,11 +72,15 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
 
 
 def eval_main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "ablate":
+        from macaronic.contract.ablate_cli import main
+
+        return main(argv[1:])
     args = eval_parser().parse_args(argv)
     from macaronic.contract import spec as cspec
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
-    from macaronic.contract.sealed import SplitLoader, contamination, texts_of_data_file
+    from macaronic.contract.sealed import SplitLoader
     from macaronic.pairs.lineage import LineageError
 
     try:
@@ -96,16 +102,7 @@ def eval_main(argv: list[str] | None = None) -> int:
         print("macaronic eval: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
         return ENVIRONMENT
     units = plan(contract, loader)
-    # Contamination: the child's training data (its data files, each adapter's own data.jsonl when
-    # it ships one, and any named) against every sealed test prompt.
-    train_files = list(child.data) + [str(p) for p in args.train_data]
-    train_files += [str(Path(a["path"]) / "data.jsonl") for a in child.adapters.values()
-                    if (Path(a["path"]) / "data.jsonl").is_file()]
-    train_texts = [t for f in train_files for t in texts_of_data_file(f)]
-    seen = {}
-    for task, _ in units:
-        seen.setdefault(task.key, task.text)
-    cont = contamination(train_texts, list(seen.items()))
+    cont = contamination_of(child, args.train_data, units)
     if not cont["clean"]:
         print(f"macaronic eval: training data overlaps the sealed test split: exact={cont['exact'][:5]} "
               f"13-gram={cont['ngram'][:5]} ({len(cont['exact'])}+{len(cont['ngram'])} tasks)", file=sys.stderr)
@@ -133,6 +130,21 @@ def eval_main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0
+
+
+def contamination_of(pair, extra_files, units) -> dict:
+    """The pair's training data (its data files, each adapter's own data.jsonl when it ships one,
+    and any named) against every sealed test prompt of the (task, sample) units."""
+    from macaronic.contract.sealed import contamination, texts_of_data_file
+
+    train_files = list(pair.data) + [str(p) for p in extra_files]
+    train_files += [str(Path(a["path"]) / "data.jsonl") for a in pair.adapters.values()
+                    if (Path(a["path"]) / "data.jsonl").is_file()]
+    train_texts = [t for f in train_files for t in texts_of_data_file(f)]
+    seen = {}
+    for task, _ in units:
+        seen.setdefault(task.key, task.text)
+    return contamination(train_texts, list(seen.items()))
 
 
 def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness") -> None:

@@ -41,14 +41,19 @@ def run_units(contract, pair_id: str, units: list[tuple], answerer, done: set[st
     for task, sample in units:
         if unit_key(pair_id, task.suite, task.id, sample) in done:
             continue
-        spec = contract.suite(task.suite)
-        t0 = time.perf_counter()
-        out = KINDS[spec.kind].run(spec, task, answerer, sample_seed(spec.seed, task.key, sample))
-        yield {"contract_sha256": contract.sha256, "pair": pair_id, "suite": task.suite, "task": task.id,
-               "family": task.family, "split": split, "sample": sample, "score": out["score"],
-               "passed": out["passed"], "tokens": out["tokens"],
-               "seconds": round(time.perf_counter() - t0, 4), "detail": out["detail"],
-               "messages": out["messages"]}
+        yield run_unit(contract, pair_id, task, sample, answerer, split)
+
+
+def run_unit(contract, pair_id: str, task, sample: int, answerer, split: str = "test") -> dict:
+    """Run and grade one unit; the result row."""
+    spec = contract.suite(task.suite)
+    t0 = time.perf_counter()
+    out = KINDS[spec.kind].run(spec, task, answerer, sample_seed(spec.seed, task.key, sample))
+    return {"contract_sha256": contract.sha256, "pair": pair_id, "suite": task.suite, "task": task.id,
+            "family": task.family, "split": split, "sample": sample, "score": out["score"],
+            "passed": out["passed"], "tokens": out["tokens"],
+            "seconds": round(time.perf_counter() - t0, 4), "detail": out["detail"],
+            "messages": out["messages"]}
 
 
 class ResultLog:

@@ -1,0 +1,197 @@
+"""`macaronic eval ablate`: the caller side of contract.ablate (engine, router, files, progress)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+DESCRIPTION = """\
+The MoL ablation on a contract's sealed test split: every primary suite answered by
+  base      the bare base (same harness, role prompts and router; no adapter),
+  <role>    each adapter forced on every turn (chat, agent, coding, genui),
+  routed    the routed MoL as served (the bundle's router; a cascade/probe state is fitted once on
+            the shipped routing data and cached, exactly as `macaronic serve` does),
+  oracle    each turn sent to its gold role,
+and, report-only, HumanEval / BFCL simple on base vs the coding / agent adapter and the genui
+suite under constrained decoding (genui+grammar). Writes per-task rows (resumable: rerun the same
+command after a crash), a JSON summary and, with --md, a table between the
+<!-- specialists:start/end --> markers of a "Specialists" section: score per suite, and for every
+row but base the difference vs base with its 95% paired-bootstrap interval; then per specialist
+whether it beats base and every other adapter on its own suite with the interval above zero.
+
+Reproduce the published table (docs/BENCHMARKS.md):
+  OMP_NUM_THREADS=1 nice -n 10 macaronic eval ablate --contract contracts/macaronic-core-v3.yaml \\
+      --json docs/bench/specialists.json --md docs/BENCHMARKS.md
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    from macaronic.router.config import POLICIES
+
+    p = argparse.ArgumentParser(prog="macaronic eval ablate", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
+    p.add_argument("--json", required=True, type=Path, help="where to write the summary JSON")
+    p.add_argument("--md", type=Path, default=None, help="markdown file whose Specialists section gets the table")
+    p.add_argument("--pair", default=None,
+                   help="pair id, alias or manifest .json (default: the embedded base + shipped specialists + "
+                        "shipped harness bundle)")
+    p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite for --pair ids")
+    p.add_argument("--tasks", type=Path, default=None,
+                   help="per-task JSONL (default: $MACARONIC_HOME/ablate/<json name>.tasks.jsonl)")
+    p.add_argument("--configs", default=None,
+                   help="comma-separated subset of rows (default: all: base,chat,agent,coding,genui,routed,oracle,"
+                        "genui+grammar)")
+    p.add_argument("--no-external", action="store_true", help="skip the report-only suites and the grammar row")
+    p.add_argument("--router-policy", choices=POLICIES, default=None, help="override the bundle's routing policy")
+    p.add_argument("--router-state", default=None, help="a saved router state directory (macaronic route fit)")
+    p.add_argument("--workers", type=int, default=16, help="units answered concurrently (the engine batches them)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--audit", type=Path, default=None, help="split-read audit log")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def default_pair():
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    d = shipped_adapters_dir()
+    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").is_file()}
+    return PairManifest.build(None, ads, DEFAULT_BUNDLE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    import torch
+
+    torch.set_num_threads(max(1, args.threads))
+    from macaronic.contract import ablate
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.cli import contamination_of, progress, resolve_pair
+    from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
+    from macaronic.contract.sealed import SplitLoader
+    from macaronic.contract.spec import ENVIRONMENT, ContractError
+
+    try:
+        contract = cspec.parse(args.contract)
+        cspec.check_sources(contract)
+        loader = SplitLoader(contract, "evaluator", args.audit)
+        cspec.check_hashes(contract, loader)
+    except ContractError as e:
+        print(f"macaronic eval ablate: {e}", file=sys.stderr)
+        return e.code
+    try:
+        manifest = resolve_pair(args.pair, args.lineage) if args.pair else default_pair()
+    except (ValueError, OSError, LookupError) as e:
+        print(f"macaronic eval ablate: {e}", file=sys.stderr)
+        return ENVIRONMENT
+    problems = manifest.verify()
+    if problems:
+        print("macaronic eval ablate: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return ENVIRONMENT
+    roles = tuple(r for r in ablate.ROLES if r in manifest.adapters)
+    cfgs = ablate.configs(roles, external=not args.no_external)
+    if args.configs:
+        want = [c.strip() for c in args.configs.split(",") if c.strip()]
+        unknown = set(want) - {c.name for c in cfgs}
+        if unknown:
+            print(f"macaronic eval ablate: unknown configurations {sorted(unknown)}", file=sys.stderr)
+            return 2
+        cfgs = [c for c in cfgs if c.name in want]
+    if args.no_external:
+        contract = _primary_only(contract)
+    units = ablate.plan(contract, loader, cfgs)
+    cont = contamination_of(manifest, [], units=[(t, s) for _, t, s in units])
+    if not cont["clean"]:
+        print(f"macaronic eval ablate: training data overlaps the sealed test split: {cont['exact'][:5]} "
+              f"{cont['ngram'][:5]}", file=sys.stderr)
+        return 3
+
+    from macaronic.engine.llm import EngineConfig, load_llm
+    from macaronic.harness import load_bundle
+    from macaronic.serve.build import make_router
+
+    t0 = time.perf_counter()
+    llm = load_llm(manifest.base, [], EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"),
+                                                   max_batch=max(1, args.workers)))
+    try:
+        for role, a in sorted(manifest.adapters.items()):
+            llm.add_adapter(a["path"], name=role)
+        bundle = load_bundle(manifest.harness["path"])
+        router, fit_later = make_router(llm, bundle, args.router_policy, args.router_state)
+        if fit_later is not None:  # as served once the background fit finishes; fitted here first
+            router = fit_later()
+        router_desc = {"policy": router.config.policy if router else None,
+                       "state_id": router.state.id if router and router.state.policies() else None}
+        h = ablate.Harnesses(llm, bundle, ablate.LockedRouter(router) if router else None, cfgs)
+        tasks_path = args.tasks or _home() / "ablate" / f"{args.json.name}.tasks.jsonl"
+        log = ResultLog(tasks_path, contract.sha256)
+        todo = [u for u in units if _key(h, u) not in log.rows]
+        try:
+            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress)
+        finally:
+            log.close()
+    finally:
+        llm.close()
+    wall = time.perf_counter() - t0
+    rows = [r for r in read_rows(tasks_path, contract.sha256)
+            if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"]
+    summary = ablate.summarize(contract, rows, cfgs)
+    command = "macaronic eval ablate " + " ".join(argv if argv is not None else sys.argv[1:])
+    doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
+           "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
+           "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
+           "wall_s": round(wall, 1), "units": len(units), "units_run": len(todo), "memo_hits": h.memo.hits,
+           "threads": args.threads, "workers": args.workers, "contamination": cont, **summary}
+    write_json_atomic(args.json, doc)
+    table = ablate.markdown(contract, summary, cfgs)
+    if args.md:
+        head = (f"Command: `{command}` ({wall:.0f} s wall for {len(todo)} of {len(units)} units, "
+                f"{args.threads} torch thread(s), {args.workers} concurrent units). Contract `{contract.id}` "
+                f"(sha256 {contract.sha256[:12]}), pair `{manifest.id[:12]}`, router `{router_desc['policy']}`. "
+                f"Raw: `{args.json}`.\n\n")
+        args.md.write_text(ablate.write_section(args.md.read_text() if args.md.exists() else "# Benchmarks\n",
+                                                head + table))
+    if not args.quiet:
+        print(table, file=sys.stderr)
+    return 0
+
+
+def _key(h, unit) -> str:
+    from macaronic.contract.evaluate import unit_key
+
+    cfg, task, sample = unit
+    return unit_key(f"{cfg.name}/{h.pair_ids[cfg.name]}", task.suite, task.id, sample)
+
+
+def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress) -> None:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with progress(quiet) as bar, ThreadPoolExecutor(max(1, workers)) as ex:
+        job = bar.add_task("ablate", total=total, completed=total - len(todo))
+        futures = [ex.submit(h.run_unit, contract, cfg, task, sample) for cfg, task, sample in todo]
+        try:
+            for f in as_completed(futures):
+                log.add(f.result())
+                bar.advance(job)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _primary_only(contract):
+    from dataclasses import replace
+
+    return replace(contract, suites=tuple(s for s in contract.suites if not s.report_only))
+
+
+def _home():
+    from macaronic.engine.base import home
+
+    return home()
