@@ -154,8 +154,9 @@ def _write(path: Path, doc: dict) -> None:
 
 
 def modes(a) -> int:
-    doc = {"command": "macaronic train compare modes " + " ".join(a.argv), "roles": {},
-           "switch_cost": switch_cost(a.engine_json), "date": time.strftime("%Y-%m-%d")}
+    old = json.loads(a.json.read_text()) if a.json.exists() else {}
+    doc = {"switch_cost": switch_cost(a.engine_json), "date": time.strftime("%Y-%m-%d"),
+           "roles": old.get("roles", {})}  # a run for some roles keeps the others' results
     for role in a.roles.split(","):
         ship = shipped_dir(role)
         like = _meta(ship)
@@ -174,7 +175,7 @@ def modes(a) -> int:
         }
         variants = {"base": None, **{k: Path(v["dir"]) if Path(v["dir"]).is_absolute() else ROOT / v["dir"]
                                      for k, v in runs.items()}}
-        doc["roles"][role] = {"train": runs, "eval": score_all(role, variants, _n(a, role), a.seed, reuse_rows(a.reuse, role))}
+        doc["roles"][role] = {"command": "macaronic train compare modes " + " ".join(a.argv), "train": runs, "eval": score_all(role, variants, _n(a, role), a.seed, reuse_rows(a.reuse, role))}
         _write(a.json, doc)  # after each role, so a cut run keeps what it measured
     return 0
 
