@@ -232,6 +232,76 @@ def _n(a, role: str) -> dict:
     return {"dev": a.n or (24 if role == "coding" else 20), "heldout": a.n_heldout}
 
 
+def _fmt(stat: dict, delta: bool = False) -> str:
+    if delta:
+        d = stat
+        return f"{d['mean']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]"
+    lo, hi = stat["ci95"]
+    return f"{stat['mean']:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _table(role: str, ev: dict, train: dict) -> list[str]:
+    from macaronic.train.devscore import METRICS
+
+    metrics = METRICS[role]
+    lines = []
+    for split, v in ev.items():
+        lines += [f"**{role}, {SPLIT_NAMES[split]}** (n = {next(iter(v['summary'].values()))['n']}, "
+                  f"{v['eval_s']:.0f} s to score)", "",
+                  "| variant | train s | " + " | ".join(metrics) + f" | Δ {metrics[0]} vs shipped |",
+                  "|---|---:|" + "---:|" * len(metrics) + "---:|"]
+        for label, sm in v["summary"].items():
+            t = train.get(label, {})
+            ts = f"{t['train_s']:.0f}" if t.get("train_s") is not None else "–"
+            d = sm[metrics[0]].get("delta_vs_shipped_turn_r8")
+            lines.append(f"| {label} | {ts} | " + " | ".join(_fmt(sm[m]) for m in metrics)
+                         + f" | {_fmt(d, True) if d else '–'} |")
+        lines.append("")
+    return lines
+
+
+SPLIT_NAMES = {"dev": "dev families (never trained on)", "heldout": "train families, unseen instances"}
+
+
+def markdown(modes_doc: dict | None, grpo_doc: dict | None) -> str:
+    """The tables of both comparisons (means with 95% bootstrap intervals; Δ = paired bootstrap)."""
+    out = []
+    if modes_doc:
+        out += ["### Adapter mode: turn vs full vs tuned turn", ""]
+        for role, r in modes_doc["roles"].items():
+            out += [f"`{r['command']}`", ""] + _table(role, r["eval"], r["train"])
+        sc = modes_doc["switch_cost"]
+        out += [f"Switch cost, quoted from `{sc['command']}` ({sc['source']}): switched-turn time to first token, ms.", "",
+                "| history tokens | turn (any rank ≤ 16) | full (per-adapter cache = re-prefill) | full / turn |",
+                "|---:|---:|---:|---:|"]
+        out += [f"| {x['history_tokens']} | {x['turn_ms']:.0f} | {x['full_ms']:,.0f} | {x['full_ms'] / x['turn_ms']:.1f}x |"
+                for x in sc["rows"]]
+        out.append("")
+    if grpo_doc:
+        g = grpo_doc["train"]["grpo"]
+        out += ["### SFT vs GRPO from the shipped adapter", "", f"`{grpo_doc['command']}`", "",
+                f"GRPO: `{g['command']}`; reward per step {g['reward_per_step']}; "
+                f"{g['rollouts_with_signal']} rollouts with a non-zero advantage.", "",
+                f"Continued SFT: `{grpo_doc['train']['sft_cont']['command']}`.", ""]
+        out += _table(grpo_doc["role"], grpo_doc["eval"], grpo_doc["train"] | {"sft_cont": grpo_doc["train"]["sft_cont"]})
+    return "\n".join(out)
+
+
+def md(a) -> int:
+    load = lambda p: json.loads(p.read_text()) if p.exists() else None  # noqa: E731
+    text = markdown(load(a.modes_json), load(a.grpo_json))
+    if a.write:
+        doc = a.write.read_text()
+        start, end = "<!-- train:start -->", "<!-- train:end -->"
+        if start not in doc or end not in doc:
+            raise SystemExit(f"{a.write}: markers {start} / {end} not found")
+        head, rest = doc.split(start, 1)
+        a.write.write_text(head + start + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+    else:
+        print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="macaronic train compare", description=__doc__,
@@ -257,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--per-step", type=int, default=2)
     g.add_argument("--group", type=int, default=4)
     g.add_argument("--max-new", type=int, default=48)
-    g.add_argument("--grpo-lr", type=float, default=1e-4)
+    g.add_argument("--grpo-lr", type=float, default=5e-4, help="GRPO learning rate (the shipped SFT used 1e-3)")
     g.add_argument("--sft-lr", type=float, default=3e-4)
     g.add_argument("--sft-seed", type=int, default=SFT_SEED,
                    help="data seed of the continued SFT: train-family instances from this seed on (the shipped "
@@ -271,9 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--reuse", type=Path, default=Path("docs/bench/train-modes.json"),
                    help="take base/shipped rows on identical tasks from the modes JSON (greedy, same engine)")
     g.add_argument("--json", type=Path, default=Path("docs/bench/train-grpo.json"))
+    d = sub.add_parser("md", help="render both JSONs as markdown tables (to stdout, or between markers)")
+    d.add_argument("--modes-json", type=Path, default=Path("docs/bench/train-modes.json"))
+    d.add_argument("--grpo-json", type=Path, default=Path("docs/bench/train-grpo.json"))
+    d.add_argument("--write", type=Path, default=None, help="replace the text between <!-- train:start/end --> here")
     a = p.parse_args(argv)
     a.argv = argv[1:]
-    return modes(a) if a.what == "modes" else grpo(a)
+    return {"modes": modes, "grpo": grpo, "md": md}[a.what](a)
 
 
 if __name__ == "__main__":
