@@ -115,3 +115,27 @@ def test_replacing_an_adapter_changes_its_id_and_output(llm, tmp_path):
     h2 = llm.submit(ids, "good", sp)
     h2.result()
     assert h2.output_ids != h.output_ids
+
+
+def test_slot_loads_skip_revalidation_but_catch_changed_files(llm, tmp_path):
+    """Loading into a slot reads unchanged files in one pass, with the same tensors as a full read."""
+    import os
+
+    import torch
+
+    from macaronic.engine.adapters import load_pairs, read_adapter
+
+    d = _good_copy(llm, tmp_path, "fast")
+    info = llm.add_adapter(d, "fast")
+    full = read_adapter(d, llm.args, name="fast")[1]
+    fast = load_pairs(info, llm.args)
+    assert full.keys() == fast.keys()
+    assert all(torch.equal(full[k][0], fast[k][0]) and torch.equal(full[k][1], fast[k][1]) for k in full)
+    # a different adapter written over it: the stamp changes, the content check refuses the load
+    other = make_random_adapter(tmp_path / "other", llm.args, rank=4, seed=99, mode="full")
+    shutil.copy(other / "adapter_model.safetensors", d / "adapter_model.safetensors")
+    os.utime(d / "adapter_model.safetensors", ns=(1, 1))
+    with pytest.raises(AdapterError, match="changed on disk"):
+        load_pairs(info, llm.args)
+    with pytest.raises(AdapterError, match="changed on disk"):
+        llm.adapters.acquire("fast")

@@ -106,14 +106,89 @@ def test_smollm2_matches_transformers(real_llm):
     assert "Paris" in text
 
 
-def test_bf16_fast_path_within_stated_tolerance(tiny_dirs):
-    """bf16 weights: top-1 agrees with fp32 on >= 95% of positions, |Δlogit| <= 5% of the logit range."""
-    f32 = load_base(tiny_dirs["llama"])
-    b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
-    ids = torch.randint(3, 300, (64,), generator=torch.Generator().manual_seed(3))
+def _all_logits(base, ids, one_by_one: int = 0):
+    """Logits of every position; the last `one_by_one` positions decoded a token at a time."""
     with torch.no_grad():
-        a = f32.model(ids, [SeqSlice(KVBuffer(f32.args, 64, torch.float32), 64)], logits="all")
-        b = b16.model(ids, [SeqSlice(KVBuffer(b16.args, 64, torch.bfloat16), 64)], logits="all").float()
-    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.95
-    assert (a - b).abs().max() <= 0.05 * (a.max() - a.min())
-    assert f32.fingerprint != b16.fingerprint  # the fingerprint names the dtype it hashes
+        kv = KVBuffer(base.args, len(ids), base.model.dtype)
+        head = len(ids) - one_by_one
+        parts = [base.model(ids[:head], [SeqSlice(kv, head)], logits="all").float()]
+        parts += [base.model(ids[i : i + 1], [SeqSlice(kv, 1)], logits="all").float() for i in range(head, len(ids))]
+        return torch.cat(parts)
+
+
+# Stated tolerances per fast-path option, against the fp32 model on 64 random tokens: top-1
+# agreement and the largest |Δlogit| as a share of the fp32 logit range.
+FAST_PATHS = {
+    ("bfloat16", "none"): (0.95, 0.02),
+    ("bfloat16", "int8"): (0.95, 0.02),
+    ("bfloat16", "int4"): (0.90, 0.10),
+}
+
+
+@pytest.mark.parametrize("dtype,quant", list(FAST_PATHS))
+def test_fast_paths_within_stated_tolerance(tiny_dirs, dtype, quant):
+    top1, spread = FAST_PATHS[(dtype, quant)]
+    f32 = load_base(tiny_dirs["llama"])
+    fast = load_base(tiny_dirs["llama"], dtype=getattr(torch, dtype), quant=quant)
+    ids = torch.randint(3, 300, (64,), generator=torch.Generator().manual_seed(3))
+    a, b = _all_logits(f32, ids), _all_logits(fast, ids, one_by_one=32)  # prefill path and decode path
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= top1
+    assert (a - b).abs().max() <= spread * (a.max() - a.min())
+    # the fingerprint names the checkpoint, not the precision it runs in: adapters load at any precision
+    assert f32.fingerprint == fast.fingerprint and fast.precision == (quant if quant != "none" else dtype)
+
+
+def test_quantized_weights_are_really_smaller_and_different(tiny_dirs):
+    """Few-row calls read packed int8/int4 weights; many-row calls use the bf16 weight."""
+    from macaronic.engine.quant import SMALL_ROWS, QuantLinear
+
+    b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
+    q8 = load_base(tiny_dirs["llama"], quant="int8")
+    q4 = load_base(tiny_dirs["llama"], quant="int4")
+    for b in (q8, q4):
+        assert isinstance(b.model.layers[0].w13, QuantLinear) and isinstance(b.model.lm_head, QuantLinear)
+        assert b.params() == b16.params()
+        with pytest.raises(ValueError, match="quantized"):
+            next(b.model.hf_tensors())
+    w = b16.model.layers[0].w13
+    assert q8.model.layers[0].w13.nbytes() < 0.6 * w.nbytes
+    assert q4.model.layers[0].w13.nbytes() < 0.35 * w.nbytes
+    x = torch.randn(SMALL_ROWS, w.shape[1], generator=torch.Generator().manual_seed(5)).bfloat16()
+    dense = torch.nn.functional.linear(x, w).float()
+    y8, y4 = q8.model.layers[0].w13(x).float(), q4.model.layers[0].w13(x).float()
+    assert not torch.equal(y8, dense) and not torch.equal(y4, dense) and not torch.equal(y8, y4)
+    assert (y8 - dense).abs().max() <= 0.05 * dense.abs().max() and (y4 - dense).abs().max() <= 0.2 * dense.abs().max()
+    many = torch.cat([x] * 2)  # more than SMALL_ROWS rows: the bf16 weight, exactly
+    assert torch.equal(q4.model.layers[0].w13(many), torch.nn.functional.linear(many, w))
+    # the int4 head recomputes each row's top candidates exactly
+    h = torch.randn(2, b16.args.dim, generator=torch.Generator().manual_seed(6)).bfloat16()
+    exact = h.float() @ b16.model.lm_head.float().T
+    got = q4.model.lm_head(h)
+    top = got.topk(8, dim=1).indices
+    assert torch.allclose(got.gather(1, top), exact.gather(1, top), atol=1e-4)
+    assert torch.equal(top[:, 0], exact.argmax(1))
+
+
+def test_unknown_or_impossible_quantization_is_a_clear_error(tiny_dirs):
+    with pytest.raises(ValueError, match="unknown quantization"):
+        load_base(tiny_dirs["llama"], quant="int3")
+
+
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_adapters_and_batching_work_on_a_quantized_base(tiny_dirs, tmp_path, quant):
+    from macaronic.engine.llm import EngineConfig, load_llm
+    from macaronic.engine.sampling import SamplingParams
+    from macaronic.testing import make_random_adapter
+
+    llm = load_llm(tiny_dirs["llama"], [], EngineConfig(quant=quant))
+    ad = make_random_adapter(tmp_path / "a", llm.args, rank=4, seed=3, mode="full", scale=0.5)
+    llm.add_adapter(ad)
+    ids = llm.encode_chat([{"role": "user", "content": "quantized"}])
+    assert (llm.score(ids, "a") - llm.score(ids, None)).abs().max().item() > 1e-2
+    sp = SamplingParams(max_tokens=6, stop_token_ids=())
+    alone = [llm.submit(ids, name, sp) for name in (None, "a")]
+    alone = [(h.result(), h.output_ids)[1] for h in alone]
+    together = [llm.submit(ids, name, sp) for name in (None, "a", None, "a")]
+    together = [(h.result(), h.output_ids)[1] for h in together]
+    assert together == alone * 2
+    llm.close()

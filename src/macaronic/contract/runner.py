@@ -25,7 +25,7 @@ class LocalRunner:
 
         self.manifest = manifest
         self.bundle = load_bundle(manifest.harness["path"])
-        self.llm = load_llm(manifest.base, [], engine_config or EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32")))
+        self.llm = load_llm(manifest.base, [], engine_config or EngineConfig.from_env())
         for role, a in sorted(manifest.adapters.items()):
             self.llm.add_adapter(a["path"], name=role)
         self._router = None

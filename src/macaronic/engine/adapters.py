@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file
 
 from macaronic.engine.config import TARGETS, ModelArgs
 
@@ -48,6 +49,7 @@ class AdapterInfo:
     base_fingerprint: str | None = None
     invocation_tokens: tuple[int, ...] | None = None
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    stamp: str = field(default="", compare=False)  # size and mtime of the files when validated
 
     def public(self) -> dict:
         return {"name": self.name, "id": self.id, "rank": self.rank, "targets": list(self.targets),
@@ -75,6 +77,42 @@ def dir_sha256(path: Path) -> str:
                 h.update(chunk)
         h.update(b"\0")
     return h.hexdigest()
+
+
+def files_stamp(path: Path) -> str:
+    """Size and mtime of an adapter's config and weights: unchanged means still as validated."""
+    parts = []
+    for f in ("adapter_config.json", "adapter_model.safetensors", "macaronic.json"):
+        try:
+            st = (path / f).stat()
+            parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+        except FileNotFoundError:
+            parts.append(f"{f}:-")
+    return "|".join(parts)
+
+
+def load_pairs(info: AdapterInfo, args: ModelArgs) -> dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]]:
+    """The (A, scaled B) tensors of a registered adapter, as `read_adapter` returns them.
+
+    Fast path for loading into a slot: if the files are as they were when the adapter was validated
+    (same size and mtime), read the weights in one pass without validating or hashing again.
+    Otherwise validate from scratch, and refuse if the content changed since registration.
+    """
+    path = Path(info.path)
+    if not info.stamp or files_stamp(path) != info.stamp:
+        new, pairs = read_adapter(path, args, name=info.name)
+        if new.id != info.id:
+            raise AdapterError(f"adapter {info.name!r} changed on disk since it was registered ({path}); register it again")
+        return pairs
+    try:
+        tensors = load_file(str(path / "adapter_model.safetensors"))
+    except Exception as e:
+        raise AdapterError(f"adapter {info.name!r}: cannot read {path / 'adapter_model.safetensors'} ({e})") from None
+    ab: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+    for key, t in tensors.items():
+        m = KEY_RE.match(key)
+        ab.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = t
+    return {k: (v["A"].float(), v["B"].float() * info.scaling) for k, v in ab.items()}
 
 
 def _read_json(path: Path, problems: list[str]) -> dict:
@@ -107,6 +145,7 @@ def read_adapter(
     name = check_name(name or path.name)
     if not path.is_dir():
         raise AdapterError(f"adapter {name!r}: {path} is not a directory")
+    stamp = files_stamp(path)
     problems: list[str] = []
     cfg_path, st_path = path / "adapter_config.json", path / "adapter_model.safetensors"
     cfg = _read_json(cfg_path, problems)
@@ -141,6 +180,7 @@ def read_adapter(
     weights: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
     if st_path.exists():
         try:
+            everything = load_file(str(st_path)) if load_tensors else {}  # one read, not one per tensor
             with safe_open(str(st_path), framework="pt") as f:
                 for key in f.keys():
                     m = KEY_RE.match(key)
@@ -165,7 +205,7 @@ def read_adapter(
                         problems.append(f"{st_path}: {key}: shape {shape}, expected {want} for this base")
                         continue
                     if load_tensors:
-                        t = f.get_tensor(key).float()
+                        t = everything[key].float()
                         if not torch.isfinite(t).all():
                             problems.append(f"{st_path}: {key}: contains NaN or Inf")
                             continue
@@ -202,6 +242,7 @@ def read_adapter(
         base_fingerprint=fp,
         invocation_tokens=tuple(inv) if inv else None,
         meta=meta,
+        stamp=stamp,
     )
     return info, pairs
 

@@ -96,11 +96,18 @@ class Base:
     path: Path
     args: ModelArgs
     model: Transformer
-    fingerprint: str
+    fingerprint: str  # of the checkpoint's weights in fp32, whatever precision the model runs in
     name: str
+    n_params: int = 0
+    quant: str = "none"
 
     def params(self) -> int:
-        return sum(t.numel() for _, t in self.model.hf_tensors())
+        return self.n_params
+
+    @property
+    def precision(self) -> str:
+        """How the weights run: float32, bfloat16, int8 or int4 (weight-only, bf16 activations)."""
+        return self.quant if self.quant != "none" else str(self.model.dtype).removeprefix("torch.")
 
 
 def _read_state(path: Path) -> dict[str, torch.Tensor]:
@@ -115,15 +122,26 @@ def _read_state(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32) -> Base:
+def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32, quant: str = "none") -> Base:
+    """Load a base; `dtype` and `quant` (none, int8, int4) choose how it runs, not which base it is.
+
+    The fingerprint always hashes the fp32 weights, so adapters trained on the base load on it at
+    any precision.
+    """
+    from macaronic.engine.quant import QUANTS, quantize
+
+    if quant not in QUANTS:
+        raise ValueError(f"unknown quantization {quant!r}; choose one of {QUANTS}")
+    if quant != "none":
+        dtype = torch.bfloat16  # the weight-only kernels take bf16 activations
     path = resolve_base(str(spec) if spec is not None else None)
     args = ModelArgs.from_dir(path)
-    model = Transformer(args, dtype=dtype)
+    model = Transformer(args, dtype=torch.float32)
     model.load_hf_state(_read_state(path))
     model.eval()
-    # The fingerprint is cached next to the weights, keyed by their size and mtime and the dtype.
+    # The fingerprint is cached next to the weights, keyed by their size and mtime.
     stamp = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(path.glob("*.safetensors")))
-    stamp += f"|{dtype}"
+    stamp += f"|{torch.float32}"
     cache = home() / "fingerprints" / (hashlib.sha256((str(path.resolve()) + stamp).encode()).hexdigest() + ".txt")
     if cache.exists():
         fp = cache.read_text().strip()
@@ -134,5 +152,10 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
             cache.write_text(fp)
         except OSError:
             pass
+    n_params = sum(t.numel() for _, t in model.hf_tensors())
+    if dtype != torch.float32:
+        model = model.to(dtype)
+        model.dtype = dtype
+    quantize(model, quant)
     name = DEFAULT_BASE if path.name == DEFAULT_BASE else path.name
-    return Base(path=path, args=args, model=model, fingerprint=fp, name=name)
+    return Base(path=path, args=args, model=model, fingerprint=fp, name=name, n_params=n_params, quant=quant)

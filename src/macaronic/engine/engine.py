@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import queue
 import threading
 import time
@@ -51,7 +52,15 @@ class EngineConfig:
     max_context: int | None = None  # default: the base's max_position_embeddings
     max_tokens_limit: int = 4096
     history: str = "cached"  # "cached" (adopt the cache's labels) or "base" (always bare base)
-    dtype: str = "float32"
+    dtype: str = "float32"  # or "bfloat16"
+    quant: str = "none"  # "int8" / "int4": weight-only quantized base matmuls (bf16 activations)
+
+    @classmethod
+    def from_env(cls, **kw) -> "EngineConfig":
+        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT unless given."""
+        kw.setdefault("dtype", os.environ.get("MACARONIC_DTYPE", "float32"))
+        kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
+        return cls(**kw)
 
 
 @dataclass

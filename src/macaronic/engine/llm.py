@@ -58,6 +58,7 @@ class LLM:
                 "family": self.args.family,
                 "params": self.base.params(),
                 "fingerprint": self.base.fingerprint,
+                "precision": self.base.precision,
                 "path": str(self.base.path),
             },
             "adapters": [i.public() for i in self.adapters.infos()],
@@ -170,8 +171,10 @@ def load_llm(
     config: EngineConfig | None = None,
 ) -> LLM:
     """Load a base (default: SmolLM2-135M-Instruct) and register adapter directories."""
-    config = config or EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"))
-    b = load_base(base, dtype=DTYPES[config.dtype])
+    config = config or EngineConfig.from_env()
+    if config.dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {config.dtype!r}; choose one of {sorted(DTYPES)}")
+    b = load_base(base, dtype=DTYPES[config.dtype], quant=config.quant)
     llm = LLM(b, load_tokenizer(b.path), config)
     for path in adapters or []:
         llm.add_adapter(path)

@@ -51,9 +51,12 @@ class SeqSlice:
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * xf.to(x.dtype)
+    return F.rms_norm(x, weight.shape, weight, eps)
+
+
+def linear(x: Tensor, w, b: Tensor | None = None) -> Tensor:
+    """x @ w.T (+b) for a dense weight, or a quantized one (macaronic.engine.quant.QuantLinear)."""
+    return F.linear(x, w, b) if isinstance(w, Tensor) else w(x)
 
 
 def rope_tables(args: ModelArgs, length: int) -> tuple[Tensor, Tensor]:
@@ -64,10 +67,10 @@ def rope_tables(args: ModelArgs, length: int) -> tuple[Tensor, Tensor]:
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    # x: [N, H, hd]; cos/sin: [N, hd] (rotate-half layout, as in Hugging Face checkpoints)
+    # x: [N, H, hd]; cos/sin: [N, 1, hd] (rotate-half layout, as in Hugging Face checkpoints)
     half = x.shape[-1] // 2
     rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return (x.float() * cos[:, None, :] + rot.float() * sin[:, None, :]).to(x.dtype)
+    return (x * cos + rot * sin).to(x.dtype)
 
 
 class Block(nn.Module):
@@ -99,12 +102,15 @@ class Transformer(nn.Module):
             else nn.Parameter(torch.empty(args.vocab_size, args.dim, dtype=dtype), requires_grad=False)
         )
         self._cos, self._sin = rope_tables(args, min(args.max_seq_len, 1 << 16))
+        self.quant = "none"  # or "int8" / "int4" after macaronic.engine.quant.quantize
 
     # ---- weights in Hugging Face names (loading, fingerprint) ----
 
     def hf_tensors(self) -> Iterator[tuple[str, Tensor]]:
         """The base tensors under their Hugging Face names, as views into the fused buffers."""
         a = self.args
+        if self.quant != "none":
+            raise ValueError(f"the base weights are {self.quant}-quantized; their original tensors are gone")
         q, kv, inter = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim, a.intermediate_size
         yield "model.embed_tokens.weight", self.embed
         for i, b in enumerate(self.layers):
@@ -148,7 +154,7 @@ class Transformer(nn.Module):
 
     def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, parts, lora, slots) -> Tensor:
         """x @ w.T (+b) plus the LoRA delta of each named part of a (possibly fused) output."""
-        y = F.linear(x, w, b)
+        y = linear(x, w, b)
         if lora is None:
             return y
         off = 0
@@ -182,19 +188,24 @@ class Transformer(nn.Module):
         positions = torch.cat([torch.arange(s.kv.length, s.kv.length + s.n_new) for s in seqs])
         if int(positions[-1]) >= self._cos.shape[0] if len(positions) else False:
             raise ValueError("sequence longer than the rotary table")
-        cos, sin = self._cos[positions], self._sin[positions]
+        # cos/sin: [N, 1, hd], in fp32 for fp32 models (exact), else in the model's dtype
+        rope_dtype = torch.float32 if self.dtype == torch.float32 else self.dtype
+        cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
         x = self.embed[tokens]  # x: [N, D]
         qkv_parts = (("q_proj", q_w), ("k_proj", kv_w), ("v_proj", kv_w))
         mlp_parts = (("gate_proj", a.intermediate_size), ("up_proj", a.intermediate_size))
         for li, blk in enumerate(self.layers):
             h = rms_norm(x, blk.attn_norm, a.norm_eps)
             qkv = self._proj(h, blk.wqkv, blk.bqkv, li, qkv_parts, lora, slots)
-            q = qkv[:, :q_w].view(-1, a.n_heads, a.head_dim)  # [N, H, hd]
-            k = qkv[:, q_w : q_w + kv_w].view(-1, a.n_kv_heads, a.head_dim)
             v = qkv[:, q_w + kv_w :].view(-1, a.n_kv_heads, a.head_dim)
             if blk.q_norm is not None:
+                q = qkv[:, :q_w].view(-1, a.n_heads, a.head_dim)  # [N, H, hd]
+                k = qkv[:, q_w : q_w + kv_w].view(-1, a.n_kv_heads, a.head_dim)
                 q, k = rms_norm(q, blk.q_norm, a.norm_eps), rms_norm(k, blk.k_norm, a.norm_eps)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            else:  # q and k side by side: one rotary pass over [N, H + KV, hd]
+                qk = apply_rope(qkv[:, : q_w + kv_w].view(-1, a.n_heads + a.n_kv_heads, a.head_dim), cos, sin)
+                q, k = qk[:, : a.n_heads], qk[:, a.n_heads :]
             attn = self._attention(li, q, k, v, seqs)  # [N, H*hd]
             x = x + self._proj(attn, blk.wo, None, li, (("o_proj", a.dim),), lora, slots)
             h = rms_norm(x, blk.ffn_norm, a.norm_eps)
@@ -211,7 +222,7 @@ class Transformer(nn.Module):
         if logits == "last":
             ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
             x = x[ends]
-        return F.linear(x, self.lm_head)
+        return linear(x, self.lm_head)
 
     def _attention(self, layer: int, q: Tensor, k: Tensor, v: Tensor, seqs: list[SeqSlice]) -> Tensor:
         a = self.args

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, read_adapter
+from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, load_pairs, read_adapter
 from macaronic.engine.config import ModelArgs
 
 STACKED_MAX_TOKENS = 64  # up to this many tokens (decode), one masked matmul over stacked slots
@@ -192,7 +192,7 @@ class AdapterRegistry:
     def lora_pairs(self, name: str) -> dict[tuple[int, str], tuple[Tensor, Tensor]]:
         """The adapter's (A, scaled B) per (layer, target), read from disk."""
         info = self.get(name)
-        return read_adapter(info.path, self.args, name=name)[1]
+        return load_pairs(info, self.args)
 
     # ---- residency ----
 
@@ -205,7 +205,7 @@ class AdapterRegistry:
         with self._lock:
             fut = self._staging.get(name)
             if fut is None:
-                fut = self._pool.submit(lambda: read_adapter(info.path, self.args, name=name)[1])
+                fut = self._pool.submit(load_pairs, info, self.args)
                 self._staging[name] = fut
             return fut
 
@@ -217,7 +217,7 @@ class AdapterRegistry:
             if slot is None:
                 if pairs is None:
                     fut = self._staging.pop(name, None)
-                    pairs = fut.result() if fut is not None else read_adapter(info.path, self.args, name=name)[1]
+                    pairs = fut.result() if fut is not None else load_pairs(info, self.args)
                 else:
                     self._staging.pop(name, None)
                 slot = self._take_slot()

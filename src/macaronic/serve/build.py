@@ -53,6 +53,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask for")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
     p.add_argument("--max-batch", type=int, default=32, help="concurrent sequences in the engine's batch")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"),
+                   help="precision of the base weights and activations (default $MACARONIC_DTYPE or float32)")
+    p.add_argument("--quant", choices=("none", "int8", "int4"),
+                   help="weight-only quantized base matmuls with bf16 activations: int8 is within 1%% of "
+                        "bf16, int4 (groups of 32, like Q4_1) is fastest; see docs/BENCHMARKS.md "
+                        "(default $MACARONIC_QUANT or none)")
     p.add_argument("--no-summaries", action="store_true", help="skip the summary hop of full-mode adapters")
     p.add_argument("--engine-only", action="store_true",
                    help="serve as a plain multi-LoRA engine (model ids = base or adapters; no routing, no "
@@ -73,8 +79,8 @@ def api_key_from(a) -> str | None:
 def load_local(a):
     from macaronic.engine.llm import EngineConfig, load_default_llm, load_llm
 
-    cfg = EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"), max_tokens_limit=a.max_tokens_limit,
-                       max_batch=a.max_batch)
+    precision = {k: v for k, v in (("dtype", a.dtype), ("quant", a.quant)) if v}
+    cfg = EngineConfig.from_env(max_tokens_limit=a.max_tokens_limit, max_batch=a.max_batch, **precision)
     return load_llm(a.base, a.adapter_dir, cfg) if (a.base or a.adapter_dir) else load_default_llm(cfg)
 
 
