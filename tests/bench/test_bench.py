@@ -40,3 +40,12 @@ def test_markdown_section_is_replaced_in_place(tmp_path):
     text = md.read_text()
     assert "old" not in text and "## Routing\nkept" in text and "Prefill throughput" in text
     json.dumps(r)
+
+
+def test_decode_at_other_precisions_and_prefill_fields(tiny_dirs, tmp_path):
+    base = load_base(tiny_dirs["llama"])
+    for name in suite.PRECISIONS:
+        dec = suite.decode_precision(base.path, tmp_path / name, name, tokens=4)
+        assert dec["single_tok_s"] > 0 and dec["mixed16_tok_s"] > 0
+    pre = suite.prefill_throughput(base, lengths=(64,))
+    assert pre["prefill64_tok_s"] > 0 and pre["bf16_prefill64_tok_s"] > 0

@@ -52,13 +52,16 @@ def main(argv: list[str]) -> int:
                                                       progress=lambda: prog.advance(task))
         if "adapters" in sections:
             task = prog.add_task("adapter switch/load (4, 400)", total=1)
-            result["adapters"] = suite.adapter_latency(base, work / "adapters")
+            result["adapters"] = suite.adapter_latency(base, work / "adapters", rank=16)
             prog.advance(task)
         if "decode" in sections:
-            task = prog.add_task("decode throughput (fp32, then bf16)", total=6)
-            result["decode"] = suite.decode_throughput(base, work / "decode", tokens=24 if a.quick else 48,
+            n_tok = 24 if a.quick else 48
+            task = prog.add_task("decode throughput (fp32, bf16, int8, int4)", total=5 + len(suite.PRECISIONS))
+            result["decode"] = suite.decode_throughput(base, work / "decode", tokens=n_tok,
                                                        progress=lambda: prog.advance(task))
-            result["decode_bf16"] = suite.decode_bf16(base.path, work / "decode", tokens=24 if a.quick else 48)
+            for name in suite.PRECISIONS:
+                result[f"decode_{name}"] = suite.decode_precision(base.path, work / "decode", name, tokens=n_tok)
+                prog.advance(task)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
@@ -116,17 +119,23 @@ def markdown(r: dict) -> str:
                 f"| {_fmt(d['single_tok_s'])} | {_fmt(d['base_single_tok_s'])} | {_fmt(d['mixed4_tok_s'])} | "
                 f"{_fmt(d['mixed16_tok_s'])} | {_fmt(d['base16_tok_s'])} | {d['lora16_overhead_pct']}% | "
                 f"{_fmt(d['llamacpp_single_tok_s'])} | {_fmt(d['llamacpp16_tok_s'])} |"]
-        if r.get("decode_bf16"):
-            b = r["decode_bf16"]
-            out.append(f"| bf16: {_fmt(b['single_tok_s'])} | {_fmt(b['base_single_tok_s'])} | {_fmt(b['mixed4_tok_s'])} | "
-                       f"{_fmt(b['mixed16_tok_s'])} | {_fmt(b['base16_tok_s'])} | {b['lora16_overhead_pct']}% | | |")
-        out += ["", "First row fp32 weights, second row bf16 weights (AMX/AVX-512 bf16 matmuls through oneDNN).", ""]
+        for name in ("bf16", "int8", "int4"):
+            if r.get(f"decode_{name}"):
+                b = r[f"decode_{name}"]
+                out.append(f"| {name}: {_fmt(b['single_tok_s'])} | {_fmt(b['base_single_tok_s'])} | {_fmt(b['mixed4_tok_s'])} | "
+                           f"{_fmt(b['mixed16_tok_s'])} | {_fmt(b['base16_tok_s'])} | {b['lora16_overhead_pct']}% | | |")
+        out += ["", "First row fp32 weights; bf16: bf16 weights and activations (oneDNN, AMX/AVX-512 bf16 for many "
+                "rows); int8/int4: bf16 plus weight-only int8 (per channel) / int4 (groups of 32) kernels for calls "
+                "of up to 4 rows, with exact top-64 rescoring of the int4 LM head (`--quant`, "
+                "`macaronic.engine.quant`).", ""]
     if "prefill" in r:
         p = r["prefill"]
-        out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic | llama.cpp |", "|---:|---:|---:|"]
+        out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic fp32 | Macaronic bf16 | llama.cpp |",
+                "|---:|---:|---:|---:|"]
         for n in (512, 2048):
             if f"prefill{n}_tok_s" in p:
-                out.append(f"| {n} | {_fmt(p[f'prefill{n}_tok_s'])} | {_fmt(p[f'llamacpp_prefill{n}_tok_s'])} |")
+                out.append(f"| {n} | {_fmt(p[f'prefill{n}_tok_s'])} | {_fmt(p.get(f'bf16_prefill{n}_tok_s'))} | "
+                           f"{_fmt(p[f'llamacpp_prefill{n}_tok_s'])} |")
         out.append("")
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]

@@ -187,12 +187,16 @@ def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> d
     return out
 
 
-def decode_bf16(base_dir, workdir: Path, tokens: int = 32) -> dict:
-    """The same decode figures with bf16 weights (the fast path's weight format)."""
+PRECISIONS = {"bf16": ("bfloat16", "none"), "int8": ("bfloat16", "int8"), "int4": ("bfloat16", "int4")}
+
+
+def decode_precision(base_dir, workdir: Path, precision: str, tokens: int = 32) -> dict:
+    """The same decode figures with the base at another precision (bf16, or int8/int4 weight-only)."""
     from macaronic.engine.base import load_base
 
-    b16 = load_base(base_dir, dtype=torch.bfloat16)
-    return _decode(b16, workdir, tokens, None)
+    dtype, quant = PRECISIONS[precision]
+    b = load_base(base_dir, dtype=getattr(torch, dtype), quant=quant)
+    return _decode(b, workdir, tokens, None)
 
 
 def _decode(base, workdir: Path, tokens: int, progress) -> dict:
@@ -232,17 +236,22 @@ def _decode(base, workdir: Path, tokens: int, progress) -> dict:
 
 
 def prefill_throughput(base, lengths=(512, 2048)) -> dict:
+    """Prompt tokens/s (TTFT of a cold prompt) in fp32 and bf16, and llama.cpp's on the same ids."""
+    from macaronic.engine.base import load_base
+
     tok = load_tokenizer(base.path)
-    llm = make_llm(base, tok, prefix_cache=False, prefill_chunk=4096)
     out = {}
     msgs, _ = conversation(tok, max(lengths) + 100)
-    ids = llm.encode_chat(msgs, add_generation_prompt=False)
-    for n in lengths:
-        h = llm.submit(ids[:n], None, SamplingParams(max_tokens=1, stop_token_ids=()))
-        h.result()
-        out[f"prefill{n}_tok_s"] = round(n / (h.usage["ttft_ms"] / 1000), 1)
-        out[f"llamacpp_prefill{n}_tok_s"] = _llamacpp_prefill(ids[:n])
-    llm.close()
+    for key, b in (("", base), ("bf16_", load_base(base.path, dtype=torch.bfloat16))):
+        llm = make_llm(b, tok, prefix_cache=False, prefill_chunk=4096)
+        ids = llm.encode_chat(msgs, add_generation_prompt=False)
+        for n in lengths:
+            h = llm.submit(ids[:n], None, SamplingParams(max_tokens=1, stop_token_ids=()))
+            h.result()
+            out[f"{key}prefill{n}_tok_s"] = round(n / (h.usage["ttft_ms"] / 1000), 1)
+            if not key:
+                out[f"llamacpp_prefill{n}_tok_s"] = _llamacpp_prefill(ids[:n])
+        llm.close()
     return out
 
 
