@@ -33,6 +33,7 @@ class SlotPlan:
     groups: list[tuple[int, Tensor | slice]]  # (slot, token index or contiguous slice), slot != 0
     top: int  # highest slot used
     mask: Tensor | None  # [N, top * r_max]: 1 where the column belongs to the token's slot (stacked path)
+    targets: frozenset = frozenset()  # targets some used slot has weights for
 
 
 class LoraBank:
@@ -87,12 +88,15 @@ class LoraBank:
             # column j of the stacked slots 1..top belongs to slot 1 + j // r_max
             col_slot = torch.arange(top * self.r_max) // self.r_max + 1
             mask = (col_slot[None, :] == slots[:, None]).to(self.dtype)  # [N, top * r]
-        return SlotPlan(slots=slots, groups=groups, top=top, mask=mask)
+        return SlotPlan(slots=slots, groups=groups, top=top, mask=mask,
+                        targets=frozenset().union(*(self.present[s] for s in used)))
 
     def delta(self, layer: int, target: str, x: Tensor, plan: SlotPlan) -> Tensor | None:
-        if not plan.groups or not any(target in self.present[s] for s, _ in plan.groups):
+        if target not in plan.targets:
             return None
         A, Bt = self.A[target][layer], self.Bt[target][layer]  # [S, r, d_in], [S, r, d_out]
+        if x.dtype != self.dtype:  # a bf16 model keeps an fp32 bank: small fp32 matmuls are faster here
+            return self.delta(layer, target, x.to(self.dtype), plan).to(x.dtype)
         if plan.mask is not None:  # few tokens: one masked matmul over the stacked slots 1..top
             k = plan.top * self.r_max
             a = A[1 : plan.top + 1].reshape(k, -1)  # [top*r, d_in], a view
