@@ -1,4 +1,4 @@
-"""`macaronic train --init-adapter DIR`: SFT continues from an adapter instead of a fresh LoRA."""
+"""`macaronic train --init-adapter DIR` (SFT continues from an adapter) and `--max-seconds` (a time budget)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,11 @@ def test_warm_start_rejects_another_rank(tiny_base, tiny_data, tmp_path, capsys)
     rc = _train(tiny_base, tiny_data, tmp_path / "r4", steps=1, extra=("--rank", "4", "--init-adapter", str(first)))
     assert rc == 2
     assert "cannot warm-start" in capsys.readouterr().err
+
+
+def test_max_seconds_stops_the_run_early(tiny_base, tiny_data, tmp_path):
+    out = tmp_path / "capped"
+    assert _train(tiny_base, tiny_data, out, steps=5, extra=("--max-seconds", "1e-9")) == 0
+    assert [h["step"] for h in _history(out)] == [1]  # the first step runs, then the budget is spent
+    meta = json.loads((out / "macaronic.json").read_text())
+    assert meta["training"]["steps_done"] == 1 and meta["training"]["config"]["steps"] == 5

@@ -5,9 +5,9 @@
 
 modes: per role, the shipped `turn` adapter, `full` at the shipped budget (same rank, steps, batch,
 lr, data, seed) and `turn` at a tuned budget (--tuned-rank, --tuned-steps x the shipped steps).
-grpo: GRPO warm-started from the shipped adapter, then SFT warm-started from the same adapter for
-the GRPO run's measured wall time (steps estimated from the shipped run's seconds per step, capped
-by --max-seconds), on fresh train-family data (--sft-seed).
+grpo: GRPO warm-started from the shipped adapter, then SFT warm-started from the same adapter that
+stops when its steps have taken as long as GRPO's did (`macaronic train --max-seconds`), on fresh
+train-family data (--sft-seed).
 
 Both train what is missing under --work (niced subprocesses, one torch thread; a directory with a
 macaronic.json is reused, delete it to retrain), then score every variant and the bare base on the
@@ -213,13 +213,13 @@ def grpo(a) -> int:
     g["train_s"] = round(sum(h["seconds"] for h in hist), 1)
     g["reward_per_step"] = [round(h["reward"], 3) for h in hist]
     g["rollouts_with_signal"] = sum(h["rollouts"] for h in hist)
-    budget = min(g["train_s"], a.max_seconds) if a.max_seconds else g["train_s"]
-    per_step = like["training"]["seconds"] / like["training"]["steps_done"]
-    sft_steps = max(1, int(budget / per_step)) if a.sft_steps is None else a.sft_steps
+    budget = round(g["train_s"], 1)  # GRPO's own step time, summed: continued SFT stops there
     s_out = a.work / f"{a.role}-sft-cont"
-    s = ensure(s_out, sft_cmd(a.role, s_out, mode=c["mode"], rank=c["rank"], steps=sft_steps, like=like,
-                              extra=("--init-adapter", str(ship), "--lr", str(a.sft_lr), "--seed", str(a.sft_seed))))
-    s["budget_s"], s["shipped_s_per_step"] = round(budget, 1), round(per_step, 2)
+    s = ensure(s_out, sft_cmd(a.role, s_out, mode=c["mode"], rank=c["rank"], steps=a.sft_steps, like=like,
+                              extra=("--init-adapter", str(ship), "--lr", str(a.sft_lr), "--seed", str(a.sft_seed),
+                                     "--max-seconds", str(budget))))
+    s["budget_s"] = budget
+    s["steps_done"] = _meta(s_out)["training"]["steps_done"]
     doc["train"] = {"grpo": g, "sft_cont": s}
     doc["eval"] = score_all(a.role, {"base": None, "shipped_turn_r8": ship, "grpo": g_out, "sft_cont": s_out},
                             _n(a, a.role), a.seed_eval, reuse_rows(a.reuse, a.role),
@@ -332,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--sft-seed", type=int, default=SFT_SEED,
                    help="data seed of the continued SFT: train-family instances from this seed on (the shipped "
                    "adapter used 0..; GRPO's prompts are 1000..)")
-    g.add_argument("--sft-steps", type=int, default=None, help="override the wall-time estimate")
-    g.add_argument("--max-seconds", type=float, default=None, help="cap on the SFT budget in seconds")
+    g.add_argument("--sft-steps", type=int, default=120,
+                   help="the continued SFT's schedule length; it stops at GRPO's wall time (--max-seconds)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--n", type=int, default=None, help="dev-family tasks (default 24 coding, 20 agent)")
     g.add_argument("--n-heldout", type=int, default=20)

@@ -50,6 +50,7 @@ class TrainConfig:
     description: str = ""
     threads: int = 0  # torch threads; 0 = leave torch's default
     init_adapter: str | None = None  # warm start: an adapter directory with the same rank and targets
+    max_seconds: float = 0.0  # stop once this run's steps took this long (0 = run all steps); the schedule stays cfg.steps
 
     def __post_init__(self):
         if self.mode not in ("turn", "full"):
@@ -253,7 +254,10 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
         bar = tqdm(total=cfg.steps, initial=start_step, desc=f"train {cfg.role} ({cfg.mode}, r{cfg.rank})",
                    dynamic_ncols=True)
     pm.train()
+    spent = 0.0
     for step in range(start_step, cfg.steps):
+        if cfg.max_seconds and spent >= cfg.max_seconds:  # a wall-clock budget (comparisons at equal time)
+            break
         t0 = time.perf_counter()
         batch = step_indices(len(encoded), cfg, step)
         n_tgt = sum(encoded[i].n_targets for i in batch)  # global: every rank knows the whole batch
@@ -279,6 +283,7 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
         opt.step()
         opt.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
+        spent += dt
         rec = {"step": step + 1, "loss": loss_sum / max(1, n_tgt), "tokens": tokens, "lr": lr_at(cfg, step),
                "seconds": round(dt, 3)}
         history.append(rec)
