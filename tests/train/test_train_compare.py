@@ -35,7 +35,7 @@ def test_markdown_between_markers(tmp_path):
                                                    "summary": {"shipped_turn_r8": _summary(0.25),
                                                                "full_r8": _summary(0.5, 0.25)}}}}}}
     text = compare.markdown(modes, None)
-    assert "| full_r8 | 420 | 0.50 [0.00, 1.00] | 0.50 [0.00, 1.00] | +0.25 [-0.50, +0.75] |" in text
+    assert "| full_r8 | 420 | 0.50 [0.00, 1.00] | 0.50 [0.00, 1.00] | +0.25 [-0.50, +0.75] | – |" in text
     assert "| 512 | 100 | 1,500 | 15.0x |" in text
     (tmp_path / "m.json").write_text(json.dumps(modes))
     doc = tmp_path / "B.md"

@@ -248,14 +248,14 @@ def _table(role: str, ev: dict, train: dict) -> list[str]:
     for split, v in ev.items():
         lines += [f"**{role}, {SPLIT_NAMES[split]}** (n = {next(iter(v['summary'].values()))['n']}, "
                   f"{v['eval_s']:.0f} s to score)", "",
-                  "| variant | train s | " + " | ".join(metrics) + f" | Δ {metrics[0]} vs shipped |",
-                  "|---|---:|" + "---:|" * len(metrics) + "---:|"]
+                  "| variant | train s | " + " | ".join(metrics) + " | " + " | ".join(f"Δ {m} vs shipped" for m in metrics) + " |",
+                  "|---|---:|" + "---:|" * (2 * len(metrics))]
         for label, sm in v["summary"].items():
             t = train.get(label, {})
             ts = f"{t['train_s']:.0f}" if t.get("train_s") is not None else "–"
-            d = sm[metrics[0]].get("delta_vs_shipped_turn_r8")
-            lines.append(f"| {label} | {ts} | " + " | ".join(_fmt(sm[m]) for m in metrics)
-                         + f" | {_fmt(d, True) if d else '–'} |")
+            ds = [sm[m].get("delta_vs_shipped_turn_r8") for m in metrics]
+            lines.append(f"| {label} | {ts} | " + " | ".join(_fmt(sm[m]) for m in metrics) + " | "
+                         + " | ".join(_fmt(d, True) if d else "–" for d in ds) + " |")
         lines.append("")
     return lines
 
