@@ -280,3 +280,49 @@ def test_pooled_hidden_batched_equals_one_at_a_time(llm_factory):
     alone = torch.stack([llm.score(ids, None, hidden=True).mean(0) for ids in batch])
     assert together.shape == (4, llm.args.dim)
     assert torch.allclose(together, alone, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pooled_decode_attention_equals_one_call_per_sequence(tiny_dirs, dtype):
+    """One batched attention over KVPool rows gives the per-sequence logits (with a gap row)."""
+    from macaronic.engine.base import load_base
+    from macaronic.engine.model import KVPool
+
+    base = load_base(tiny_dirs["llama"], dtype=dtype)
+    m, args = base.model, base.args
+    g = torch.Generator().manual_seed(11)
+    prompts = [torch.randint(3, 300, (n,), generator=g) for n in (5, 17, 9, 30)]
+    pool = KVPool(args, dtype, max_cap=64)
+    pooled = [pool.alloc(40) for _ in prompts]
+    alone = [KVBuffer(args, 40, dtype) for _ in prompts]
+    with torch.no_grad():
+        for p, a, b in zip(prompts, pooled, alone):
+            m(p, [SeqSlice(a, len(p))]), m(p, [SeqSlice(b, len(p))])
+        batch = [0, 1, 3]  # row 2 is live but not in this step: it must not disturb the others
+        for step in range(3):
+            toks = torch.tensor([7 + step] * len(batch))
+            got = m(toks, [SeqSlice(pooled[i], 1) for i in batch], logits="all")
+            want = torch.cat([m(toks[:1], [SeqSlice(alone[i], 1)], logits="all") for i in batch])
+            assert torch.allclose(got.float(), want.float(), atol=1e-5 if dtype == torch.float32 else 0.05)
+    assert [kv.length for kv in pooled] == [8, 20, 9, 33]
+    # growing the pool keeps live rows; releasing every row drops it
+    before = pooled[3].k[:, :, :33].clone()
+    more = pool.alloc(60)  # more rows than the pool has: it grows
+    assert pool.k.shape[1] > 4 and torch.equal(pooled[3].k[:, :, :33], before)
+    for kv in [*pooled, more]:
+        pool.release(kv)
+    assert pool.k is None and not pool.live
+
+
+def test_engine_results_do_not_depend_on_the_kv_pool(tiny_dirs, tmp_path):
+    outs = {}
+    for pool_tokens in (0, 1024):
+        llm = load_llm(tiny_dirs["llama"], [], EngineConfig(kv_pool_tokens=pool_tokens))
+        llm.add_adapter(make_random_adapter(tmp_path / "a", llm.args, rank=4, seed=3, mode="turn", scale=0.5), "a")
+        sp = SamplingParams(max_tokens=8, stop_token_ids=())
+        hs = [llm.submit(llm.encode_chat([{"role": "user", "content": "x" * (i + 1)}]), "a" if i % 2 else None, sp)
+              for i in range(6)]
+        outs[pool_tokens] = [(h.result(), h.output_ids)[1] for h in hs]
+        assert llm.engine.kv_pool.k is None  # every row released when the requests finished
+        llm.close()
+    assert outs[0] == outs[1024]

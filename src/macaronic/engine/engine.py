@@ -33,7 +33,7 @@ import torch
 
 from macaronic.engine.base import Base
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
-from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
 from macaronic.engine.sampling import SamplingParams, make_generator, sample
 from macaronic.engine.slots import AdapterRegistry, LoraBank
 
@@ -47,6 +47,7 @@ class EngineConfig:
     max_rank: int = 16  # slot buffers are padded to this rank
     max_registered: int = 512
     prefill_chunk: int = 512
+    kv_pool_tokens: int = 1024  # sequences up to this long share one K/V pool (batched decode attention)
     prefix_cache: bool = True
     prefix_cache_bytes: int = 1 << 30
     max_context: int | None = None  # default: the base's max_position_embeddings
@@ -161,6 +162,7 @@ class Engine:
         self.bank = LoraBank(base.args, config.max_loras + 1, config.max_rank, dtype=torch.float32)
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered)
         self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)
+        self.kv_pool = KVPool(base.args, self.model.dtype, max_cap=config.kv_pool_tokens)
         self.default_stop_ids = self._default_stop_ids()
         self._inbox: queue.Queue = queue.Queue()
         self._waiting: deque[tuple[Request, Handle]] = deque()
@@ -309,7 +311,7 @@ class Engine:
         match = self.cache.lookup(tokens, labels)
         reuse = min(match.length, len(tokens) - 1)  # at least one token must run to get logits
         cap = min(len(tokens) + req.sampling.max_tokens, self.max_context)
-        kv = KVBuffer(self.base.args, cap, self.model.dtype)
+        kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
         if reuse:
             kv.k[:, :, :reuse] = match.entry.kv.k[:, :, :reuse]
             kv.v[:, :, :reuse] = match.entry.kv.v[:, :, :reuse]
@@ -442,7 +444,10 @@ class Engine:
             n_gen = s.kv.length - len(s.tokens)
             toks = np.concatenate([s.tokens, np.asarray(s.generated[:n_gen], dtype=np.int64)])
             labs = np.concatenate([s.labels, np.full(n_gen, s.own_label, dtype=np.int64)])
-            self.cache.insert(toks, labs, s.kv)
+            if self.cache.enabled:
+                self.cache.insert(toks, labs, s.kv.compact(self.base.args) if s.kv.pool is not None else s.kv)
+        if s.kv.pool is not None:
+            s.kv.pool.release(s.kv)
         if reason != "error" and s.emitted < len(s.text):
             self._flush(s, s.text, None)
         s.handle.output_ids = list(s.generated)

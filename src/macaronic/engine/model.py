@@ -26,20 +26,89 @@ class LoraDelta(Protocol):
 
 
 class KVBuffer:
-    """Preallocated K/V for one sequence: k, v: [L, n_kv, capacity, head_dim]."""
+    """Preallocated K/V for one sequence: k, v: [L, n_kv, capacity, head_dim].
 
-    def __init__(self, args: ModelArgs, capacity: int, dtype: torch.dtype):
+    Either its own tensors, or a view of one row of a KVPool (`pool`, `row` set), which lets a
+    decode step attend for all pooled sequences in one call.
+    """
+
+    def __init__(self, args: ModelArgs, capacity: int, dtype: torch.dtype, _alloc: bool = True):
         shape = (args.n_layers, args.n_kv_heads, capacity, args.head_dim)
-        self.k = torch.empty(shape, dtype=dtype)
-        self.v = torch.empty(shape, dtype=dtype)
+        self.k = torch.empty(shape, dtype=dtype) if _alloc else None
+        self.v = torch.empty(shape, dtype=dtype) if _alloc else None
         self.length = 0
+        self.limit = capacity
+        self.pool: KVPool | None = None
+        self.row = -1
 
     @property
     def capacity(self) -> int:
-        return self.k.shape[2]
+        return self.limit
 
     def nbytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
+
+    def compact(self, args: ModelArgs) -> "KVBuffer":
+        """A standalone copy of the first `length` positions (for the prefix cache)."""
+        out = KVBuffer(args, self.length, self.k.dtype)
+        out.k.copy_(self.k[:, :, : self.length])
+        out.v.copy_(self.v[:, :, : self.length])
+        out.length = self.length
+        return out
+
+
+class KVPool:
+    """K/V rows for the sequences being decoded: k, v: [L, rows, n_kv, cap, head_dim].
+
+    A decode step over pooled sequences writes every new K/V with one indexed store and attends
+    with one call (per layer) instead of one per sequence. Rows and capacity grow by doubling
+    (live rows are copied over); the pool is dropped when no row is live. Sequences longer than
+    `max_cap` get standalone buffers, so one long prompt does not pad every row to its length.
+    """
+
+    def __init__(self, args: ModelArgs, dtype: torch.dtype, max_cap: int = 1024):
+        self.args, self.dtype, self.max_cap = args, dtype, max_cap
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        self.live: dict[int, KVBuffer] = {}
+
+    def fits(self, capacity: int) -> bool:
+        return capacity <= self.max_cap
+
+    def alloc(self, capacity: int) -> KVBuffer:
+        rows = 0 if self.k is None else self.k.shape[1]
+        cap = 0 if self.k is None else self.k.shape[3]
+        row = next(r for r in range(rows + 1) if r not in self.live)
+        if row >= rows or capacity > cap:
+            self._grow(max(rows, _pow2(row + 1, 4)), max(cap, _pow2(capacity, 256)))
+        kv = KVBuffer(self.args, capacity, self.dtype, _alloc=False)
+        kv.pool, kv.row = self, row
+        kv.k, kv.v = self.k[:, row], self.v[:, row]
+        self.live[row] = kv
+        return kv
+
+    def release(self, kv: KVBuffer) -> None:
+        if kv.pool is self and self.live.get(kv.row) is kv:
+            del self.live[kv.row]
+            kv.pool = None
+        if not self.live:
+            self.k = self.v = None
+
+    def _grow(self, rows: int, cap: int) -> None:
+        a = self.args
+        shape = (a.n_layers, rows, a.n_kv_heads, cap, a.head_dim)
+        # zeros, not empty: masked positions still enter the attention's weighted sum as 0 * V, and
+        # uninitialized memory can hold NaN bit patterns
+        k, v = torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)
+        for row, kv in self.live.items():
+            k[:, row, :, : kv.length] = kv.k[:, :, : kv.length]
+            v[:, row, :, : kv.length] = kv.v[:, :, : kv.length]
+            kv.k, kv.v = k[:, row], v[:, row]
+        self.k, self.v = k, v
+
+
+def _pow2(n: int, floor: int) -> int:
+    return max(floor, 1 << (max(n, 1) - 1).bit_length())
 
 
 @dataclass
@@ -48,6 +117,35 @@ class SeqSlice:
 
     kv: KVBuffer
     n_new: int
+
+
+@dataclass
+class _PooledStep:
+    pool: KVPool
+    rows: Tensor  # [B] pool row of each sequence
+    pos: Tensor  # [B] position of its new token
+    n_rows: int  # rows 0..n_rows-1 take part (rows of other sequences get a dummy query)
+    span: int  # key positions 0..span-1
+    mask: Tensor  # [n_rows, 1, 1, span] bool
+
+
+def _pooled_decode(seqs: list[SeqSlice]) -> _PooledStep | None:
+    """The batched-attention plan when every sequence adds one token to rows of the same pool."""
+    if len(seqs) < 2 or any(s.n_new != 1 for s in seqs):
+        return None
+    pool = seqs[0].kv.pool
+    if pool is None or any(s.kv.pool is not pool for s in seqs):
+        return None
+    for s in seqs:
+        if s.kv.length + 1 > s.kv.capacity:
+            raise ValueError(f"KV buffer overflow: {s.kv.length + 1} > capacity {s.kv.capacity}")
+    rows = torch.tensor([s.kv.row for s in seqs])
+    pos = torch.tensor([s.kv.length for s in seqs])
+    n_rows, span = int(rows.max()) + 1, int(pos.max()) + 1
+    limit = torch.zeros(n_rows, dtype=torch.long)  # other rows see position 0 only (no NaN rows)
+    limit[rows] = pos
+    mask = (torch.arange(span)[None, :] <= limit[:, None])[:, None, None, :]
+    return _PooledStep(pool=pool, rows=rows, pos=pos, n_rows=n_rows, span=span, mask=mask)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -191,6 +289,7 @@ class Transformer(nn.Module):
         # cos/sin: [N, 1, hd], in fp32 for fp32 models (exact), else in the model's dtype
         rope_dtype = torch.float32 if self.dtype == torch.float32 else self.dtype
         cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
+        pooled = _pooled_decode(seqs)
         x = self.embed[tokens]  # x: [N, D]
         qkv_parts = (("q_proj", q_w), ("k_proj", kv_w), ("v_proj", kv_w))
         mlp_parts = (("gate_proj", a.intermediate_size), ("up_proj", a.intermediate_size))
@@ -206,7 +305,7 @@ class Transformer(nn.Module):
             else:  # q and k side by side: one rotary pass over [N, H + KV, hd]
                 qk = apply_rope(qkv[:, : q_w + kv_w].view(-1, a.n_heads + a.n_kv_heads, a.head_dim), cos, sin)
                 q, k = qk[:, : a.n_heads], qk[:, a.n_heads :]
-            attn = self._attention(li, q, k, v, seqs)  # [N, H*hd]
+            attn = self._attention(li, q, k, v, seqs) if pooled is None else self._pooled_attention(li, q, k, v, pooled)
             x = x + self._proj(attn, blk.wo, None, li, (("o_proj", a.dim),), lora, slots)
             h = rms_norm(x, blk.ffn_norm, a.norm_eps)
             gu = self._proj(h, blk.w13, None, li, mlp_parts, lora, slots)
@@ -223,6 +322,20 @@ class Transformer(nn.Module):
             ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
             x = x[ends]
         return linear(x, self.lm_head)
+
+    def _pooled_attention(self, layer: int, q: Tensor, k: Tensor, v: Tensor, p: "_PooledStep") -> Tensor:
+        """One new token per sequence, all in one KVPool: one store and one attention call."""
+        a = self.args
+        pk, pv = p.pool.k[layer], p.pool.v[layer]  # [rows, n_kv, cap, hd]
+        pk[p.rows, :, p.pos] = k  # k: [B, n_kv, hd]
+        pv[p.rows, :, p.pos] = v
+        qf = q.new_zeros(p.n_rows, a.n_heads, 1, a.head_dim)
+        qf[p.rows] = q[:, :, None]
+        o = F.scaled_dot_product_attention(
+            qf, pk[: p.n_rows, :, : p.span], pv[: p.n_rows, :, : p.span], attn_mask=p.mask,
+            enable_gqa=a.n_heads != a.n_kv_heads,
+        )  # [rows, H, 1, hd]
+        return o[p.rows].reshape(len(p.rows), a.n_heads * a.head_dim)
 
     def _attention(self, layer: int, q: Tensor, k: Tensor, v: Tensor, seqs: list[SeqSlice]) -> Tensor:
         a = self.args
