@@ -326,3 +326,16 @@ def test_engine_results_do_not_depend_on_the_kv_pool(tiny_dirs, tmp_path):
         assert llm.engine.kv_pool.k is None  # every row released when the requests finished
         llm.close()
     assert outs[0] == outs[1024]
+
+
+def test_slot_bank_widens_to_the_widest_adapter_and_keeps_residents(llm_factory, tmp_path):
+    llm = llm_factory(n=0)
+    assert llm.engine.bank.r_max <= 4
+    ids = llm.encode_chat([{"role": "user", "content": "widen"}])
+    llm.add_adapter(make_random_adapter(tmp_path / "r2", llm.args, rank=2, seed=1, scale=0.5), "r2")
+    before = llm.score(ids, "r2")
+    llm.add_adapter(make_random_adapter(tmp_path / "r12", llm.args, rank=12, seed=2, scale=0.5), "r12")
+    assert llm.engine.bank.r_max == 12
+    assert torch.allclose(llm.score(ids, "r2"), before, atol=1e-5)  # the resident rank-2 adapter survived
+    with pytest.raises(Exception, match="max rank"):
+        llm.add_adapter(make_random_adapter(tmp_path / "r32", llm.args, rank=32, seed=3), "r32")

@@ -44,7 +44,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 class EngineConfig:
     max_batch: int = 16
     max_loras: int = 8  # resident adapter slots, besides slot 0 (no adapter)
-    max_rank: int = 16  # slot buffers are padded to this rank
+    max_rank: int = 16  # largest adapter rank accepted; slots are as wide as the widest registered one
     max_registered: int = 512
     prefill_chunk: int = 512
     kv_pool_tokens: int = 1024  # sequences up to this long share one K/V pool (batched decode attention)
@@ -159,8 +159,10 @@ class Engine:
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
         # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls beat bf16 ones on CPU
-        self.bank = LoraBank(base.args, config.max_loras + 1, config.max_rank, dtype=torch.float32)
-        self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered)
+        self.lock = threading.RLock()  # one forward at a time over shared slots
+        self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=torch.float32)
+        self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
+                                        max_rank=config.max_rank, forward_lock=self.lock)
         self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)
         self.kv_pool = KVPool(base.args, self.model.dtype, max_cap=config.kv_pool_tokens)
         self.default_stop_ids = self._default_stop_ids()
@@ -171,7 +173,6 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self.lock = threading.RLock()  # one forward at a time over shared slots
         self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "decode_steps": 0, "generated_tokens": 0}
 
     def _default_stop_ids(self) -> tuple[int, ...]:

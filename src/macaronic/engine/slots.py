@@ -1,7 +1,8 @@
 """Multi-LoRA slot buffers and the adapter registry.
 
-The bank holds fixed buffers per target, A: [L, S, r_max, d_in] and Bt: [L, S, r_max, d_out]
-(B transposed, so a run of slots is one contiguous [k*r_max, d] matrix), slot 0 all zeros for
+The bank holds buffers per target, A: [L, S, r_max, d_in] and Bt: [L, S, r_max, d_out]
+(B transposed, so a run of slots is one contiguous [k*r_max, d] matrix; r_max is the widest
+registered adapter's rank, up to the engine's max_rank), slot 0 all zeros for
 "no adapter"; a forward passes one slot index per token. The registry maps
 names to validated adapters (up to `max_registered`) and keeps an LRU of resident slots; an
 adapter is registered only after it loaded and validated, so a bad one leaves it unchanged.
@@ -50,6 +51,19 @@ class LoraBank:
             self.A[t] = torch.zeros(args.n_layers, n_slots, r_max, d_in, dtype=dtype)
             self.Bt[t] = torch.zeros(args.n_layers, n_slots, r_max, d_out, dtype=dtype)
         self.present: list[set[str]] = [set() for _ in range(n_slots)]  # targets with weights per slot
+
+    @torch.no_grad()
+    def ensure_rank(self, r: int) -> None:
+        """Widen every slot's rank to `r` (zero rows), keeping resident adapters. The decode path
+        reads all r_max rows of each slot, so the bank is only as wide as its widest adapter."""
+        if r <= self.r_max:
+            return
+        for d in (self.A, self.Bt):
+            for t, old in d.items():
+                new = old.new_zeros(old.shape[0], old.shape[1], r, old.shape[3])
+                new[:, :, : self.r_max] = old
+                d[t] = new
+        self.r_max = r
 
     def nbytes_per_slot(self) -> int:
         return sum(a[:, 0].nbytes + b[:, 0].nbytes for a, b in zip(self.A.values(), self.Bt.values()))
@@ -142,9 +156,13 @@ class AdapterRegistry:
         bank: LoraBank,
         base_fingerprint: str | None = None,
         max_registered: int = 512,
+        max_rank: int | None = None,
+        forward_lock: threading.RLock | None = None,
     ):
         self.args, self.bank, self.base_fingerprint = args, bank, base_fingerprint
         self.max_registered = max_registered
+        self.max_rank = max_rank or bank.r_max
+        self._forward_lock = forward_lock or threading.RLock()  # held while the bank widens
         self._infos: dict[str, AdapterInfo] = {}
         self._resident: OrderedDict[str, int] = OrderedDict()  # name -> slot, LRU order
         self._pins: dict[int, int] = {}  # slot -> running requests using it
@@ -159,8 +177,11 @@ class AdapterRegistry:
         """Validate an adapter completely, then register it. On any error nothing changes."""
         name = check_name(name or Path(path).name)
         info, pairs = read_adapter(path, self.args, name=name, base_fingerprint=self.base_fingerprint)
+        if info.rank > self.max_rank:
+            raise AdapterError(f"adapter {name!r}: rank {info.rank} exceeds the engine's max rank {self.max_rank}")
         if info.rank > self.bank.r_max:
-            raise AdapterError(f"adapter {name!r}: rank {info.rank} exceeds the engine's max rank {self.bank.r_max}")
+            with self._forward_lock, self._lock:  # no forward reads and no load writes the bank meanwhile
+                self.bank.ensure_rank(info.rank)
         with self._lock:
             if name not in self._infos and len(self._infos) >= self.max_registered:
                 raise AdapterError(f"cannot register {name!r}: {self.max_registered} adapters already registered")
