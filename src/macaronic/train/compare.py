@@ -292,7 +292,7 @@ def md(a) -> int:
     text = markdown(load(a.modes_json), load(a.grpo_json))
     if a.write:
         doc = a.write.read_text()
-        start, end = "<!-- train:start -->", "<!-- train:end -->"
+        start, end = "<!-- train:tables:start -->", "<!-- train:tables:end -->"
         if start not in doc or end not in doc:
             raise SystemExit(f"{a.write}: markers {start} / {end} not found")
         head, rest = doc.split(start, 1)
@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("md", help="render both JSONs as markdown tables (to stdout, or between markers)")
     d.add_argument("--modes-json", type=Path, default=Path("docs/bench/train-modes.json"))
     d.add_argument("--grpo-json", type=Path, default=Path("docs/bench/train-grpo.json"))
-    d.add_argument("--write", type=Path, default=None, help="replace the text between <!-- train:start/end --> here")
+    d.add_argument("--write", type=Path, default=None,
+                   help="replace the text between <!-- train:tables:start/end --> in this file (the prose around stays)")
     a = p.parse_args(argv)
     a.argv = argv[1:]
     return {"modes": modes, "grpo": grpo, "md": md}[a.what](a)
