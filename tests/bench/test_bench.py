@@ -49,3 +49,11 @@ def test_decode_at_other_precisions_and_prefill_fields(tiny_dirs, tmp_path):
         assert dec["single_tok_s"] > 0 and dec["mixed16_tok_s"] > 0
     pre = suite.prefill_throughput(base, lengths=(64,))
     assert pre["prefill64_tok_s"] > 0 and pre["bf16_prefill64_tok_s"] > 0
+
+
+def test_precision_accuracy_compares_every_fast_path_to_fp32(tiny_dirs):
+    base = load_base(tiny_dirs["llama"])
+    acc = suite.precision_accuracy(base, tokens=24)
+    for name in suite.PRECISIONS:
+        assert 0.5 <= acc[name]["top1_agree"] <= 1.0 and acc[name]["kl"] >= 0
+    assert acc["int4"]["kl"] > acc["bf16"]["kl"]  # coarser weights, larger divergence

@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
             for name in suite.PRECISIONS:
                 result[f"decode_{name}"] = suite.decode_precision(base.path, work / "decode", name, tokens=n_tok)
                 prog.advance(task)
+            result["precision"] = suite.precision_accuracy(base, tokens=64 if a.quick else 128)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
@@ -124,6 +125,12 @@ def markdown(r: dict) -> str:
                 b = r[f"decode_{name}"]
                 out.append(f"| {name}: {_fmt(b['single_tok_s'])} | {_fmt(b['base_single_tok_s'])} | {_fmt(b['mixed4_tok_s'])} | "
                            f"{_fmt(b['mixed16_tok_s'])} | {_fmt(b['base16_tok_s'])} | {b['lora16_overhead_pct']}% | | |")
+        if r.get("precision"):
+            pa = r["precision"]
+            out += ["", f"Accuracy against fp32 on {pa['tokens']} tokens of text decoded one token at a time "
+                    f"(fp32 NLL {pa['fp32_nll']}):", "", "| precision | top-1 agreement | KL(fp32‖it) | NLL |",
+                    "|---|---:|---:|---:|"]
+            out += [f"| {k} | {pa[k]['top1_agree']} | {pa[k]['kl']} | {pa[k]['nll']} |" for k in ("bf16", "int8", "int4")]
         out += ["", "First row fp32 weights; bf16: bf16 weights and activations (oneDNN, AMX/AVX-512 bf16 for many "
                 "rows); int8/int4: bf16 plus weight-only int8 (per channel) / int4 (groups of 32) kernels for calls "
                 "of up to 4 rows, with exact top-64 rescoring of the int4 LM head (`--quant`, "

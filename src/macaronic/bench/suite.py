@@ -199,6 +199,31 @@ def decode_precision(base_dir, workdir: Path, precision: str, tokens: int = 32) 
     return _decode(b, workdir, tokens, None)
 
 
+def precision_accuracy(base, tokens: int = 128) -> dict:
+    """Each fast precision against fp32 on the same text, decoded one token at a time (the path
+    decode takes): top-1 agreement, mean KL(fp32 || fast) and next-token NLL of the text."""
+    from macaronic.engine.base import load_base
+    from macaronic.engine.model import KVBuffer, SeqSlice
+
+    tok = load_tokenizer(base.path)
+    msgs, _ = conversation(tok, tokens + 50)
+    ids = torch.tensor(tok.encode(tok.apply_chat_template(msgs, tokenize=False), add_special_tokens=False)[:tokens])
+
+    def logits(b) -> torch.Tensor:
+        kv = KVBuffer(b.args, tokens, b.model.dtype)
+        with torch.inference_mode():
+            return torch.cat([b.model(ids[i : i + 1], [SeqSlice(kv, 1)], logits="all").float() for i in range(tokens)])
+
+    ref = logits(base).log_softmax(-1)
+    nll = lambda lp: round(float(-lp[:-1].gather(1, ids[1:, None]).mean()), 4)  # noqa: E731
+    out = {"tokens": tokens, "fp32_nll": nll(ref)}
+    for name, (dtype, quant) in PRECISIONS.items():
+        lp = logits(load_base(base.path, dtype=getattr(torch, dtype), quant=quant)).log_softmax(-1)
+        out[name] = {"top1_agree": round(float((lp.argmax(-1) == ref.argmax(-1)).float().mean()), 4),
+                     "kl": round(float((ref.exp() * (ref - lp)).sum(-1).mean()), 5), "nll": nll(lp)}
+    return out
+
+
 def _decode(base, workdir: Path, tokens: int, progress) -> dict:
     tok = load_tokenizer(base.path)
     llm = make_llm(base, tok, max_batch=16, prefix_cache=False)
