@@ -7,6 +7,7 @@ never a made-up number. Knows nothing about routing or HTTP.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import statistics
 import time
@@ -183,7 +184,11 @@ def adapter_latency(base, workdir: Path, counts=(4, 400), rank: int = 8) -> dict
 def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> dict:
     """Aggregate decode tokens/s: 1 stream, 4 and 16 mixed-adapter streams, 16 base-only streams."""
     out = _decode(base, workdir, tokens, progress)
-    out.update(_llamacpp_decode(tokens))
+    tok = load_tokenizer(base.path)
+    prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": f"Write item {i} of a long list."}],
+                                                  tokenize=False, add_generation_prompt=True),
+                          add_special_tokens=False) for i in range(16)]
+    out.update(_llamacpp_decode(tokens, prompts))
     return out
 
 
@@ -290,15 +295,55 @@ def _llama():
     return Llama(model_path=str(smollm2_gguf()), n_ctx=4096, n_threads=2, n_batch=512, verbose=False)
 
 
-def _llamacpp_decode(tokens: int) -> dict:
-    llm = _llama()
-    if llm is None:
+def _llamacpp_decode(tokens: int, prompts: list[list[int]]) -> dict:
+    """llama.cpp on the same GGUF, greedy, 2 threads: one stream, and 16 sequences in one batch
+    per step (its parallel-sequence API), timed after the prompts like ours."""
+    if importlib.util.find_spec("llama_cpp") is None:
         return {"llamacpp_single_tok_s": None, "llamacpp16_tok_s": None}
-    llm.reset()
-    t = time.perf_counter()
-    llm.create_completion("Write a long list of items:", max_tokens=tokens, temperature=0.0)
-    single = round(tokens / (time.perf_counter() - t), 2)
-    return {"llamacpp_single_tok_s": single, "llamacpp16_tok_s": None}
+    return {"llamacpp_single_tok_s": _llamacpp_parallel(prompts[:1], tokens),
+            "llamacpp16_tok_s": _llamacpp_parallel(prompts[:16], tokens)}
+
+
+def _llamacpp_parallel(prompts: list[list[int]], tokens: int) -> float:
+    import llama_cpp as lc
+    import numpy as np
+
+    llm = _llama()
+    model = llm._model.model
+    n = len(prompts)
+    cp = lc.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = 256 * n, 512, 512, n
+    cp.n_threads = cp.n_threads_batch = 2
+    ctx = lc.llama_init_from_model(model, cp)
+    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
+    batch = lc.llama_batch_init(512, 0, 1)
+
+    def decode(items) -> None:  # (token, position, sequence, wants logits)
+        batch.n_tokens = len(items)
+        for i, (t, p, s, want) in enumerate(items):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = t, p, 1, want
+            batch.seq_id[i][0] = s
+        if lc.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    def greedy(i: int) -> int:
+        return int(np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, i), shape=(n_vocab,)).argmax())
+
+    try:
+        last, pos = [], []
+        for s, p in enumerate(prompts):
+            decode([(t, i, s, i == len(p) - 1) for i, t in enumerate(p)])
+            last.append(greedy(len(p) - 1))
+            pos.append(len(p))
+        t0 = time.perf_counter()
+        for _ in range(tokens - 1):
+            decode([(last[s], pos[s], s, True) for s in range(n)])
+            last = [greedy(s) for s in range(n)]
+            pos = [p + 1 for p in pos]
+        return round(n * (tokens - 1) / (time.perf_counter() - t0), 2)
+    finally:
+        lc.llama_batch_free(batch)
+        lc.llama_free(ctx)
 
 
 def _llamacpp_prefill(ids: list[int]) -> float | None:
