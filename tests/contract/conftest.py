@@ -65,3 +65,9 @@ def monkeypatch_session_audit(tmp_path_factory):
         os.environ.pop("MACARONIC_AUDIT", None)
     else:
         os.environ["MACARONIC_AUDIT"] = old
+
+
+@pytest.fixture(scope="session")
+def sealed_contract_factory():
+    """`sealed_contract` for test modules (importing `conftest` by name is ambiguous across dirs)."""
+    return sealed_contract

@@ -25,10 +25,8 @@ gate: {resamples: 200}
 
 
 @pytest.fixture(scope="module")
-def ablate_contract(tmp_path_factory, monkeypatch_session_audit):
-    from conftest import sealed_contract
-
-    return sealed_contract(tmp_path_factory.mktemp("ablate-contract"), DRAFT)
+def ablate_contract(tmp_path_factory, monkeypatch_session_audit, sealed_contract_factory):
+    return sealed_contract_factory(tmp_path_factory.mktemp("ablate-contract"), DRAFT)
 
 
 def test_ablate_tiny_pair(ablate_contract, pair_file, tmp_path):
