@@ -322,6 +322,11 @@ def cell(block: dict | None) -> str:
     return s
 
 
+def _ordered(vs: dict) -> list:
+    rank = ["base", *ROLES, "routed", "oracle"]
+    return sorted(((o, v) for o, v in vs.items() if v), key=lambda kv: rank.index(kv[0]) if kv[0] in rank else 99)
+
+
 def markdown(contract, summary: dict, cfgs: list[Config]) -> str:
     prim = list(contract.primary)
     main = [c for c in cfgs if not c.grammar]
@@ -342,33 +347,34 @@ def markdown(contract, summary: dict, cfgs: list[Config]) -> str:
                   "95% paired-bootstrap interval of the difference above zero):", ""]
     for role, b in summary["quality_bar"].items():
         vs = ", ".join(f"vs {o} {_f(v['delta'], True)} [{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}]"
-                       for o, v in b["vs"].items() if v)
+                       for o, v in _ordered(b["vs"]))
         lines.append(f"- **{role}** on `{b['suite']}`: {'met' if b['met'] else 'not met'} ({vs})")
     if mixed:
         vs = ", ".join(f"vs {o} {_f(v['delta'], True)} [{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}]"
-                       for o, v in mixed["vs"].items() if v)
+                       for o, v in _ordered(mixed["vs"]))
         o = mixed["oracle_minus_routed"]
         orc = f"oracle − routed {_f(o['delta'], True)} [{_f(o['ci95'][0], True)}, {_f(o['ci95'][1], True)}]" if o else "no oracle row"
         lines.append(f"- **routed MoL** on `{mixed['suite']}`: {'met' if mixed['met'] else 'not met'} ({vs}; {orc})")
     ext = summary.get("external") or {}
     if ext:
-        lines += ["", "| external check (report-only) | base | adapter | difference [95% CI] |", "|---|---:|---:|---|"]
-        for name, e in ext.items():
+        lines += ["", "| external check (report-only), n | without | with | difference [95% CI] |", "|---|---:|---:|---|"]
+        for name, e in sorted(ext.items(), key=lambda kv: kv[0].endswith("+grammar")):
             if name.endswith("+grammar"):
                 s = name[: -len("+grammar")]
                 a, b = summary["configs"].get("genui", {}).get(s), summary["configs"].get("genui+grammar", {}).get(s)
                 v = e["vs_unconstrained"]
-                if a and b:
-                    lines.append(f"| {s} A2UI validity (L1), genui adapter: unconstrained → constrained decoding | "
-                                 f"{_f(a.get('l1_valid'))} | {_f(b.get('l1_valid'))} | score {_f(a['score'])} → "
-                                 f"{_f(b['score'])}" + (f", {_f(v['delta'], True)} [{_f(v['ci95'][0], True)}, "
-                                                        f"{_f(v['ci95'][1], True)}]" if v else "") + " |")
+                if a and b and v:
+                    lines.append(f"| {s}: A2UI validity (L1) of genui-adapter replies, without / with constrained "
+                                 f"decoding, n={b['n']} | {_f(a.get('l1_valid'))} | {_f(b.get('l1_valid'))} | suite score "
+                                 f"{_f(a['score'])} → {_f(b['score'])}: {_f(v['delta'], True)} "
+                                 f"[{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}] |")
                 continue
             b, a, v = summary["configs"]["base"].get(name), summary["configs"].get(e["role"], {}).get(name), e["vs_base"]
-            if a and b:
-                lines.append(f"| {name} ({e['role']} adapter vs base), n={a['n']} | {_f(b['score'])} | {_f(a['score'])} | "
-                             + (f"{_f(v['delta'], True)} [{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}]" if v else "")
-                             + " |")
+            if a and b and v:
+                what = "pass@1" if name == "humaneval" else "AST accuracy" if name.startswith("bfcl") else "score"
+                lines.append(f"| {name}: {what}, base without / with the {e['role']} adapter, n={a['n']} | "
+                             f"{_f(b['score'])} | {_f(a['score'])} | {_f(v['delta'], True)} "
+                             f"[{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}] |")
     return "\n".join(lines)
 
 

@@ -149,17 +149,23 @@ def main(argv: list[str] | None = None) -> int:
            "wall_s": round(wall, 1), "units": len(units), "units_run": len(todo), "memo_hits": h.memo.hits,
            "threads": args.threads, "workers": args.workers, "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
-    table = ablate.markdown(contract, summary, cfgs)
+    text = section(doc, contract, cfgs, args.json)
     if args.md:
-        head = (f"Command: `{command}` ({wall:.0f} s wall for {len(todo)} of {len(units)} units, "
-                f"{args.threads} torch thread(s), {args.workers} concurrent units). Contract `{contract.id}` "
-                f"(sha256 {contract.sha256[:12]}), pair `{manifest.id[:12]}`, router `{router_desc['policy']}`. "
-                f"Raw: `{args.json}`.\n\n")
-        args.md.write_text(ablate.write_section(args.md.read_text() if args.md.exists() else "# Benchmarks\n",
-                                                head + table))
+        args.md.write_text(ablate.write_section(args.md.read_text() if args.md.exists() else "# Benchmarks\n", text))
     if not args.quiet:
-        print(table, file=sys.stderr)
+        print(text, file=sys.stderr)
     return 0
+
+
+def section(doc: dict, contract, cfgs, json_path) -> str:
+    """The markdown written between the markers: the command and its conditions, then the tables."""
+    from macaronic.contract import ablate
+
+    head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units, "
+            f"{doc['threads']} torch thread, {doc['workers']} concurrent units). Contract `{contract.id}` "
+            f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
+            f"Raw: `{json_path}`.\n\n")
+    return head + ablate.markdown(contract, doc, cfgs)
 
 
 def _key(h, unit) -> str:
