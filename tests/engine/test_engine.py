@@ -50,7 +50,7 @@ def test_fast_bank_equals_reference_on_mixed_batches(llm_factory):
     llm = llm_factory(mode="full", n=4)
     model, bank = llm.base.model, llm.engine.bank
     slot_of = {n: llm.adapters.acquire(n) for n in ["a0", "a1", "a2", "a3"]}
-    ref = ReferenceLora({slot_of[n]: llm.adapters.lora_pairs(n) for n in slot_of})
+    ref = ReferenceLora({slot_of[n]: llm.adapters.lora_pairs(n) for n in slot_of}, llm.args)
     g = torch.Generator().manual_seed(0)
     # decode-shaped batch: 6 sequences, one token each, 3+ adapters and the base mixed
     seq_slots = [slot_of["a0"], slot_of["a1"], 0, slot_of["a2"], slot_of["a3"], slot_of["a1"]]

@@ -14,6 +14,11 @@ FAMILIES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 
 # LoRA targets by their Hugging Face module names, in the order the engine applies them.
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The model's fused projections and the LoRA targets inside each, in output-column order: one LoRA
+# call per fused projection (targets sharing an input share one matmul).
+FUSED = {"qkv": ("q_proj", "k_proj", "v_proj"), "o": ("o_proj",), "gate_up": ("gate_proj", "up_proj"),
+         "down": ("down_proj",)}
+FUSED_OF = {t: f for f, ts in FUSED.items() for t in ts}
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from macaronic.engine.config import ModelArgs
 
 
 class LoraDelta(Protocol):
-    """What the model asks of a LoRA bank: the delta of one projection for N tokens."""
+    """What the model asks of a LoRA bank: the delta of one fused projection (config.FUSED: "qkv",
+    "o", "gate_up", "down") for N tokens, over all its output columns, or None."""
 
-    def delta(self, layer: int, target: str, x: Tensor, slots: Tensor) -> Tensor | None: ...
+    def delta(self, layer: int, fused: str, x: Tensor, slots: Tensor) -> Tensor | None: ...
 
 
 class KVBuffer:
@@ -250,17 +251,13 @@ class Transformer(nn.Module):
 
     # ---- forward ----
 
-    def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, parts, lora, slots) -> Tensor:
-        """x @ w.T (+b) plus the LoRA delta of each named part of a (possibly fused) output."""
+    def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, fused: str, lora, slots) -> Tensor:
+        """x @ w.T (+b) plus the LoRA delta of the fused projection `fused` (all its targets)."""
         y = linear(x, w, b)
-        if lora is None:
-            return y
-        off = 0
-        for target, width in parts:
-            d = lora.delta(layer, target, x, slots)
+        if lora is not None:
+            d = lora.delta(layer, fused, x, slots)
             if d is not None:
-                y[:, off : off + width] += d
-            off += width
+                y += d
         return y
 
     def forward(
@@ -291,11 +288,9 @@ class Transformer(nn.Module):
         cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
         pooled = _pooled_decode(seqs)
         x = self.embed[tokens]  # x: [N, D]
-        qkv_parts = (("q_proj", q_w), ("k_proj", kv_w), ("v_proj", kv_w))
-        mlp_parts = (("gate_proj", a.intermediate_size), ("up_proj", a.intermediate_size))
         for li, blk in enumerate(self.layers):
             h = rms_norm(x, blk.attn_norm, a.norm_eps)
-            qkv = self._proj(h, blk.wqkv, blk.bqkv, li, qkv_parts, lora, slots)
+            qkv = self._proj(h, blk.wqkv, blk.bqkv, li, "qkv", lora, slots)
             v = qkv[:, q_w + kv_w :].view(-1, a.n_kv_heads, a.head_dim)
             if blk.q_norm is not None:
                 q = qkv[:, :q_w].view(-1, a.n_heads, a.head_dim)  # [N, H, hd]
@@ -306,11 +301,11 @@ class Transformer(nn.Module):
                 qk = apply_rope(qkv[:, : q_w + kv_w].view(-1, a.n_heads + a.n_kv_heads, a.head_dim), cos, sin)
                 q, k = qk[:, : a.n_heads], qk[:, a.n_heads :]
             attn = self._attention(li, q, k, v, seqs) if pooled is None else self._pooled_attention(li, q, k, v, pooled)
-            x = x + self._proj(attn, blk.wo, None, li, (("o_proj", a.dim),), lora, slots)
+            x = x + self._proj(attn, blk.wo, None, li, "o", lora, slots)
             h = rms_norm(x, blk.ffn_norm, a.norm_eps)
-            gu = self._proj(h, blk.w13, None, li, mlp_parts, lora, slots)
+            gu = self._proj(h, blk.w13, None, li, "gate_up", lora, slots)
             act = F.silu(gu[:, : a.intermediate_size]) * gu[:, a.intermediate_size :]
-            x = x + self._proj(act, blk.w2, None, li, (("down_proj", a.dim),), lora, slots)
+            x = x + self._proj(act, blk.w2, None, li, "down", lora, slots)
         for s in seqs:
             s.kv.length += s.n_new
         x = rms_norm(x, self.norm, a.norm_eps)

@@ -1,12 +1,14 @@
 """Multi-LoRA slot buffers and the adapter registry.
 
-The bank holds buffers per target, A: [L, S, r_max, d_in] and Bt: [L, S, r_max, d_out]
-(B transposed, so a run of slots is one contiguous [k*r_max, d] matrix; r_max is the widest
-registered adapter's rank, up to the engine's max_rank), slot 0 all zeros for
-"no adapter"; a forward passes one slot index per token. The registry maps
-names to validated adapters (up to `max_registered`) and keeps an LRU of resident slots; an
-adapter is registered only after it loaded and validated, so a bad one leaves it unchanged.
-Knows nothing about scheduling or tokens.
+The bank holds one pair of buffers per fused projection of the model (config.FUSED: qkv, o,
+gate_up, down), A: [L, S, n_t * r_max, d_in] and Bt: [L, S, n_t * r_max, d_out] with the n_t
+targets of the projection stacked (target i in rows i*r_max.., its output columns only), B
+transposed, so a run of slots is one contiguous matrix and targets sharing an input share one
+matmul. r_max is the widest registered adapter's rank (up to the engine's max_rank); slot 0 is
+all zeros for "no adapter"; a forward passes one slot index per token. The registry maps names to
+validated adapters (up to `max_registered`) and keeps an LRU of resident slots; an adapter is
+registered only after it loaded and validated, so a bad one leaves it unchanged. Knows nothing
+about scheduling or tokens.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 from torch import Tensor
 
 from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, load_pairs, read_adapter
-from macaronic.engine.config import ModelArgs
+from macaronic.engine.config import FUSED, FUSED_OF, ModelArgs
 
 STACKED_MAX_TOKENS = 64  # up to this many tokens (decode), one masked matmul over stacked slots
 
@@ -33,24 +35,26 @@ class SlotPlan:
     slots: Tensor  # [N] long
     groups: list[tuple[int, Tensor | slice]]  # (slot, token index or contiguous slice), slot != 0
     top: int  # highest slot used
-    mask: Tensor | None  # [N, top * r_max]: 1 where the column belongs to the token's slot (stacked path)
-    targets: frozenset = frozenset()  # targets some used slot has weights for
+    masks: dict[int, Tensor] | None  # rows per slot -> [N, top * rows]: 1 where the column is the token's slot
+    fused: frozenset = frozenset()  # fused projections some used slot has weights for
 
 
 class LoraBank:
-    """Fixed slot buffers; `delta` is the fast path, `reference_delta` its obviously-correct twin."""
+    """Slot buffers; `delta` is the fast path, ReferenceLora its obviously-correct twin."""
 
     def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32):
-        from macaronic.engine.config import TARGETS
-
         self.args, self.n_slots, self.r_max, self.dtype = args, n_slots, r_max, dtype
         self.A: dict[str, Tensor] = {}
         self.Bt: dict[str, Tensor] = {}
-        for t in TARGETS:
-            d_in, d_out = args.target_shape(t)
-            self.A[t] = torch.zeros(args.n_layers, n_slots, r_max, d_in, dtype=dtype)
-            self.Bt[t] = torch.zeros(args.n_layers, n_slots, r_max, d_out, dtype=dtype)
-        self.present: list[set[str]] = [set() for _ in range(n_slots)]  # targets with weights per slot
+        self.columns: dict[str, tuple[int, int]] = {}  # target -> (first output column, width)
+        for f, targets in FUSED.items():
+            d_in, off = args.target_shape(targets[0])[0], 0
+            for t in targets:
+                self.columns[t] = (off, args.target_shape(t)[1])
+                off += args.target_shape(t)[1]
+            self.A[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r_max, d_in, dtype=dtype)
+            self.Bt[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r_max, off, dtype=dtype)
+        self.present: list[set[str]] = [set() for _ in range(n_slots)]  # fused projections with weights
 
     @torch.no_grad()
     def ensure_rank(self, r: int) -> None:
@@ -59,10 +63,11 @@ class LoraBank:
         if r <= self.r_max:
             return
         for d in (self.A, self.Bt):
-            for t, old in d.items():
-                new = old.new_zeros(old.shape[0], old.shape[1], r, old.shape[3])
-                new[:, :, : self.r_max] = old
-                d[t] = new
+            for f, old in d.items():
+                new = old.new_zeros(old.shape[0], old.shape[1], len(FUSED[f]) * r, old.shape[3])
+                for i in range(len(FUSED[f])):
+                    new[:, :, i * r : i * r + self.r_max] = old[:, :, i * self.r_max : (i + 1) * self.r_max]
+                d[f] = new
         self.r_max = r
 
     def nbytes_per_slot(self) -> int:
@@ -77,15 +82,18 @@ class LoraBank:
             r = A.shape[0]
             if r > self.r_max:
                 raise AdapterError(f"rank {r} exceeds the bank's r_max {self.r_max}")
-            self.A[target][layer, slot, :r] = A
-            self.Bt[target][layer, slot, :r] = B.T
-            self.present[slot].add(target)
+            f = FUSED_OF[target]
+            row = FUSED[f].index(target) * self.r_max
+            col, width = self.columns[target]
+            self.A[f][layer, slot, row : row + r] = A
+            self.Bt[f][layer, slot, row : row + r, col : col + width] = B.T
+            self.present[slot].add(f)
 
     @torch.no_grad()
     def clear(self, slot: int) -> None:
-        for t in self.present[slot]:
-            self.A[t][:, slot].zero_()
-            self.Bt[t][:, slot].zero_()
+        for f in self.present[slot]:
+            self.A[f][:, slot].zero_()
+            self.Bt[f][:, slot].zero_()
         self.present[slot] = set()
 
     def plan(self, slots: Tensor) -> SlotPlan:
@@ -97,28 +105,30 @@ class LoraBank:
             lo, hi = int(idx[0]), int(idx[-1]) + 1
             groups.append((s, slice(lo, hi) if hi - lo == idx.numel() else idx))
         top = max(used, default=0)
-        mask = None
+        masks = None
         if used and n <= STACKED_MAX_TOKENS:
-            # column j of the stacked slots 1..top belongs to slot 1 + j // r_max
-            col_slot = torch.arange(top * self.r_max) // self.r_max + 1
-            mask = (col_slot[None, :] == slots[:, None]).to(self.dtype)  # [N, top * r]
-        return SlotPlan(slots=slots, groups=groups, top=top, mask=mask,
-                        targets=frozenset().union(*(self.present[s] for s in used)))
+            masks = {}
+            for rows in {len(ts) * self.r_max for ts in FUSED.values()}:
+                # column j of the stacked slots 1..top belongs to slot 1 + j // rows
+                col_slot = torch.arange(top * rows) // rows + 1
+                masks[rows] = (col_slot[None, :] == slots[:, None]).to(self.dtype)  # [N, top * rows]
+        return SlotPlan(slots=slots, groups=groups, top=top, masks=masks,
+                        fused=frozenset().union(*(self.present[s] for s in used)))
 
-    def delta(self, layer: int, target: str, x: Tensor, plan: SlotPlan) -> Tensor | None:
-        if target not in plan.targets:
+    def delta(self, layer: int, fused: str, x: Tensor, plan: SlotPlan) -> Tensor | None:
+        if fused not in plan.fused:
             return None
-        A, Bt = self.A[target][layer], self.Bt[target][layer]  # [S, r, d_in], [S, r, d_out]
         if x.dtype != self.dtype:  # a bf16 model keeps an fp32 bank: small fp32 matmuls are faster here
-            return self.delta(layer, target, x.to(self.dtype), plan).to(x.dtype)
-        if plan.mask is not None:  # few tokens: one masked matmul over the stacked slots 1..top
-            k = plan.top * self.r_max
-            a = A[1 : plan.top + 1].reshape(k, -1)  # [top*r, d_in], a view
-            bt = Bt[1 : plan.top + 1].reshape(k, -1)  # [top*r, d_out]
-            return ((x @ a.T) * plan.mask) @ bt  # [N, d_out]
+            return self.delta(layer, fused, x.to(self.dtype), plan).to(x.dtype)
+        A, Bt = self.A[fused][layer], self.Bt[fused][layer]  # [S, rows, d_in], [S, rows, d_out]
+        if plan.masks is not None:  # few tokens: one masked matmul over the stacked slots 1..top
+            k = plan.top * A.shape[1]
+            a = A[1 : plan.top + 1].reshape(k, -1)  # [top*rows, d_in], a view
+            bt = Bt[1 : plan.top + 1].reshape(k, -1)  # [top*rows, d_out]
+            return ((x @ a.T) * plan.masks[A.shape[1]]) @ bt  # [N, d_out]
         out = x.new_zeros(x.shape[0], Bt.shape[2])
         for s, idx in plan.groups:
-            if target not in self.present[s]:
+            if fused not in self.present[s]:
                 continue
             d = (x[idx] @ A[s].T) @ Bt[s]  # [n_s, d_out]
             if isinstance(idx, slice):
@@ -131,20 +141,23 @@ class LoraBank:
 class ReferenceLora:
     """Slow twin of LoraBank.delta: a per-token loop over each adapter's own unpadded tensors."""
 
-    def __init__(self, adapters: dict[int, dict[tuple[int, str], tuple[Tensor, Tensor]]]):
-        self.adapters = adapters  # slot -> {(layer, target): (A, B scaled)}
+    def __init__(self, adapters: dict[int, dict[tuple[int, str], tuple[Tensor, Tensor]]], args: ModelArgs):
+        self.adapters, self.args = adapters, args  # slot -> {(layer, target): (A, B scaled)}
 
-    def delta(self, layer: int, target: str, x: Tensor, slots: Tensor) -> Tensor | None:
-        out = None
+    def delta(self, layer: int, fused: str, x: Tensor, slots: Tensor) -> Tensor | None:
+        widths = [self.args.target_shape(t)[1] for t in FUSED[fused]]
+        out = x.new_zeros(x.shape[0], sum(widths))
+        hit = False
         for n in range(x.shape[0]):
-            pair = self.adapters.get(int(slots[n]), {}).get((layer, target))
-            if pair is None:
-                continue
-            A, B = pair
-            if out is None:
-                out = x.new_zeros(x.shape[0], B.shape[0])
-            out[n] = B.to(x.dtype) @ (A.to(x.dtype) @ x[n])
-        return out
+            col = 0
+            for t, w in zip(FUSED[fused], widths):
+                pair = self.adapters.get(int(slots[n]), {}).get((layer, t))
+                if pair is not None:
+                    A, B = pair
+                    out[n, col : col + w] = B.to(x.dtype) @ (A.to(x.dtype) @ x[n])
+                    hit = True
+                col += w
+        return out if hit else None
 
 
 class AdapterRegistry:
