@@ -150,7 +150,11 @@ def _pooled_decode(seqs: list[SeqSlice]) -> _PooledStep | None:
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    return F.rms_norm(x, weight.shape, weight, eps)
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)  # one fused kernel
+    # Hugging Face's rounding for half precision: normalise in fp32, round, then scale
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def linear(x: Tensor, w, b: Tensor | None = None) -> Tensor:
