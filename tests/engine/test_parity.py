@@ -192,3 +192,22 @@ def test_adapters_and_batching_work_on_a_quantized_base(tiny_dirs, tmp_path, qua
     together = [(h.result(), h.output_ids)[1] for h in together]
     assert together == alone * 2
     llm.close()
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("dtype,quant", [("bfloat16", "none"), ("bfloat16", "int4")])
+def test_smollm2_fast_paths_answer_like_fp32(real_llm, dtype, quant):
+    """The fast paths on the real base with the shipped adapters: same short greedy answers."""
+    from macaronic.engine.llm import EngineConfig, load_default_llm
+    from macaronic.engine.sampling import SamplingParams
+
+    fast = load_default_llm(EngineConfig(dtype=dtype, quant=quant))
+    try:
+        assert fast.base.fingerprint == real_llm.base.fingerprint
+        assert {i.name for i in fast.adapters.infos()} >= {"chat", "coding"}  # adapters load at any precision
+        msgs = [{"role": "user", "content": "What is the capital of France?"}]
+        for adapter in (None, "chat"):
+            text, _ = fast.submit(fast.encode_chat(msgs), adapter, SamplingParams(max_tokens=12)).result()
+            assert "Paris" in text
+    finally:
+        fast.close()
