@@ -94,8 +94,34 @@ def trained_texts(role: str, variants: dict, extra: frozenset[str] = frozenset()
     return user_texts(examples) | extra
 
 
+def git_state() -> dict:
+    """The commit and whether engine/train files differ from it: the scores depend on both."""
+    from macaronic.train.output import git_commit
+
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src/macaronic/engine",
+                            "src/macaronic/train", "src/macaronic/serve/views.py"], capture_output=True, text=True).stdout
+    return {"commit": git_commit(), "dirty": sorted(line[3:] for line in dirty.splitlines())}
+
+
+def pair_deltas(rows: dict, role: str, pairs: list) -> list[dict]:
+    """Paired-bootstrap differences a - b for each pair present, per metric."""
+    from macaronic.contract.stats import paired_bootstrap
+    from macaronic.train.devscore import METRICS
+
+    out = []
+    for x, y in pairs:
+        if x in rows and y in rows:
+            ref = {r["task"]: r for r in rows[y]}
+            rec = {"a": x, "b": y}
+            for m in METRICS[role]:
+                d, ci = paired_bootstrap([r[m] for r in rows[x]], [ref[r["task"]][m] for r in rows[x]])
+                rec[m] = {"mean": d, "ci95": ci}
+            out.append(rec)
+    return out
+
+
 def score_all(role: str, variants: dict, n: dict, seed: int, reuse: dict | None = None,
-              exclude: frozenset[str] = frozenset()) -> dict:
+              exclude: frozenset[str] = frozenset(), pairs: list = ()) -> dict:
     """Score {label: adapter dir or None} on the role's task sets ({split: n}); greedy rows of
     `reuse` ({split: {label: rows}}) with the same task ids are taken instead of recomputed."""
     import torch
@@ -122,7 +148,8 @@ def score_all(role: str, variants: dict, n: dict, seed: int, reuse: dict | None 
             rows = {lb: old.get(lb) or rows[lb] for lb in names}
             summary = devscore.summarize(rows, role, reference="shipped_turn_r8")
             print(f"[{split}]\n" + devscore.format_summary(summary, role), file=sys.stderr)
-            out[split] = {"summary": summary, "eval_s": round(time.time() - t0, 1), "reused": sorted(old), "rows": rows}
+            out[split] = {"summary": summary, "pairs": pair_deltas(rows, role, pairs), "eval_s": round(time.time() - t0, 1),
+                          "reused": sorted(old), "rows": rows}
     finally:
         llm.close()
     return out
@@ -138,13 +165,13 @@ def switch_cost(engine_json: Path) -> dict:
 
 
 def reuse_rows(path: Path | None, role: str) -> dict | None:
-    """{split: {label: rows}} of base and shipped from the other comparison's JSON (greedy, same
-    engine, same tasks: identical by construction; score_all checks the task ids)."""
+    """{split: {label: rows}} from the other comparison's JSON, to take instead of recomputing when
+    the labels and task ids match (score_all checks): scored in that run, by that engine."""
     if not path or not path.exists():
         return None
     doc = json.loads(path.read_text())
     ev = doc["roles"].get(role, {}).get("eval", {}) if "roles" in doc else (doc.get("eval", {}) if doc.get("role") == role else {})
-    return {sp: {lb: v["rows"][lb] for lb in ("base", "shipped_turn_r8") if lb in v["rows"]} for sp, v in ev.items()}
+    return {sp: dict(v["rows"]) for sp, v in ev.items()}
 
 
 def _write(path: Path, doc: dict) -> None:
@@ -166,6 +193,10 @@ def modes(a) -> int:
             "shipped_turn_r8": {"dir": str(ship.relative_to(ROOT)), "train_s": like["training"]["seconds"],
                                 "config": {k: like["training"]["config"][k] for k in ("mode", "rank", "steps", "batch", "lr", "seed")},
                                 "loss_first_last": [like["training"]["first_loss"], like["training"]["final_loss"]]},
+            # The shipped recipe retrained today: the shipped adapter predates the current prompt
+            # builder (one system message then; identity+tools and the role instruction now).
+            f"turn_r{rank}": ensure(a.work / f"{role}-turn-r{rank}",
+                                    sft_cmd(role, a.work / f"{role}-turn-r{rank}", mode="turn", rank=rank, steps=steps, like=like)),
             f"full_r{rank}": ensure(a.work / f"{role}-full-r{rank}",
                                     sft_cmd(role, a.work / f"{role}-full-r{rank}", mode="full", rank=rank, steps=steps, like=like)),
             f"turn_r{a.tuned_rank}_x{a.tuned_steps:g}": ensure(
@@ -175,7 +206,17 @@ def modes(a) -> int:
         }
         variants = {"base": None, **{k: Path(v["dir"]) if Path(v["dir"]).is_absolute() else ROOT / v["dir"]
                                      for k, v in runs.items()}}
-        doc["roles"][role] = {"command": "macaronic train compare modes " + " ".join(a.argv), "train": runs, "eval": score_all(role, variants, _n(a, role), a.seed, reuse_rows(a.reuse, role))}
+        for x in a.extra:  # e.g. grpo=runs/grpo/agent-grpo: scored in the same process, same tasks
+            label, _, path = x.partition("=")
+            if path and role in Path(path).name:
+                variants[label] = Path(path)
+        tuned = f"turn_r{a.tuned_rank}_x{a.tuned_steps:g}"
+        pairs = [(f"full_r{rank}", f"turn_r{rank}"), (tuned, f"full_r{rank}"), (tuned, f"turn_r{rank}"),
+                 (f"turn_r{rank}", "shipped_turn_r8"), ("grpo", "shipped_turn_r8"), ("sft_cont", "shipped_turn_r8"),
+                 ("sft_cont", "grpo")]
+        doc["roles"][role] = {"command": "macaronic train compare modes " + " ".join(a.argv), "train": runs,
+                              "git": git_state(),
+                              "eval": score_all(role, variants, _n(a, role), a.seed, reuse_rows(a.reuse, role), pairs=pairs)}
         _write(a.json, doc)  # after each role, so a cut run keeps what it measured
     return 0
 
@@ -223,7 +264,9 @@ def grpo(a) -> int:
     doc["train"] = {"grpo": g, "sft_cont": s}
     doc["eval"] = score_all(a.role, {"base": None, "shipped_turn_r8": ship, "grpo": g_out, "sft_cont": s_out},
                             _n(a, a.role), a.seed_eval, reuse_rows(a.reuse, a.role),
-                            exclude=grpo_texts(a.role, a.prompts, a.seed))
+                            exclude=grpo_texts(a.role, a.prompts, a.seed),
+                            pairs=[("grpo", "shipped_turn_r8"), ("sft_cont", "shipped_turn_r8"), ("sft_cont", "grpo")])
+    doc["git"] = git_state()
     _write(a.json, doc)
     return 0
 
@@ -257,6 +300,11 @@ def _table(role: str, ev: dict, train: dict) -> list[str]:
             lines.append(f"| {label} | {ts} | " + " | ".join(_fmt(sm[m]) for m in metrics) + " | "
                          + " | ".join(_fmt(d, True) if d else "–" for d in ds) + " |")
         lines.append("")
+        if v.get("pairs"):
+            lines += ["| paired difference | " + " | ".join(f"Δ {m}" for m in metrics) + " |",
+                      "|---|" + "---:|" * len(metrics)]
+            lines += [f"| {q['a']} − {q['b']} | " + " | ".join(_fmt(q[m], True) for m in metrics) + " |" for q in v["pairs"]]
+            lines.append("")
     return lines
 
 
@@ -317,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seed", type=int, default=0, help="task seed")
     m.add_argument("--engine-json", type=Path, default=ROOT / "docs/bench/engine.json")
     m.add_argument("--json", type=Path, default=Path("docs/bench/train-modes.json"))
-    m.add_argument("--reuse", type=Path, default=Path("docs/bench/train-grpo.json"),
-                   help="take base/shipped rows on identical tasks from the grpo JSON (greedy, same engine)")
+    m.add_argument("--reuse", type=Path, default=None,
+                   help="take rows of the same labels on identical tasks from this JSON instead of rescoring")
+    m.add_argument("--extra", action="append", default=[], metavar="LABEL=DIR",
+                   help="also score this adapter (for the role its directory name contains), e.g. "
+                   "grpo=runs/grpo/agent-grpo, so every variant is scored in one process on the same tasks")
     g = sub.add_parser("grpo", help="GRPO vs continued SFT from the shipped adapter, same wall time")
     g.add_argument("--role", default=GRPO_ROLE, choices=("agent", "coding"))
     g.add_argument("--work", type=Path, default=Path("runs/grpo"))
@@ -339,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--n-heldout", type=int, default=20)
     g.add_argument("--seed-eval", type=int, default=0)
     g.add_argument("--reuse", type=Path, default=Path("docs/bench/train-modes.json"),
-                   help="take base/shipped rows on identical tasks from the modes JSON (greedy, same engine)")
+                   help="take rows of the same labels on identical tasks from the modes JSON (scored there, in one "
+                   "process with the mode variants) instead of rescoring")
     g.add_argument("--json", type=Path, default=Path("docs/bench/train-grpo.json"))
     d = sub.add_parser("md", help="render both JSONs as markdown tables (to stdout, or between markers)")
     d.add_argument("--modes-json", type=Path, default=Path("docs/bench/train-modes.json"))
