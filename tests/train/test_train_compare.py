@@ -34,7 +34,14 @@ def test_markdown_between_markers(tmp_path):
                                   "eval": {"dev": {"eval_s": 60.0, "rows": {},
                                                    "summary": {"shipped_turn_r8": _summary(0.25),
                                                                "full_r8": _summary(0.5, 0.25)}}}}}}
+    rows = {"full_r8": [{"task": str(i), "pass": 1.0, "tests": 1.0} for i in range(20)],
+            "turn_r8": [{"task": str(i), "pass": float(i % 2), "tests": 0.5} for i in reversed(range(20))]}
+    pairs = compare.pair_deltas(rows, "coding", [("full_r8", "turn_r8"), ("grpo", "turn_r8")])
+    assert [(q["a"], q["b"]) for q in pairs] == [("full_r8", "turn_r8")]  # absent variants are skipped
+    assert pairs[0]["pass"]["mean"] == 0.5 and pairs[0]["tests"]["mean"] == 0.5 and pairs[0]["pass"]["ci95"][0] > 0
+    modes["roles"]["coding"]["eval"]["dev"]["pairs"] = pairs
     text = compare.markdown(modes, None)
+    assert "| full_r8 − turn_r8 | +0.50 [" in text
     assert "| full_r8 | 420 | 0.50 [0.00, 1.00] | 0.50 [0.00, 1.00] | +0.25 [-0.50, +0.75] | – |" in text
     assert "| 512 | 100 | 1,500 | 15.0x |" in text
     (tmp_path / "m.json").write_text(json.dumps(modes))
