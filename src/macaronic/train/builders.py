@@ -147,6 +147,25 @@ def coding_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
+def coding_distill_examples(n: int, seed: int = 0, refs_per_family: int = 3) -> list[Example]:
+    """The bare base's own passing solutions to train-family tasks (`macaronic.train.distill`,
+    checked in as train/data/coding_distill.jsonl), code only, plus the reference solution for
+    the first `refs_per_family` distinct prompts of each train family the base never solved;
+    under the served prompt head, shuffled by `seed`, repeated in order when `n` exceeds them."""
+    from macaronic.train.distill import read, train_prompts
+
+    rows = read()
+    random.Random(seed).shuffle(rows)
+    out = [Example(_conv("coding", r["prompt"], {"role": "assistant", "content": f"```python\n{r['code']}\n```"}),
+                   "coding", f"coding/{r['family']}") for r in rows]
+    solved = {r["family"] for r in rows}
+    out += [Example(_conv("coding", t.prompt, {"role": "assistant", "content": t.reference_reply()}),
+                    "coding", f"coding-ref/{t.family}")
+            for t in train_prompts(refs_per_family, seed) if t.family not in solved]
+    random.Random(seed).shuffle(out)
+    return [out[i % len(out)] for i in range(n)]
+
+
 # ---- genui ------------------------------------------------------------------------------
 
 def genui_reply(gold: dict) -> str:
@@ -170,7 +189,7 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
 
 
 GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
-              "coding": coding_examples, "genui": genui_examples}
+              "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples}
 
 
 def build(name: str, n: int, seed: int = 0) -> list[Example]:

@@ -1,0 +1,132 @@
+"""Rejection-sampled coding data: the bare base's own solutions to TRAIN-family coding tasks that
+pass the suite's unit tests (the data of the `coding_distill` generator, `builders.build`).
+
+    python -m macaronic.train.distill --out src/macaronic/train/data/coding_distill.jsonl
+
+Why: SFT on the suite's reference solutions (the first shipped coding adapter) memorised twelve
+one-liner shapes (loss 0.002) and then wrote confident, wrong one-liners for unseen functions,
+losing to the base. Training on the base's own passing code keeps its idioms and only moves
+probability toward answers that pass: for each distinct train prompt, one greedy and `samples`
+sampled replies, each cut at its closing fence, graded in the sandbox, passing code kept (distinct
+per prompt, at most `per_prompt`). The served prompt head (`builders._conv`) is used for sampling
+and, at build time, for training. The generator adds the reference solution for a few prompts of
+each train family the base never solved (without them the adapter lost a base idiom on dev).
+Dev and test families are never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data" / "coding_distill.jsonl"
+
+
+def train_prompts(per_family: int, seed: int = 0) -> list:
+    """Up to `per_family` tasks with distinct prompts for each train family of the coding suite."""
+    from macaronic.suites.coding import FAMILIES, make_task
+
+    out = []
+    for fam, (split, _) in FAMILIES.items():
+        if split != "train":
+            continue
+        seen = set()
+        for i in range(50 * per_family):
+            t = make_task(fam, i, seed)
+            if t.prompt not in seen:
+                seen.add(t.prompt)
+                out.append(t)
+            if len(seen) >= per_family:
+                break
+    return out
+
+
+def sample(llm, tasks: list, samples: int, *, temperature: float = 0.8, top_p: float = 0.95,
+           max_tokens: int = 160, seed: int = 0) -> list[dict]:
+    """One greedy (k=0) and `samples` sampled replies per task from the bare base, graded."""
+    from macaronic.engine.sampling import SamplingParams
+    from macaronic.suites.coding import extract_code, grade
+    from macaronic.train.builders import _conv
+
+    handles = []
+    for j, t in enumerate(tasks):
+        ids = llm.encode_chat(list(_conv("coding", t.prompt)))
+        for k in range(samples + 1):
+            sp = SamplingParams(max_tokens=max_tokens, temperature=0.0 if k == 0 else temperature, top_p=top_p,
+                                seed=None if k == 0 else seed * 1_000_003 + 1000 * j + k, stop=("\n```",))
+            handles.append((t, k, llm.submit(ids, None, sp)))
+    recs = []
+    for t, k, h in handles:
+        text, last = h.result()
+        if last.finish_reason == "error":
+            raise RuntimeError(last.error)
+        g = grade(t, text)
+        recs.append({"task": t.id, "family": t.family, "prompt": t.prompt, "k": k, "passed": bool(g["passed"]),
+                     "code": extract_code(text).strip()})
+    return recs
+
+
+def select(recs: list[dict], per_prompt: int = 2) -> list[dict]:
+    """Passing, distinct code per prompt (greedy first, then in sample order), at most `per_prompt`."""
+    kept, seen = [], {}
+    for r in sorted(recs, key=lambda r: (r["task"], r["k"])):
+        codes = seen.setdefault(r["prompt"], set())
+        if r["passed"] and r["code"] and r["code"] not in codes and len(codes) < per_prompt:
+            codes.add(r["code"])
+            kept.append({k: r[k] for k in ("task", "family", "prompt", "k", "code")})
+    return kept
+
+
+def read(path: Path = DATA) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m macaronic.train.distill", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=DATA)
+    p.add_argument("--per-family", type=int, default=10, help="distinct train prompts per family")
+    p.add_argument("--samples", type=int, default=3, help="sampled replies per prompt (plus one greedy)")
+    p.add_argument("--per-prompt", type=int, default=2, help="passing solutions kept per prompt")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=0, help="task seed and sampling seed")
+    p.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args(argv)
+    import torch
+
+    from macaronic.engine.llm import load_llm
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    tasks = train_prompts(a.per_family, a.seed)
+    t0 = time.time()
+    llm = load_llm(a.base, [])
+    try:
+        recs = sample(llm, tasks, a.samples, temperature=a.temperature, seed=a.seed)
+    finally:
+        llm.close()
+    kept = select(recs, a.per_prompt)
+    write(a.out, kept)
+    fams = sorted({t.family for t in tasks})
+    for f in fams:
+        rs = [r for r in recs if r["family"] == f]
+        print(f"{f}: {sum(r['passed'] for r in rs)}/{len(rs)} replies pass, "
+              f"{len({r['prompt'] for r in kept if r['family'] == f})} prompts kept", file=sys.stderr)
+    print(f"distill: {len(kept)} solutions from {len(tasks)} prompts, {time.time() - t0:.0f} s -> {a.out}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
