@@ -26,7 +26,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
+                         "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
     a = ap.parse_args(argv)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
 
     from rich.progress import Progress
 
@@ -57,10 +64,11 @@ def main(argv: list[str]) -> int:
         if "decode" in sections:
             n_tok = 24 if a.quick else 48
             task = prog.add_task("decode throughput (fp32, bf16, int8, int4)", total=5 + len(suite.PRECISIONS))
-            result["decode"] = suite.decode_throughput(base, work / "decode", tokens=n_tok,
-                                                       progress=lambda: prog.advance(task))
+            result["decode"] = suite.decode_throughput(base, work / "decode", tokens=n_tok, reps=reps)
+            prog.advance(task, 5)
             for name in suite.PRECISIONS:
-                result[f"decode_{name}"] = suite.decode_precision(base.path, work / "decode", name, tokens=n_tok)
+                result[f"decode_{name}"] = suite.decode_precision(base.path, work / "decode", name, tokens=n_tok,
+                                                                  reps=reps)
                 prog.advance(task)
             result["precision"] = suite.precision_accuracy(base, tokens=64 if a.quick else 128)
         if "prefill" in sections:
@@ -148,7 +156,9 @@ def markdown(r: dict) -> str:
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]
         out.append("")
-    out.append("n/a: the peer is not installed here (llama-cpp-python is the optional `bench` extra).")
+    out.append("llama.cpp: llama-cpp-python (the optional `bench` extra) on the same Q4_1 GGUF, greedy, the same "
+               "threads, its extra buffer types (weight repacking, AMX) off because their AMX path faults on this "
+               "VM. n/a: the peer is not installed.")
     return "\n".join(out)
 
 

@@ -181,9 +181,9 @@ def adapter_latency(base, workdir: Path, counts=(4, 400), rank: int = 8) -> dict
     return out
 
 
-def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> dict:
+def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None, reps: int = 1) -> dict:
     """Aggregate decode tokens/s: 1 stream, 4 and 16 mixed-adapter streams, 16 base-only streams."""
-    out = _decode(base, workdir, tokens, progress)
+    out = _decode(base, workdir, tokens, progress, reps)
     tok = load_tokenizer(base.path)
     prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": f"Write item {i} of a long list."}],
                                                   tokenize=False, add_generation_prompt=True),
@@ -195,13 +195,13 @@ def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None) -> d
 PRECISIONS = {"bf16": ("bfloat16", "none"), "int8": ("bfloat16", "int8"), "int4": ("bfloat16", "int4")}
 
 
-def decode_precision(base_dir, workdir: Path, precision: str, tokens: int = 32) -> dict:
+def decode_precision(base_dir, workdir: Path, precision: str, tokens: int = 32, reps: int = 1) -> dict:
     """The same decode figures with the base at another precision (bf16, or int8/int4 weight-only)."""
     from macaronic.engine.base import load_base
 
     dtype, quant = PRECISIONS[precision]
     b = load_base(base_dir, dtype=getattr(torch, dtype), quant=quant)
-    return _decode(b, workdir, tokens, None)
+    return _decode(b, workdir, tokens, None, reps)
 
 
 def precision_accuracy(base, tokens: int = 128) -> dict:
@@ -229,7 +229,7 @@ def precision_accuracy(base, tokens: int = 128) -> dict:
     return out
 
 
-def _decode(base, workdir: Path, tokens: int, progress) -> dict:
+def _decode(base, workdir: Path, tokens: int, progress, reps: int = 1) -> dict:
     tok = load_tokenizer(base.path)
     llm = make_llm(base, tok, max_batch=16, prefix_cache=False)
     for i in range(4):
@@ -253,13 +253,14 @@ def _decode(base, workdir: Path, tokens: int, progress) -> dict:
         return round(n * (tokens - 1) / dt, 2)
 
     run(2, True)  # warm-up
-    out = {
-        "single_tok_s": run(1, True),
-        "mixed4_tok_s": run(4, True),
-        "mixed16_tok_s": run(16, True),
-        "base16_tok_s": run(16, False),
-        "base_single_tok_s": run(1, False),
-    }
+    # each with-LoRA figure next to its base-only twin, repeated, medians: the machine is noisy
+    pairs = {"single_tok_s": (1, True), "base_single_tok_s": (1, False), "mixed16_tok_s": (16, True),
+             "base16_tok_s": (16, False), "mixed4_tok_s": (4, True)}
+    runs: dict[str, list[float]] = {k: [] for k in pairs}
+    for _ in range(reps):
+        for k, (n, mixed) in pairs.items():
+            runs[k].append(run(n, mixed))
+    out = {k: med(v) for k, v in runs.items()}
     out["lora16_overhead_pct"] = round(100 * (out["base16_tok_s"] / out["mixed16_tok_s"] - 1), 1)
     llm.close()
     return out
@@ -285,71 +286,111 @@ def prefill_throughput(base, lengths=(512, 2048)) -> dict:
     return out
 
 
-def _llama():
-    try:
-        from llama_cpp import Llama  # optional `bench` extra
-    except ImportError:
+_QUIET: list = []  # llama.cpp's log callback, kept alive for the process
+
+
+def _llama_model():
+    """The SmolLM2 GGUF loaded by llama.cpp (the optional `bench` extra), or None.
+
+    Extra buffer types (weight repacking, AMX) are off: on this VM their AMX path dies with an
+    illegal instruction, so llama.cpp runs its plain CPU kernels (stated next to the figures)."""
+    if importlib.util.find_spec("llama_cpp") is None:
         return None
+    import llama_cpp as lc
+
     from macaronic.engine.base import smollm2_gguf
 
-    return Llama(model_path=str(smollm2_gguf()), n_ctx=4096, n_threads=2, n_batch=512, verbose=False)
+    if not _QUIET:
+        _QUIET.append(lc.llama_log_callback(lambda level, text, user_data: None))
+        lc.llama_log_set(_QUIET[0], None)
+    lc.llama_backend_init()
+    mp = lc.llama_model_default_params()
+    mp.use_extra_bufts = False
+    return lc.llama_model_load_from_file(str(smollm2_gguf()).encode(), mp)
 
 
 def _llamacpp_decode(tokens: int, prompts: list[list[int]]) -> dict:
     """llama.cpp on the same GGUF, greedy, 2 threads: one stream, and 16 sequences in one batch
     per step (its parallel-sequence API), timed after the prompts like ours."""
-    if importlib.util.find_spec("llama_cpp") is None:
+    model = _llama_model()
+    if model is None:
         return {"llamacpp_single_tok_s": None, "llamacpp16_tok_s": None}
-    return {"llamacpp_single_tok_s": _llamacpp_parallel(prompts[:1], tokens),
-            "llamacpp16_tok_s": _llamacpp_parallel(prompts[:16], tokens)}
-
-
-def _llamacpp_parallel(prompts: list[list[int]], tokens: int) -> float:
     import llama_cpp as lc
-    import numpy as np
-
-    llm = _llama()
-    model = llm._model.model
-    n = len(prompts)
-    cp = lc.llama_context_default_params()
-    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = 256 * n, 512, 512, n
-    cp.n_threads = cp.n_threads_batch = 2
-    ctx = lc.llama_init_from_model(model, cp)
-    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
-    batch = lc.llama_batch_init(512, 0, 1)
-
-    def decode(items) -> None:  # (token, position, sequence, wants logits)
-        batch.n_tokens = len(items)
-        for i, (t, p, s, want) in enumerate(items):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = t, p, 1, want
-            batch.seq_id[i][0] = s
-        if lc.llama_decode(ctx, batch) != 0:
-            raise RuntimeError("llama_decode failed")
-
-    def greedy(i: int) -> int:
-        return int(np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, i), shape=(n_vocab,)).argmax())
 
     try:
-        last, pos = [], []
-        for s, p in enumerate(prompts):
-            decode([(t, i, s, i == len(p) - 1) for i, t in enumerate(p)])
-            last.append(greedy(len(p) - 1))
-            pos.append(len(p))
-        t0 = time.perf_counter()
-        for _ in range(tokens - 1):
-            decode([(last[s], pos[s], s, True) for s in range(n)])
-            last = [greedy(s) for s in range(n)]
-            pos = [p + 1 for p in pos]
-        return round(n * (tokens - 1) / (time.perf_counter() - t0), 2)
+        return {"llamacpp_single_tok_s": _LlamaCpp(model, 1).generate(prompts[:1], tokens),
+                "llamacpp16_tok_s": _LlamaCpp(model, 16).generate(prompts[:16], tokens)}
     finally:
-        lc.llama_batch_free(batch)
-        lc.llama_free(ctx)
+        lc.llama_model_free(model)
+
+
+class _LlamaCpp:
+    """A llama.cpp context for n parallel sequences, driven through its batch API."""
+
+    def __init__(self, model, n_seq: int, n_ctx_per_seq: int = 256):
+        import llama_cpp as lc
+
+        self.lc, self.model = lc, model
+        cp = lc.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx_per_seq * n_seq, 512, 512, n_seq
+        cp.n_threads = cp.n_threads_batch = torch.get_num_threads()  # the same threads as ours
+        self.ctx = lc.llama_init_from_model(model, cp)
+        self.n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
+        self.batch = lc.llama_batch_init(512, 0, 1)
+
+    def decode(self, items) -> None:  # (token, position, sequence, wants logits), at most 512
+        b = self.batch
+        b.n_tokens = len(items)
+        for i, (t, p, s, want) in enumerate(items):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = t, p, 1, want
+            b.seq_id[i][0] = s
+        if self.lc.llama_decode(self.ctx, b) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    def greedy(self, i: int) -> int:
+        import numpy as np
+
+        return int(np.ctypeslib.as_array(self.lc.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,)).argmax())
+
+    def prefill(self, ids: list[int], seq: int = 0) -> None:
+        for at in range(0, len(ids), 512):
+            chunk = ids[at : at + 512]
+            self.decode([(t, at + i, seq, at + i == len(ids) - 1) for i, t in enumerate(chunk)])
+
+    def generate(self, prompts: list[list[int]], tokens: int) -> float:
+        try:
+            last, pos = [], []
+            for s, p in enumerate(prompts):
+                self.prefill(p, s)
+                last.append(self.greedy(len(p) - 1 - ((len(p) - 1) // 512) * 512))
+                pos.append(len(p))
+            t0 = time.perf_counter()
+            for _ in range(tokens - 1):
+                self.decode([(last[s], pos[s], s, True) for s in range(len(prompts))])
+                last = [self.greedy(s) for s in range(len(prompts))]
+                pos = [p + 1 for p in pos]
+            return round(len(prompts) * (tokens - 1) / (time.perf_counter() - t0), 2)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.lc.llama_batch_free(self.batch)
+        self.lc.llama_free(self.ctx)
 
 
 def _llamacpp_prefill(ids: list[int]) -> float | None:
-    llm = _llama()
-    if llm is None:
+    model = _llama_model()
+    if model is None:
         return None
-    t = time.perf_counter()
-    llm.eval(ids)
-    return round(len(ids) / (time.perf_counter() - t), 1)
+    import llama_cpp as lc
+
+    try:
+        cpp = _LlamaCpp(model, 1, n_ctx_per_seq=len(ids) + 16)
+        try:
+            t = time.perf_counter()
+            cpp.prefill(ids)
+            return round(len(ids) / (time.perf_counter() - t), 1)
+        finally:
+            cpp.close()
+    finally:
+        lc.llama_model_free(model)
