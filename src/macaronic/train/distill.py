@@ -69,7 +69,7 @@ def sample(llm, tasks: list, samples: int, *, temperature: float = 0.8, top_p: f
     return recs
 
 
-def select(recs: list[dict], per_prompt: int = 2) -> list[dict]:
+def select(recs: list[dict], per_prompt: int = 3) -> list[dict]:
     """Passing, distinct code per prompt (greedy first, then in sample order), at most `per_prompt`."""
     kept, seen = [], {}
     for r in sorted(recs, key=lambda r: (r["task"], r["k"])):
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DATA)
     p.add_argument("--per-family", type=int, default=10, help="distinct train prompts per family")
     p.add_argument("--samples", type=int, default=3, help="sampled replies per prompt (plus one greedy)")
-    p.add_argument("--per-prompt", type=int, default=2, help="passing solutions kept per prompt")
+    p.add_argument("--per-prompt", type=int, default=3, help="passing solutions kept per prompt")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0, help="task seed and sampling seed")
     p.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
