@@ -101,7 +101,7 @@ def markdown(r: dict) -> str:
     out = [
         f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, "
         f"{m['memory_gb']} GB, measured copy bandwidth {m['memory_bandwidth_gbs']} GB/s, torch {m['torch']}, "
-        f"{m['torch_threads']} threads. Base: {r['base']['id']} ({r['base']['params'] / 1e6:.0f}M params, fp32).",
+        f"threads: {m['torch_threads']}. Base: {r['base']['id']} ({r['base']['params'] / 1e6:.0f}M params, fp32).",
         "",
     ]
     if "switch_ttft" in r:
