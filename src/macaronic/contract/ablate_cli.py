@@ -71,17 +71,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     from macaronic.contract import ablate
-    from macaronic.contract import spec as cspec
-    from macaronic.contract.cli import contamination_of, progress, resolve_pair
+    from macaronic.contract.cli import contamination_of, open_for_evaluation, progress, resolve_pair
     from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
-    from macaronic.contract.sealed import SplitLoader
     from macaronic.contract.spec import ENVIRONMENT, ContractError
 
     try:
-        contract = cspec.parse(args.contract)
-        cspec.check_sources(contract)
-        loader = SplitLoader(contract, "evaluator", args.audit)
-        cspec.check_hashes(contract, loader)
+        contract, loader = open_for_evaluation(args.contract, args.audit)
     except ContractError as e:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return e.code

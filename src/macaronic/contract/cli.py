@@ -71,23 +71,30 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
     return doc.get("tasks", doc), hashlib.sha256(data).hexdigest()
 
 
+def open_for_evaluation(path: str | Path, audit):
+    """(contract, evaluator split loader) once its sources and sealed hashes check out; raises ContractError."""
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.sealed import SplitLoader
+
+    contract = cspec.parse(path)
+    cspec.check_sources(contract)
+    loader = SplitLoader(contract, "evaluator", audit)
+    cspec.check_hashes(contract, loader)
+    return contract, loader
+
+
 def eval_main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "ablate":
         from macaronic.contract.ablate_cli import main
 
         return main(argv[1:])
     args = eval_parser().parse_args(argv)
-    from macaronic.contract import spec as cspec
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
-    from macaronic.contract.sealed import SplitLoader
     from macaronic.pairs.lineage import LineageError
 
     try:
-        contract = cspec.parse(args.contract)
-        cspec.check_sources(contract)
-        loader = SplitLoader(contract, "evaluator", args.audit)
-        cspec.check_hashes(contract, loader)
+        contract, loader = open_for_evaluation(args.contract, args.audit)
     except ContractError as e:
         print(f"macaronic eval: {e}", file=sys.stderr)
         return e.code

@@ -99,7 +99,6 @@ class Base:
     fingerprint: str  # of the checkpoint's weights in fp32, whatever precision the model runs in
     name: str
     n_params: int = 0
-    quant: str = "none"
 
     def params(self) -> int:
         return self.n_params
@@ -107,7 +106,8 @@ class Base:
     @property
     def precision(self) -> str:
         """How the weights run: float32, bfloat16, int8 or int4 (weight-only, bf16 activations)."""
-        return self.quant if self.quant != "none" else str(self.model.dtype).removeprefix("torch.")
+        q = self.model.quant
+        return q if q != "none" else str(self.model.dtype).removeprefix("torch.")
 
 
 def _read_state(path: Path) -> dict[str, torch.Tensor]:
@@ -158,4 +158,4 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
         model.dtype = dtype
     quantize(model, quant)
     name = DEFAULT_BASE if path.name == DEFAULT_BASE else path.name
-    return Base(path=path, args=args, model=model, fingerprint=fp, name=name, n_params=n_params, quant=quant)
+    return Base(path=path, args=args, model=model, fingerprint=fp, name=name, n_params=n_params)
