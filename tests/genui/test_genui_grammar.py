@@ -95,7 +95,7 @@ def test_fork_shares_grammar_but_not_state(tokenizer):
     first = GrammarConstraint(tokenizer, len(tokenizer), budget=GrammarBudget.from_name("tiny"))
     second = first.fork()
     assert second.compiled is first.compiled
-    for token in tokenizer.encode('{"text_response": "'):
+    for token in tokenizer.encode('{"text_response":"'):
         assert first.accept_token(token)
     zeros = torch.zeros(len(tokenizer))
     assert not torch.equal(torch.isfinite(first.mask_logits(zeros)), torch.isfinite(second.mask_logits(zeros)))

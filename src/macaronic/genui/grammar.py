@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal
 
 from macaronic.genui import models as m
 
-SEPARATORS = (", ", ": ")  # json.dumps defaults, so gold cards serialised by json.dumps match
+SEPARATORS = (",", ":")  # compact, as the genui specialist is trained to write (train.builders.genui_reply)
 
 
 @dataclass(frozen=True)
