@@ -17,6 +17,7 @@ def test_full_mode_command_keeps_the_shipped_budget(tmp_path):
     assert args["--mode"] == "full" and args["--rank"] == str(c["rank"]) and args["--steps"] == str(c["steps"])
     assert (args["--batch"], args["--lr"], args["--seed"]) == (str(c["batch"]), str(c["lr"]), str(c["seed"]))
     assert args["--examples"] == str(like["data"]["examples"]) and "--resume" not in cmd
+    assert "generator:" + args["--generator"] == like["data"]["source"]  # coding v2: coding_distill, not coding
 
 
 def _summary(mean, delta=None):

@@ -54,7 +54,9 @@ def _run(cmd: list[str], log: Path) -> float:
 def sft_cmd(role: str, out: Path, *, mode: str, rank: int, steps: int, like: dict, extra: tuple = ()) -> list[str]:
     """The `macaronic train` command that reproduces `like` (a shipped macaronic.json) but for mode/rank/steps."""
     c = like["training"]["config"]
-    cmd = [sys.executable, "-m", "macaronic.train.cli", role, "--out", str(out), "--mode", mode, "--rank", str(rank),
+    source = like["data"].get("source", "")
+    data = ["--generator", source.split(":", 1)[1]] if source.startswith("generator:") else []
+    cmd = [sys.executable, "-m", "macaronic.train.cli", role, *data, "--out", str(out), "--mode", mode, "--rank", str(rank),
            "--steps", str(steps), "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
            "--examples", str(like["data"]["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
            "--threads", "1", "--no-progress", *extra]
