@@ -23,7 +23,7 @@ row but base the difference vs base with its 95% paired-bootstrap interval; then
 whether it beats base and every other adapter on its own suite with the interval above zero.
 
 Reproduce the published table (docs/BENCHMARKS.md):
-  OMP_NUM_THREADS=1 nice -n 10 macaronic eval ablate --contract contracts/macaronic-core-v3.yaml \\
+  OMP_NUM_THREADS=1 nice -n 10 macaronic eval ablate --contract contracts/macaronic-core-v4.yaml \\
       --json docs/bench/specialists.json --md docs/BENCHMARKS.md
 """
 
@@ -157,7 +157,7 @@ def section(doc: dict, contract, cfgs, json_path) -> str:
     from macaronic.contract import ablate
 
     head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units, "
-            f"{doc['threads']} torch thread, {doc['workers']} concurrent units). Contract `{contract.id}` "
+            f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). Contract `{contract.id}` "
             f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
             f"Raw: `{json_path}`.\n\n")
     return head + ablate.markdown(contract, doc, cfgs)
