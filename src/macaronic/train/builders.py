@@ -1,7 +1,8 @@
 """Data builders: the training conversations for each specialist, generated here from seeded
 task families (nothing downloaded), train-split families only.
 
-    build(name, n, seed) -> list[Example]      name in GENERATORS: chat, route, agent, coding, genui
+    build(name, n, seed) -> list[Example]      name in GENERATORS: chat, route, agent, agent_grounded,
+                                               coding, coding_distill, genui
 
 Every conversation opens with the messages the served harness puts before a first turn answered
 by that role (`role_prompt_head`, built by `macaronic.serve.views.prompt_head`: identity + tool
@@ -124,13 +125,75 @@ def agent_episode(task) -> Example:
     return Example(_conv("agent", task.request, *msgs), "agent", f"agent/{task.family}")
 
 
-def agent_examples(n: int, seed: int = 0) -> list[Example]:
+def _agent_tasks(n: int, seed: int) -> list:
     from macaronic.substrate.tasks import FAMILIES, generate_tasks
 
     fams = [f.name for f in FAMILIES if f.split == "train"]
     tasks = generate_tasks("train", n_per_family=-(-n // len(fams)), base_seed=seed)
     random.Random(seed).shuffle(tasks)
-    return [agent_episode(t) for t in tasks[:n]]
+    return tasks[:n]
+
+
+def agent_examples(n: int, seed: int = 0) -> list[Example]:
+    return [agent_episode(t) for t in _agent_tasks(n, seed)]
+
+
+# Tool-name grounding: the same episodes, half of them under a consistent random renaming of the
+# tools (list, calls, descriptions), so the name to call has to be read from the tool list instead
+# of recalled. Synonyms keep names plausible; argument names and results are unchanged.
+VERB_SYNONYMS = {"append_to": ("append_to", "extend"), "get": ("get", "fetch", "read"),
+                 "list": ("list", "show", "browse"), "search": ("search", "find", "lookup"),
+                 "create": ("create", "add", "new"), "add": ("add", "create", "new"),
+                 "update": ("update", "edit", "change"), "delete": ("delete", "remove", "drop"),
+                 "complete": ("complete", "finish", "close"), "refund": ("refund", "reimburse"),
+                 "cancel": ("cancel", "void")}
+NOUN_SYNONYMS = {"event": ("event", "meeting", "appointment"), "reminder": ("reminder", "todo", "task"),
+                 "contact": ("contact", "person", "friend"), "note": ("note", "memo", "doc"),
+                 "order": ("order", "purchase", "shipment"), "today": ("today", "date")}
+
+
+def tool_renaming(names: list[str], rng: random.Random) -> dict[str, str]:
+    """A consistent synonym renaming of `names` (verb_noun[s]); identity if two names would collide."""
+    verbs = {v: rng.choice(alts) for v, alts in VERB_SYNONYMS.items()}
+    nouns = {n: rng.choice(alts) for n, alts in NOUN_SYNONYMS.items()}
+    out = {}
+    for name in names:
+        verb = next((v for v in VERB_SYNONYMS if name.startswith(v + "_")), None)
+        rest = name[len(verb) + 1:] if verb else name
+        plural = rest.endswith("s") and rest[:-1] in NOUN_SYNONYMS
+        noun = rest[:-1] if plural else rest
+        new_noun = nouns.get(noun, noun) + ("s" if plural else "")
+        out[name] = f"{verbs[verb]}_{new_noun}" if verb else new_noun
+    return out if len(set(out.values())) == len(out) else {n: n for n in names}
+
+
+def rename_in(text: str, renaming: dict[str, str]) -> str:
+    import re
+
+    pattern = r"\b(" + "|".join(sorted(map(re.escape, renaming), key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: renaming[m.group(0)], text)
+
+
+def grounded_episode(task, rng: random.Random) -> Example:
+    """`agent_episode(task)` under a random tool renaming (list, descriptions, calls)."""
+    from macaronic.serve.views import prompt_head
+    from macaronic.substrate.tools import openai_tools
+
+    ex = agent_episode(task)
+    tools = openai_tools()
+    renaming = tool_renaming([t["function"]["name"] for t in tools], rng)
+    renamed = json.loads(rename_in(json.dumps(tools), renaming))
+    head = prompt_head(_bundle(), "agent", renamed)
+    rest = [{**m, "content": rename_in(m["content"], renaming)} if m["role"] in ("assistant", "tool") else m
+            for m in ex.messages[len(role_prompt_head("agent")):]]
+    return Example(tuple(head) + tuple(rest), "agent", ex.source + "+renamed")
+
+
+def agent_grounded_examples(n: int, seed: int = 0) -> list[Example]:
+    """`agent_examples(n, seed)` with every second episode under a random tool renaming."""
+    rng = random.Random(f"grounded:{seed}")
+    return [grounded_episode(t, rng) if i % 2 else agent_episode(t)
+            for i, t in enumerate(_agent_tasks(n, seed))]
 
 
 # ---- coding -----------------------------------------------------------------------------
@@ -189,6 +252,7 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
 
 
 GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
+              "agent_grounded": agent_grounded_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples}
 
 

@@ -28,7 +28,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", help="the specialist's role (chat, agent, coding, genui or a new name)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--generator", help="built-in data generator: chat, route, agent, coding, genui "
+    src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
+                     "episodes, every other one under a random tool renaming), coding, coding_distill, genui "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")
