@@ -107,7 +107,7 @@ def _final_reply(task, results: list[dict]) -> str:
     return "Here is what I found: " + ", ".join(facts) + "." if facts else "Done."
 
 
-def agent_episode(task) -> Example:
+def agent_turns(task) -> list[dict]:
     """Gold actions replayed on a real episode: tool calls, real tool results, a final reply."""
     from macaronic.substrate.toolcalls import format_tool_call, format_tool_result
 
@@ -122,7 +122,11 @@ def agent_episode(task) -> Example:
         msgs.append({"role": "assistant", "content": _final_reply(task, results)})
     finally:
         ep.close()
-    return Example(_conv("agent", task.request, *msgs), "agent", f"agent/{task.family}")
+    return msgs
+
+
+def agent_episode(task) -> Example:
+    return Example(_conv("agent", task.request, *agent_turns(task)), "agent", f"agent/{task.family}")
 
 
 def _agent_tasks(n: int, seed: int) -> list:
@@ -179,14 +183,12 @@ def grounded_episode(task, rng: random.Random) -> Example:
     from macaronic.serve.views import prompt_head
     from macaronic.substrate.tools import openai_tools
 
-    ex = agent_episode(task)
     tools = openai_tools()
     renaming = tool_renaming([t["function"]["name"] for t in tools], rng)
-    renamed = json.loads(rename_in(json.dumps(tools), renaming))
-    head = prompt_head(_bundle(), "agent", renamed)
-    rest = [{**m, "content": rename_in(m["content"], renaming)} if m["role"] in ("assistant", "tool") else m
-            for m in ex.messages[len(role_prompt_head("agent")):]]
-    return Example(tuple(head) + tuple(rest), "agent", ex.source + "+renamed")
+    head = prompt_head(_bundle(), "agent", json.loads(rename_in(json.dumps(tools), renaming)))
+    turns = [{**m, "content": rename_in(m["content"], renaming)} for m in agent_turns(task)]
+    return Example((*head, {"role": "user", "content": task.request}, *turns), "agent",
+                   f"agent/{task.family}+renamed")
 
 
 def agent_grounded_examples(n: int, seed: int = 0) -> list[Example]:
