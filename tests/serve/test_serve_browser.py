@@ -28,7 +28,7 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     url, mol, script = inproc
     script.replies["chat"] = "Hello from the chat specialist."
     script.replies["genui"] = lambda view: (
-        '{"text_response": "Lunch confirmed.", "a2ui": []}' if "userAction" in view[-1]["content"] else card_reply())
+        '{"text_response":"Lunch confirmed.","a2ui":[{"deleteSurface":{"surfaceId":"s1"}}]}' if "userAction" in view[-1]["content"] else card_reply())
     page = chromium.new_page()
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
     errors = []

@@ -34,7 +34,7 @@ import torch
 from macaronic.engine.base import Base
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
 from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
-from macaronic.engine.sampling import SamplingParams, make_generator, sample
+from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
 from macaronic.engine.slots import AdapterRegistry, LoraBank
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -71,6 +71,7 @@ class Request:
     active_from: int | None = None  # turn mode: first position of the adapter's turn
     sampling: SamplingParams = field(default_factory=SamplingParams)
     logits_processor: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None
+    logprobs: int | None = None  # None: off; k: each generated token's logprob and the top k
     id: str = ""
 
 
@@ -94,6 +95,9 @@ class Handle:
         self.done = threading.Event()
         self.usage: dict | None = None
         self.output_ids: list[int] = []  # every generated token id, set when the request finishes
+        self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # (id, logprob, top k), when asked
+        self.loop_period: int | None = None  # set when the reply was cut as a repetition loop
+        self.siblings: list[tuple[Request, "Handle"]] = []  # n > 1: samples that share this prompt's prefill
 
     def _put(self, ev: Event) -> None:
         if ev.finish_reason is not None:
@@ -151,6 +155,7 @@ class _Seq:
     emitted: int = 0
     t_first: float | None = None
     stop_ids: frozenset = frozenset()
+    logprobs: list = field(default_factory=list)
 
 
 class Engine:
@@ -214,6 +219,30 @@ class Engine:
             self.start()
         return h
 
+    def submit_n(self, reqs: list[Request], loop: asyncio.AbstractEventLoop | None = None) -> list[Handle]:
+        """Several samples of one prompt (same tokens and adapter): the first request's prefill
+        is computed once and copied to the others, which then sample on their own."""
+        if not reqs:
+            raise ValueError("submit_n needs at least one request")
+        lead = reqs[0]
+        for r in reqs[1:]:
+            if r.prompt != lead.prompt or r.adapter != lead.adapter or r.active_from != lead.active_from:
+                raise ValueError("submit_n: every sample must share the prompt, adapter and active_from")
+        if len(reqs) > self.config.max_batch:
+            raise ValueError(f"{len(reqs)} samples exceed the batch of {self.config.max_batch}")
+        for r in reqs:
+            self.validate(r)
+        handles = []
+        for r in reqs:
+            r.id = r.id or f"req-{next(self._ids)}"
+            handles.append(Handle(r, loop))
+        handles[0].siblings = list(zip(reqs[1:], handles[1:]))
+        self._inbox.put((lead, handles[0]))
+        self._wake.set()
+        if self._thread is None:
+            self.start()
+        return handles
+
     def generate(self, req: Request) -> tuple[str, Event]:
         return self.submit(req).result()
 
@@ -276,14 +305,14 @@ class Engine:
         for req, h in list(self._waiting):
             if h.cancelled.is_set():
                 self._waiting.remove((req, h))
-                h._put(Event(finish_reason="cancelled", usage=self._usage(None, req)))
+                self._end_unstarted(req, h, "cancelled")
         for s in list(self._active):
             if s.handle.cancelled.is_set():
                 self._finish(s, "cancelled")
 
     def _admit(self) -> None:
         for req, h in list(self._waiting):
-            if len(self._active) >= self.config.max_batch:
+            if self._active and len(self._active) + 1 + len(h.siblings) > self.config.max_batch:
                 return
             try:
                 slot = 0
@@ -296,7 +325,7 @@ class Engine:
                     slot = self.registry.acquire(req.adapter)
             except Exception as e:
                 self._waiting.remove((req, h))
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                self._end_unstarted(req, h, "error", str(e))
                 continue
             self._waiting.remove((req, h))
             try:
@@ -304,7 +333,12 @@ class Engine:
             except Exception as e:
                 if slot:
                     self.registry.release(slot)
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                self._end_unstarted(req, h, "error", str(e))
+
+    def _end_unstarted(self, req: Request, h: Handle, reason: str, error: str | None = None) -> None:
+        for r, sh in [(req, h), *h.siblings]:
+            sh._put(Event(finish_reason=reason, error=error, usage=self._usage(None, r)))
+        h.siblings = []
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
         tokens = np.asarray(req.prompt, dtype=np.int64)
@@ -348,8 +382,30 @@ class Engine:
         self.stats["prefill_tokens"] += end - seq.pos
         seq.pos = end
         if end == len(seq.tokens):
+            siblings = self._fork(seq)
             self._emit(seq, logits[0])
+            for sib in siblings:
+                self._emit(sib, logits[0].clone())
         return True
+
+    def _fork(self, seq: _Seq) -> list[_Seq]:
+        """The sibling samples of a prefilled request, each with a copy of its prompt K/V."""
+        out = []
+        for req, h in seq.handle.siblings:
+            slot = self.registry.acquire(req.adapter) if req.adapter is not None else 0
+            n, cap = len(seq.tokens), min(len(seq.tokens) + req.sampling.max_tokens, self.max_context)
+            kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
+            kv.k[:, :, :n] = seq.kv.k[:, :, :n]
+            kv.v[:, :, :n] = seq.kv.v[:, :, :n]
+            kv.length = n
+            stop_ids = req.sampling.stop_token_ids
+            sib = _Seq(req=req, handle=h, tokens=seq.tokens, labels=seq.labels, own_label=seq.own_label, slot=slot,
+                       kv=kv, pos=n, reused=n, gen=make_generator(req.sampling.seed), t0=seq.t0,
+                       stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids))
+            self._active.append(sib)
+            out.append(sib)
+        seq.handle.siblings = []
+        return out
 
     def _decode(self) -> bool:
         batch = [s for s in self._active if s.pos == len(s.tokens) and s.generated]
@@ -395,6 +451,11 @@ class Engine:
         if tok in s.stop_ids:
             self._finish(s, "stop")
             return
+        if s.req.logprobs is not None:  # of the distribution sampled from: after any constraint's mask
+            lp = torch.log_softmax(logits.float(), dim=-1)  # lp: [V]
+            top = torch.topk(lp, s.req.logprobs) if s.req.logprobs else None
+            s.logprobs.append((tok, float(lp[tok]), [] if top is None else
+                               [(int(i), float(v)) for v, i in zip(top.values, top.indices)]))
         s.generated.append(tok)
         self.stats["generated_tokens"] += 1
         text = self.tok.decode(s.generated, skip_special_tokens=False) if self.tok else ""
@@ -414,6 +475,11 @@ class Engine:
                     safe -= k
                     break
         self._flush(s, text[:safe], tok)
+        if p.loop_cut is not None and (period := loop_period(s.generated, *p.loop_cut)) is not None:
+            s.handle.loop_period = period
+            self._flush(s, text, None)
+            self._finish(s, "length")
+            return
         if len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
             self._flush(s, text, None)
             self._finish(s, "length")
@@ -452,4 +518,8 @@ class Engine:
         if reason != "error" and s.emitted < len(s.text):
             self._flush(s, s.text, None)
         s.handle.output_ids = list(s.generated)
+        s.handle.logprobs = s.logprobs
+        for req, h in s.handle.siblings:  # a leader that ended before its prefill: so do its samples
+            h._put(Event(finish_reason=reason, error=error, usage=self._usage(None, req)))
+        s.handle.siblings = []
         s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))

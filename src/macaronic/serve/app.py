@@ -191,8 +191,20 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only)
+        try:
+            k = req.logprobs_k()
+        except ValueError as e:
+            raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
+        if (req.n or 1) > 1:
+            if req.stream:
+                raise TurnError("n > 1 with stream is not supported; ask without stream", 400, "unsupported", "n")
+            results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
+                                        response_format=req.response_format, logprobs=k)
+            later(results[0])
+            return JSONResponse(api.chat_completion(results, req.model, cid, created))
+        gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
+                          response_format=req.response_format, logprobs=k)
         if not req.stream:
             result = await collect(request, gen)
             if result is None:
@@ -238,7 +250,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except (ValueError, AttributeError, TypeError) as e:
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
-        gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice)
+        gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
+                          response_format=req.text_format())
         rid = api.new_id("resp_")
 
         def finish(result: TurnResult) -> dict:
