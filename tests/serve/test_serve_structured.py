@@ -171,3 +171,19 @@ def test_a_repetition_loop_is_cut_with_a_flag(client):
     script.replies["chat"] = "one two three four five six seven eight nine ten"
     r = c.chat.completions.create(model="chat", messages=HI, max_tokens=400, temperature=0)
     assert r.choices[0].finish_reason == "stop" and "loop_cut" not in r.model_extra["macaronic"]
+
+
+def test_tool_schema_keywords_a_grammar_cannot_enforce_are_checked_after_decoding(client):
+    c, script = client
+    tags = {"type": "function", "function": {"name": "tag", "parameters": {
+        "type": "object", "properties": {"labels": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}},
+        "required": ["labels"], "additionalProperties": False}}}
+    script.replies["agent"] = '<tool_call>{"name": "tag", "arguments": {"labels": ["a", "a"]}}</tool_call>'
+    r = c.chat.completions.create(model="agent", messages=HI, tools=[tags], max_tokens=160, temperature=0)
+    assert not r.choices[0].message.tool_calls and "unique" in r.model_extra["macaronic"]["tool_error"]
+    script.replies["agent"] = '<tool_call>{"name": "tag", "arguments": {"labels": ["a", "b"]}}</tool_call>'
+    r = c.chat.completions.create(model="agent", messages=HI, tools=[tags], max_tokens=160, temperature=0)
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"labels": ["a", "b"]}
+    with pytest.raises(openai.BadRequestError, match="uniqueItems"):  # a response_format promises the schema
+        c.chat.completions.create(model="chat", messages=HI, max_tokens=8, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": tags["function"]["parameters"]}})

@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
     ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
-    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill")
+    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill,structured")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
                          "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     from macaronic.bench import machine, suite
     from macaronic.engine.base import load_base
 
-    sections = set((a.only or "switch,adapters,decode,prefill").split(","))
+    sections = set((a.only or "switch,adapters,decode,prefill,structured").split(","))
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
@@ -74,6 +74,12 @@ def main(argv: list[str]) -> int:
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
+            prog.advance(task)
+        if "structured" in sections:
+            from macaronic.bench.structured import structured_cost
+
+            task = prog.add_task("constrained decoding cost", total=1)
+            result["structured"] = structured_cost(base.path, tokens=24 if a.quick else 32, reps=reps)
             prog.advance(task)
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
@@ -152,6 +158,10 @@ def markdown(r: dict) -> str:
                 out.append(f"| {n} | {_fmt(p[f'prefill{n}_tok_s'])} | {_fmt(p.get(f'bf16_prefill{n}_tok_s'))} | "
                            f"{_fmt(p[f'llamacpp_prefill{n}_tok_s'])} |")
         out.append("")
+    if r.get("structured"):
+        from macaronic.bench.structured import markdown as structured_md
+
+        out += structured_md(r["structured"])
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]

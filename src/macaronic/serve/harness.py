@@ -465,7 +465,15 @@ class MoL:
         if route.specialist == "genui" and not (structure is not None and structure.kind != "genui"):
             from macaronic.genui.output import parse_genui_output
 
-            genui = parse_genui_output(text).to_dict()
+            out = parse_genui_output(text)
+            genui = out.to_dict()
+            if self.config.constrain and not out.valid:  # integrity and the token cap: close it (genui/close.py)
+                from macaronic.genui.close import card_text, close_card
+
+                closed, fixes = close_card(out.obj, text)
+                content = card_text(closed)
+                genui = {**genui, "valid": True, "errors": [], "closed": fixes, "raw_errors": out.validation.errors,
+                         "text_response": closed["text_response"], "a2ui": closed["a2ui"]}
         prev_user = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
         key = views.content_key(prev_user, content or "", calls)
         self.store.remember(key, route.adapter, route.specialist, None, text if calls else None)

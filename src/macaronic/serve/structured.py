@@ -35,6 +35,11 @@ ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "
             "maxProperties"}
 ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
                "readOnly", "writeOnly", "strict", "nullable"}
+# Validated after decoding, not by the grammar: kept out of a tool's grammar, checked by the
+# tool-call parser (jsonschema) against the full schema. In a response_format they are a 400.
+CHECKED_AFTER = {"uniqueItems", "multipleOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                 "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "allOf",
+                 "unevaluatedProperties", "unevaluatedItems"}
 MAX_SCHEMA_BYTES = 64 * 1024
 CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes them
 
@@ -58,8 +63,9 @@ class Structure:
 
 # ---- schema checks ---------------------------------------------------------------------------
 
-def check_schema(schema: Any, where: str) -> None:
-    """Refuse a schema the grammar cannot enforce exactly; names the first offending keyword."""
+def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
+    """Refuse a schema the grammar cannot enforce exactly; names the first offending keyword.
+    `lenient` (tool parameters): keywords in CHECKED_AFTER pass; the caller validates after decoding."""
     if not isinstance(schema, dict):
         raise StructureError(f"{where} must be a JSON Schema object, got {type(schema).__name__}", where)
     if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
@@ -73,6 +79,8 @@ def check_schema(schema: Any, where: str) -> None:
         if not isinstance(node, dict):
             raise StructureError(f"{where}: expected a schema object at {path}", where)
         for key, value in node.items():
+            if lenient and key in CHECKED_AFTER:
+                continue
             if key not in ENFORCED and key not in ANNOTATIONS:
                 raise StructureError(f"{where}: unsupported JSON Schema feature {key!r} at {path or '/'}", where)
             if key in ("properties", "$defs", "definitions"):
@@ -94,13 +102,15 @@ def check_schema(schema: Any, where: str) -> None:
 
 
 def sorted_schema(schema: Any) -> Any:
-    """The schema with every object's properties in sorted order: the grammar then writes keys
-    sorted, as the canonical tool-call layout (and so the agent's training data) does."""
+    """The schema with every object's properties in sorted order (the grammar then writes keys
+    sorted, as the canonical tool-call layout and so the agent's training data do), and without
+    the keywords a grammar leaves to the validator (CHECKED_AFTER)."""
     if isinstance(schema, list):
         return [sorted_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: sorted_schema(v) for k, v in schema.items()}
+    out = {k: ({n: sorted_schema(d) for n, d in v.items()} if k in ("$defs", "definitions") and isinstance(v, dict)
+               else sorted_schema(v)) for k, v in schema.items() if k not in CHECKED_AFTER}
     if isinstance(schema.get("properties"), dict):
         out["properties"] = {k: sorted_schema(schema["properties"][k]) for k in sorted(schema["properties"])}
     return out
@@ -181,7 +191,7 @@ def structure_for(*, tools: list[dict] | None = None, tool_choice: Any = None, r
     schema = response_schema(response_format)
     chosen, choice = choose_tools(list(tools or []), tool_choice)
     for t in chosen:
-        check_schema(parameters_of(t), f"tools[{t['function']['name']}].function.parameters")
+        check_schema(parameters_of(t), f"tools[{t['function']['name']}].function.parameters", lenient=True)
     names = tuple(t["function"]["name"] for t in chosen)
     if chosen:
         tags = [call_tag(t) for t in chosen]
