@@ -187,3 +187,28 @@ def test_tool_schema_keywords_a_grammar_cannot_enforce_are_checked_after_decodin
     with pytest.raises(openai.BadRequestError, match="uniqueItems"):  # a response_format promises the schema
         c.chat.completions.create(model="chat", messages=HI, max_tokens=8, response_format={
             "type": "json_schema", "json_schema": {"name": "x", "schema": tags["function"]["parameters"]}})
+
+
+def test_streamed_calls_arrive_as_deltas_with_arguments_as_they_decode(client):
+    c, script = client
+    script.replies["agent"] = ('Setting it. <tool_call>{"name": "set_level", "arguments": {"level": "high"}}</tool_call>'
+                               '\n<tool_call>{"name": "mute", "arguments": {"on": true}}</tool_call>')
+    chunks = list(c.chat.completions.create(model="agent", messages=HI, tools=[LEVEL, MUTE], max_tokens=200,
+                                            temperature=0, stream=True))
+    deltas = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert "tool_call" not in text and text.strip() == "Setting it."
+    calls: dict[int, dict] = {}
+    for d in deltas:
+        entry = calls.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
+        entry["id"] = d.id or entry["id"]
+        entry["name"] = (d.function.name if d.function and d.function.name else None) or entry["name"]
+        entry["arguments"] += (d.function.arguments or "") if d.function else ""
+    assert [(v["name"], json.loads(v["arguments"])) for v in calls.values()] == [
+        ("set_level", {"level": "high"}), ("mute", {"on": True})]
+    assert sum(1 for d in deltas if d.index == 0) > 2  # the arguments came in pieces, not whole at the end
+    finals = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert finals[-1].choices[0].finish_reason == "tool_calls" and not finals[-1].choices[0].delta.tool_calls
+    # the same turn without streaming names the same calls
+    r = c.chat.completions.create(model="agent", messages=HI, tools=[LEVEL, MUTE], max_tokens=200, temperature=0)
+    assert [x.function.name for x in r.choices[0].message.tool_calls] == ["set_level", "mute"]

@@ -143,9 +143,16 @@ def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = 
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
-def final_chunks(result, cid: str, created: int, model: str, include_usage: bool) -> str:
+def call_delta(d) -> dict:
+    """A harness CallDelta as one entry of a chunk's `delta.tool_calls`."""
+    if d.id is not None:
+        return {"index": d.index, "id": d.id, "type": "function", "function": {"name": d.name, "arguments": d.arguments}}
+    return {"index": d.index, "function": {"arguments": d.arguments}}
+
+
+def final_chunks(result, cid: str, created: int, model: str, include_usage: bool, streamed_calls: bool = False) -> str:
     delta = {}
-    if result.tool_calls:
+    if result.tool_calls and not streamed_calls:
         delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(result.tool_calls)]
     # the tokens' logprobs come with the last chunk (text deltas and tokens need not align one to one)
     out = chunk(cid, created, model, delta, result.finish_reason, logprobs_of(result), macaronic=result.macaronic())

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from macaronic.serve import api
+from macaronic.serve.callstream import CallDelta
 from macaronic.serve.harness import MoL, TurnError, TurnResult
 from macaronic.serve.metrics import Metrics
 
@@ -218,13 +219,17 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             metrics.flight(+1)
             try:
                 yield api.chunk(cid, created, req.model, {"role": "assistant", "content": ""})
-                item = first
+                item, streamed_calls = first, False
                 while True:
                     if isinstance(item, TurnResult):
-                        yield api.final_chunks(item, cid, created, req.model, include_usage)
+                        yield api.final_chunks(item, cid, created, req.model, include_usage, streamed_calls)
                         later(item)
                         break
-                    yield api.chunk(cid, created, req.model, {"content": item})
+                    if isinstance(item, CallDelta):
+                        streamed_calls = True
+                        yield api.chunk(cid, created, req.model, {"tool_calls": [api.call_delta(item)]})
+                    else:
+                        yield api.chunk(cid, created, req.model, {"content": item})
                     item = await gen.__anext__()
                 yield "data: [DONE]\n\n"
             except TurnError as e:
@@ -279,6 +284,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                 content_index=0, part={"type": "output_text", "text": "", "annotations": []})
                 item = first
                 while not isinstance(item, TurnResult):
+                    if isinstance(item, CallDelta):  # function calls arrive whole in the output items
+                        item = await gen.__anext__()
+                        continue
                     text.append(item)
                     yield api.event("response.output_text.delta", seq := seq + 1, item_id=item_id, output_index=0,
                                     content_index=0, delta=item, logprobs=[])

@@ -35,6 +35,7 @@ from typing import Any, AsyncIterator
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
 from macaronic.serve import structured, views
+from macaronic.serve.callstream import CallDelta, CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
 
@@ -337,7 +338,8 @@ class MoL:
                       sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
                       raw: bool = False, *, response_format: Any = None,
                       logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
-        """Text deltas of the answer, then one TurnResult. Closing early cancels the generation.
+        """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
+        Closing early cancels the generation.
         `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
         an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
         if raw:
@@ -352,6 +354,8 @@ class MoL:
             messages, tools, model, sampling, tool_choice, response_format)
         gen: Generation | None = None
         buf, sent, hold = "", 0, False
+        # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
+        calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
         stream = self.backend.stream(view, route.adapter, sp, structure=structure.spec if structure else None,
                                      logprobs=logprobs)
         try:
@@ -360,6 +364,10 @@ class MoL:
                     gen = item
                     break
                 buf += item
+                if calls is not None:
+                    for piece in calls.feed(item):
+                        yield piece
+                    continue
                 if hold:
                     continue
                 out = buf[sent:]
@@ -380,7 +388,12 @@ class MoL:
             raise TurnError(f"generation failed: {gen.error}", 500, "engine_error")
         result = self._finish(msgs, route, view, gen, call_tools, structure)
         rest = ""
-        if result.tool_calls or result.tool_error:
+        if calls is not None:
+            if len(calls.ids) == len(result.tool_calls):  # the ids the client already saw
+                for c, cid in zip(result.tool_calls, calls.ids):
+                    c["id"] = cid
+            rest = calls.buf if not calls.in_call and not result.tool_calls and calls.buf.strip() else ""
+        elif result.tool_calls or result.tool_error:
             prose, shown = result.content or "", buf[:sent].strip()
             rest = prose[len(shown):] if prose.startswith(shown) else ""
         else:
