@@ -78,9 +78,70 @@ def structured_cost(base_path, tokens: int = 32, reps: int = 3) -> dict:
         out["ttft_cold_grammar_ms"] = round(statistics.median(cold), 1)
         out["ttft_cached_grammar_ms"] = round(statistics.median(warm), 1)
         out["genui_compile_ms"] = _genui_compile_ms(g)
+        out["mask_engines_us_per_token"] = mask_engines(llm.tokenizer, llm.base.args.vocab_size, reps)
         return out
     finally:
         llm.close()
+
+
+def mask_engines(tokenizer, vocab_size: int, reps: int = 3) -> dict:
+    """Per-token mask work (fill + apply) of xgrammar and llguidance (when installed, the `bench`
+    extra) on the same JSON schema and the same token walks, at batch 1 and 16: the measurement
+    behind the choice of xgrammar."""
+    import torch
+    import xgrammar as xgr
+
+    docs = [json.dumps({"title": f"meeting number {i} about the budget", "notes": "bring the q3 figures",
+                        "tags": ["work", f"t{i}"]}) for i in range(16)]
+    walks = [tokenizer.encode(d, add_special_tokens=False) for d in docs]
+    schema = json.dumps(SCHEMA)
+    info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+    compiled = xgr.GrammarCompiler(info).compile_json_schema(schema, any_whitespace=False, separators=(", ", ": "))
+
+    def walk(k, fill, apply, accept, bitmask):
+        logits = torch.randn(k, vocab_size)  # logits: [k, V]
+        steps, t = min(len(w) for w in walks[:k]), 0.0
+        for s in range(steps):
+            t0 = time.perf_counter()
+            for i in range(k):
+                fill(i, bitmask)
+            apply(logits, bitmask)
+            t += time.perf_counter() - t0
+            for i in range(k):
+                accept(i, walks[i][s])
+        return t / (steps * k) * 1e6
+
+    def xg(k):
+        ms = [xgr.GrammarMatcher(compiled) for _ in range(k)]
+        return walk(k, lambda i, b: ms[i].fill_next_token_bitmask(b, i),
+                    lambda lg, b: xgr.apply_token_bitmask_inplace(lg, b, vocab_size=vocab_size),
+                    lambda i, t: ms[i].accept_token(t), xgr.allocate_token_bitmask(k, vocab_size))
+
+    runners = {"xgrammar": xg}
+    try:
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+
+        lltok = llguidance.hf.from_tokenizer(tokenizer)
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            schema, defaults={"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "})
+
+        def ll(k):
+            ms = [llguidance.LLMatcher(lltok, grammar) for _ in range(k)]
+            return walk(k, lambda i, b: llguidance.torch.fill_next_token_bitmask(ms[i], b, i),
+                        lambda lg, b: llguidance.torch.apply_token_bitmask_inplace(lg, b),
+                        lambda i, t: ms[i].consume_token(t), llguidance.torch.allocate_token_bitmask(k, lltok.vocab_size))
+
+        runners["llguidance"] = ll
+    except ImportError:
+        pass
+    rows: dict = {}
+    for _ in range(reps):
+        for k in (1, 16):
+            for name, run in runners.items():
+                rows.setdefault(f"{name}_{k}", []).append(run(k))
+    return {k: round(statistics.median(v), 1) for k, v in rows.items()}
 
 
 def _one():
@@ -111,4 +172,12 @@ def markdown(r: dict) -> list[str]:
     out += ["", f"Time to first token with a tool grammar compiled on the spot: {r['ttft_cold_grammar_ms']} ms; "
             f"the same grammar again (cached by content): {r['ttft_cached_grammar_ms']} ms. Compiling the GenUI "
             f"card grammar: {r['genui_compile_ms']} ms (once per process).", ""]
+    me = r.get("mask_engines_us_per_token") or {}
+    if me:
+        out += ["Mask work per token (fill + apply, µs), same schema and token walks:", "",
+                "| engine | batch 1 | batch 16 |", "|---|---:|---:|"]
+        for name in ("xgrammar", "llguidance"):
+            if f"{name}_1" in me:
+                out.append(f"| {name} | {me[f'{name}_1']} | {me[f'{name}_16']} |")
+        out.append("")
     return out
