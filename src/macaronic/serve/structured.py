@@ -65,7 +65,8 @@ class Structure:
 
 def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
     """Refuse a schema the grammar cannot enforce exactly; names the first offending keyword.
-    `lenient` (tool parameters): keywords in CHECKED_AFTER pass; the caller validates after decoding."""
+    `lenient` (tool parameters): any other keyword passes: CHECKED_AFTER ones are validated after
+    decoding, unknown ones (e.g. BFCL's `optional`) are annotations by JSON Schema's own rule."""
     if not isinstance(schema, dict):
         raise StructureError(f"{where} must be a JSON Schema object, got {type(schema).__name__}", where)
     if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
@@ -79,7 +80,7 @@ def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
         if not isinstance(node, dict):
             raise StructureError(f"{where}: expected a schema object at {path}", where)
         for key, value in node.items():
-            if lenient and key in CHECKED_AFTER:
+            if lenient and key not in ENFORCED:
                 continue
             if key not in ENFORCED and key not in ANNOTATIONS:
                 raise StructureError(f"{where}: unsupported JSON Schema feature {key!r} at {path or '/'}", where)
@@ -103,14 +104,14 @@ def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
 
 def sorted_schema(schema: Any) -> Any:
     """The schema with every object's properties in sorted order (the grammar then writes keys
-    sorted, as the canonical tool-call layout and so the agent's training data do), and without
-    the keywords a grammar leaves to the validator (CHECKED_AFTER)."""
+    sorted, as the canonical tool-call layout and so the agent's training data do), keeping only
+    the keywords the grammar enforces (the rest is checked after decoding or is annotation)."""
     if isinstance(schema, list):
         return [sorted_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out = {k: ({n: sorted_schema(d) for n, d in v.items()} if k in ("$defs", "definitions") and isinstance(v, dict)
-               else sorted_schema(v)) for k, v in schema.items() if k not in CHECKED_AFTER}
+               else sorted_schema(v)) for k, v in schema.items() if k in ENFORCED}
     if isinstance(schema.get("properties"), dict):
         out["properties"] = {k: sorted_schema(schema["properties"][k]) for k in sorted(schema["properties"])}
     return out
