@@ -212,3 +212,19 @@ def test_streamed_calls_arrive_as_deltas_with_arguments_as_they_decode(client):
     # the same turn without streaming names the same calls
     r = c.chat.completions.create(model="agent", messages=HI, tools=[LEVEL, MUTE], max_tokens=200, temperature=0)
     assert [x.function.name for x in r.choices[0].message.tool_calls] == ["set_level", "mute"]
+
+
+def test_responses_stream_function_call_items_with_argument_deltas(client):
+    c, script = client
+    script.replies["agent"] = 'On it. <tool_call>{"name": "set_level", "arguments": {"level": "low"}}</tool_call>'
+    tools = [{"type": "function", **LEVEL["function"]}]
+    events = list(c.responses.create(model="agent", input="set the alarm", tools=tools, max_output_tokens=160,
+                                     temperature=0, stream=True))
+    kinds = [e.type for e in events]
+    added = [e for e in events if e.type == "response.output_item.added" and e.item.type == "function_call"]
+    assert len(added) == 1 and added[0].item.name == "set_level"
+    args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert json.loads(args) == {"level": "low"} and "response.function_call_arguments.done" in kinds
+    final = events[-1].response
+    calls = [o for o in final.output if o.type == "function_call"]
+    assert [(o.id, o.call_id) for o in calls] == [(added[0].item.id, added[0].item.call_id)]

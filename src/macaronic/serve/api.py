@@ -210,18 +210,23 @@ def input_messages(inp: str | list[dict]) -> list[dict]:
     return out
 
 
-def output_items(result) -> list[dict]:
+def function_call_item(call: dict, item_id: str | None = None) -> dict:
+    return {"type": "function_call", "id": item_id or new_id("fc_"), "call_id": call["id"], "status": "completed",
+            "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+
+
+def output_items(result, fc_ids: list[str] | None = None) -> list[dict]:
     items = []
     if result.content:
         items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": result.content, "annotations": []}]})
-    for c in result.tool_calls:
-        items.append({"type": "function_call", "id": new_id("fc_"), "call_id": c["id"], "status": "completed",
-                      "name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+    for i, c in enumerate(result.tool_calls):
+        items.append(function_call_item(c, fc_ids[i] if fc_ids else None))
     return items
 
 
-def response_object(rid: str, req: ResponsesRequest, result=None, status: str = "completed") -> dict:
+def response_object(rid: str, req: ResponsesRequest, result=None, status: str = "completed",
+                    fc_ids: list[str] | None = None) -> dict:
     u = result.usage if result is not None else {}
     p, c = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
     incomplete = result is not None and result.finish_reason == "length"
@@ -231,7 +236,7 @@ def response_object(rid: str, req: ResponsesRequest, result=None, status: str = 
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "error": None, "model": req.model, "instructions": req.instructions,
         "previous_response_id": req.previous_response_id,
-        "output": output_items(result) if result is not None else [],
+        "output": output_items(result, fc_ids) if result is not None else [],
         "parallel_tool_calls": True, "tool_choice": req.tool_choice or "auto", "tools": req.tools or [],
         "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
         "store": req.store, "text": {"format": req.text_format() or {"type": "text"}}, "metadata": {},

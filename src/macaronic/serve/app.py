@@ -259,8 +259,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                           response_format=req.text_format())
         rid = api.new_id("resp_")
 
-        def finish(result: TurnResult) -> dict:
-            obj = api.response_object(rid, req, result)
+        def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
+            obj = api.response_object(rid, req, result, fc_ids=fc_ids)
             if req.store:
                 mol.store.save_response(obj, result.messages[len(lead):], req.previous_response_id)
             later(result)
@@ -282,9 +282,18 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                 item=api.message_item(item_id, "", "in_progress"))
                 yield api.event("response.content_part.added", seq := seq + 1, item_id=item_id, output_index=0,
                                 content_index=0, part={"type": "output_text", "text": "", "annotations": []})
-                item = first
+                item, fc_ids = first, []
                 while not isinstance(item, TurnResult):
-                    if isinstance(item, CallDelta):  # function calls arrive whole in the output items
+                    if isinstance(item, CallDelta):  # a function_call item per call, arguments as they decode
+                        if item.id is not None:
+                            fc_ids.append(api.new_id("fc_"))
+                            yield api.event("response.output_item.added", seq := seq + 1, output_index=1 + item.index,
+                                            item={"type": "function_call", "id": fc_ids[-1], "call_id": item.id,
+                                                  "name": item.name, "arguments": "", "status": "in_progress"})
+                        if item.arguments:
+                            yield api.event("response.function_call_arguments.delta", seq := seq + 1,
+                                            item_id=fc_ids[item.index], output_index=1 + item.index,
+                                            delta=item.arguments)
                         item = await gen.__anext__()
                         continue
                     text.append(item)
@@ -298,7 +307,13 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                 content_index=0, part={"type": "output_text", "text": full, "annotations": []})
                 yield api.event("response.output_item.done", seq := seq + 1, output_index=0,
                                 item=api.message_item(item_id, full, "completed"))
-                yield api.event("response.completed", seq := seq + 1, response=finish(item))
+                fc_ids = fc_ids if len(fc_ids) == len(item.tool_calls) else None
+                for i, call in enumerate(item.tool_calls if fc_ids else []):
+                    yield api.event("response.function_call_arguments.done", seq := seq + 1, item_id=fc_ids[i],
+                                    output_index=1 + i, arguments=call["function"]["arguments"])
+                    yield api.event("response.output_item.done", seq := seq + 1, output_index=1 + i,
+                                    item=api.function_call_item(call, fc_ids[i]))
+                yield api.event("response.completed", seq := seq + 1, response=finish(item, fc_ids))
             except TurnError as e:
                 yield api.event("error", seq + 1, message=str(e), code=e.code, param=e.param)
             finally:
