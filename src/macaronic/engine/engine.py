@@ -11,8 +11,8 @@ Adapter modes decide the labels:
   cache computed them with (or the bare base with `history="base"`), so switching adapters
   between turns recomputes no history token.
 
-The engine knows token ids and detokenizes for stop strings; it knows nothing about chat
-templates, routing or HTTP.
+The engine knows token ids and detokenizes incrementally for text deltas and stop strings
+(`engine.detok`); it knows nothing about chat templates, routing or HTTP.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from macaronic.engine.base import Base
+from macaronic.engine.detok import Detokenizer, StopMatcher
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
 from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
 from macaronic.engine.sampling import SamplingParams, make_generator, sample
@@ -147,8 +148,9 @@ class _Seq:
     gen: torch.Generator | None
     t0: float
     generated: list[int] = field(default_factory=list)
-    text: str = ""
-    emitted: int = 0
+    detok: Detokenizer | None = None  # None without a tokenizer: token ids only
+    stops: StopMatcher = field(default_factory=StopMatcher)
+    seen: torch.Tensor | None = None  # [V] bool, tokens generated so far (repetition penalty only)
     t_first: float | None = None
     stop_ids: frozenset = frozenset()
 
@@ -323,6 +325,7 @@ class Engine:
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
             pos=reuse, reused=reuse, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+            detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
@@ -382,11 +385,13 @@ class Engine:
         return True
 
     def _emit(self, s: _Seq, logits: torch.Tensor) -> None:
+        """Sample the next token of `s` and stream its text; work per token does not grow with
+        the sequence (incremental detokenisation, stop strings matched on the new text)."""
         p = s.req.sampling
         try:
             if s.req.logits_processor is not None:
                 logits = s.req.logits_processor(s.generated, logits)
-            tok = sample(logits, p, s.gen, s.generated)
+            tok = sample(logits, p, s.gen, s.seen)
         except Exception as e:
             self._finish(s, "error", error=f"sampling failed: {e}")
             return
@@ -396,32 +401,26 @@ class Engine:
             self._finish(s, "stop")
             return
         s.generated.append(tok)
+        if p.repetition_penalty != 1.0:
+            if s.seen is None:
+                s.seen = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            s.seen[tok] = True
         self.stats["generated_tokens"] += 1
-        text = self.tok.decode(s.generated, skip_special_tokens=False) if self.tok else ""
-        stop_at = min((i for i in (text.find(x, max(0, s.emitted - len(x))) for x in p.stop) if i >= 0), default=-1)
-        if stop_at >= 0:
-            s.text = text[:stop_at]
-            self._flush(s, s.text, tok)
+        text, stopped = s.stops.feed(s.detok.step(tok) if s.detok is not None else "")
+        self._send(s, text, tok)
+        if stopped:
             self._finish(s, "stop")
-            return
-        s.text = text
-        safe = len(text)
-        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for its next byte
-            safe = len(text.rstrip("\ufffd"))
-        for x in p.stop:  # hold back a tail that could still become a stop string
-            for k in range(min(len(x) - 1, safe), 0, -1):
-                if text[safe - k : safe] == x[:k]:
-                    safe -= k
-                    break
-        self._flush(s, text[:safe], tok)
-        if len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
-            self._flush(s, text, None)
+        elif len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
             self._finish(s, "length")
 
-    def _flush(self, s: _Seq, upto: str, tok: int | None) -> None:
-        if len(upto) > s.emitted:
-            s.handle._put(Event(text=upto[s.emitted :], token_id=tok))
-            s.emitted = len(upto)
+    def _send(self, s: _Seq, text: str, tok: int | None) -> None:
+        if text:
+            s.handle._put(Event(text=text, token_id=tok))
+
+    def _flush(self, s: _Seq) -> None:
+        """Send the text still held back (an unfinished character, a possible stop string's start)."""
+        if not s.stops.stopped:  # after a stop string nothing more is sent
+            self._send(s, s.stops.flush() + (s.detok.flush() if s.detok is not None else ""), None)
 
     def _usage(self, s: _Seq | None, req: Request) -> dict:
         if s is None:
@@ -449,7 +448,7 @@ class Engine:
                 self.cache.insert(toks, labs, s.kv.compact(self.base.args) if s.kv.pool is not None else s.kv)
         if s.kv.pool is not None:
             s.kv.pool.release(s.kv)
-        if reason != "error" and s.emitted < len(s.text):
-            self._flush(s, s.text, None)
+        if reason != "error":
+            self._flush(s)
         s.handle.output_ids = list(s.generated)
         s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))

@@ -49,13 +49,13 @@ def make_generator(seed: int | None) -> torch.Generator | None:
     return g
 
 
-def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, history: list[int]) -> int:
-    """Pick one token from `logits: [V]` (already masked by any constraint)."""
+def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, seen: Tensor | None = None) -> int:
+    """Pick one token from `logits: [V]` (already masked by any constraint). `seen: [V]` bool marks
+    the tokens generated so far, for the repetition penalty (kept by the caller, one write a token)."""
     logits = logits.float()
-    if p.repetition_penalty != 1.0 and history:
-        idx = torch.tensor(sorted(set(history)), dtype=torch.long)
-        vals = logits[idx]
-        logits[idx] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if p.repetition_penalty != 1.0 and seen is not None:
+        penalised = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
+        logits = torch.where(seen[: logits.shape[-1]], penalised, logits)
     if p.temperature == 0.0:
         return int(torch.argmax(logits))
     logits = logits / p.temperature
