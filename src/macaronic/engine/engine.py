@@ -31,8 +31,10 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from macaronic.engine import errors
 from macaronic.engine.base import Base
 from macaronic.engine.detok import Detokenizer, StopMatcher
+from macaronic.engine.errors import EngineError
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
 from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
 from macaronic.engine.sampling import SamplingParams, make_generator, sample
@@ -81,6 +83,7 @@ class Event:
     token_id: int | None = None
     finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
     error: str | None = None
+    code: str | None = None  # with finish_reason "error": an engine.errors code
     usage: dict | None = None
 
 
@@ -191,19 +194,24 @@ class Engine:
     # ---- submission ----
 
     def validate(self, req: Request) -> None:
+        """Raise EngineError (with its code) for a request the engine cannot run."""
         if not req.prompt:
-            raise ValueError("empty prompt: at least one token is required")
+            raise EngineError(errors.BAD_PROMPT, "empty prompt: at least one token is required")
         if any((not isinstance(t, int)) or t < 0 or t >= self.base.args.vocab_size for t in req.prompt):
-            raise ValueError(f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
+            raise EngineError(errors.BAD_PROMPT, f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
         req.sampling.validate(self.config.max_tokens_limit)
         if len(req.prompt) >= self.max_context:
-            raise ValueError(
-                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}"
+            raise EngineError(
+                errors.CONTEXT_OVERFLOW,
+                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}",
             )
         if req.adapter is not None:
-            self.registry.get(req.adapter)  # KeyError names the registered adapters
+            try:
+                self.registry.get(req.adapter)
+            except KeyError as e:
+                raise EngineError(errors.UNKNOWN_ADAPTER, e.args[0]) from None
         if req.active_from is not None and not (0 <= req.active_from <= len(req.prompt)):
-            raise ValueError(f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
+            raise EngineError(errors.BAD_REQUEST, f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -297,8 +305,11 @@ class Engine:
                         fut.result()  # raise a load error now
                     slot = self.registry.acquire(req.adapter)
             except Exception as e:
+                err = _as_engine_error(e, errors.ADAPTER_LOAD)
+                if err.code == errors.OVERLOADED and any(s.slot for s in self._active):
+                    continue  # every slot is pinned by a running request: one frees when it ends
                 self._waiting.remove((req, h))
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                h._put(Event(finish_reason="error", error=str(err), code=err.code, usage=self._usage(None, req)))
                 continue
             self._waiting.remove((req, h))
             try:
@@ -306,7 +317,8 @@ class Engine:
             except Exception as e:
                 if slot:
                     self.registry.release(slot)
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                err = _as_engine_error(e, errors.INTERNAL)
+                h._put(Event(finish_reason="error", error=str(err), code=err.code, usage=self._usage(None, req)))
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
         tokens = np.asarray(req.prompt, dtype=np.int64)
@@ -434,7 +446,7 @@ class Engine:
             "total_ms": round((time.perf_counter() - s.t0) * 1000, 3),
         }
 
-    def _finish(self, s: _Seq, reason: str, error: str | None = None) -> None:
+    def _finish(self, s: _Seq, reason: str, error: str | None = None, code: str | None = None) -> None:
         if s in self._active:
             self._active.remove(s)
         if s.slot:
@@ -451,4 +463,14 @@ class Engine:
         if reason != "error":
             self._flush(s)
         s.handle.output_ids = list(s.generated)
-        s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))
+        code = code or (errors.INTERNAL if reason == "error" else None)
+        s.handle._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(s, s.req)))
+
+
+def _as_engine_error(e: Exception, default: str) -> EngineError:
+    """An EngineError for any exception on the request path; KeyError means the adapter went away."""
+    if isinstance(e, EngineError):
+        return e
+    if isinstance(e, KeyError):
+        return EngineError(errors.UNKNOWN_ADAPTER, str(e.args[0] if e.args else e))
+    return EngineError(default, str(e))

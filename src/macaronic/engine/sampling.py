@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from macaronic.engine.errors import BAD_SAMPLING, EngineError
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -37,7 +39,7 @@ class SamplingParams:
         if len(self.stop) > 16 or any(not isinstance(s, str) or not s or len(s) > 256 for s in self.stop):
             problems.append("stop must be at most 16 non-empty strings of at most 256 characters")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise EngineError(BAD_SAMPLING, "; ".join(problems))
         return self
 
 

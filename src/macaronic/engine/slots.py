@@ -24,6 +24,7 @@ from torch import Tensor
 
 from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, load_pairs, read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF, ModelArgs
+from macaronic.engine.errors import OVERLOADED, EngineError
 
 STACKED_MAX_TOKENS = 64  # up to this many tokens (decode), one masked matmul over stacked slots
 
@@ -253,13 +254,16 @@ class AdapterRegistry:
             info = self.get(name)
             slot = self._resident.get(name)
             if slot is None:
-                if pairs is None:
+                slot = self._take_slot()  # first: with every slot pinned, a staged read stays staged
+                try:
                     fut = self._staging.pop(name, None)
-                    pairs = fut.result() if fut is not None else load_pairs(info, self.args)
-                else:
-                    self._staging.pop(name, None)
-                slot = self._take_slot()
-                self.bank.write(slot, pairs)
+                    if pairs is None:
+                        pairs = fut.result() if fut is not None else load_pairs(info, self.args)
+                    self.bank.write(slot, pairs)
+                except BaseException:
+                    self.bank.clear(slot)
+                    self._free.append(slot)
+                    raise
                 self._resident[name] = slot
             self._resident.move_to_end(name)
             self._pins[slot] = self._pins.get(slot, 0) + 1
@@ -278,8 +282,8 @@ class AdapterRegistry:
                 del self._resident[victim]
                 self.bank.clear(slot)
                 return slot
-        raise AdapterError(
-            f"all {self.bank.n_slots - 1} adapter slots are serving requests; raise max_loras or retry"
+        raise EngineError(
+            OVERLOADED, f"all {self.bank.n_slots - 1} adapter slots are serving requests; raise max_loras or retry"
         )
 
     def _evict(self, name: str) -> None:
