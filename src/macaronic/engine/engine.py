@@ -11,8 +11,8 @@ Adapter modes decide the labels:
   cache computed them with (or the bare base with `history="base"`), so switching adapters
   between turns recomputes no history token.
 
-The engine knows token ids and detokenizes for stop strings; it knows nothing about chat
-templates, routing or HTTP.
+The engine knows token ids and detokenizes incrementally for text deltas and stop strings
+(`engine.detok`); it knows nothing about chat templates, routing or HTTP.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from macaronic.engine import errors
 from macaronic.engine.base import Base
+from macaronic.engine.detok import Detokenizer, StopMatcher
+from macaronic.engine.errors import EngineError
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
 from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
 from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
@@ -81,6 +84,7 @@ class Event:
     token_id: int | None = None
     finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
     error: str | None = None
+    code: str | None = None  # with finish_reason "error": an engine.errors code
     usage: dict | None = None
 
 
@@ -151,8 +155,9 @@ class _Seq:
     gen: torch.Generator | None
     t0: float
     generated: list[int] = field(default_factory=list)
-    text: str = ""
-    emitted: int = 0
+    detok: Detokenizer | None = None  # None without a tokenizer: token ids only
+    stops: StopMatcher = field(default_factory=StopMatcher)
+    seen: torch.Tensor | None = None  # [V] bool, tokens generated so far (repetition penalty only)
     t_first: float | None = None
     stop_ids: frozenset = frozenset()
     logprobs: list = field(default_factory=list)
@@ -164,7 +169,8 @@ class Engine:
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
         self.lock = threading.RLock()  # one forward at a time over shared slots
-        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls beat bf16 ones on CPU
+        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls cost less than bf16
+        # ones on CPU even at twice the bytes (measured again for the grouped bank: docs/LOG.md)
         self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=torch.float32)
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
                                         max_rank=config.max_rank, forward_lock=self.lock)
@@ -194,19 +200,24 @@ class Engine:
     # ---- submission ----
 
     def validate(self, req: Request) -> None:
+        """Raise EngineError (with its code) for a request the engine cannot run."""
         if not req.prompt:
-            raise ValueError("empty prompt: at least one token is required")
+            raise EngineError(errors.BAD_PROMPT, "empty prompt: at least one token is required")
         if any((not isinstance(t, int)) or t < 0 or t >= self.base.args.vocab_size for t in req.prompt):
-            raise ValueError(f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
+            raise EngineError(errors.BAD_PROMPT, f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
         req.sampling.validate(self.config.max_tokens_limit)
         if len(req.prompt) >= self.max_context:
-            raise ValueError(
-                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}"
+            raise EngineError(
+                errors.CONTEXT_OVERFLOW,
+                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}",
             )
         if req.adapter is not None:
-            self.registry.get(req.adapter)  # KeyError names the registered adapters
+            try:
+                self.registry.get(req.adapter)
+            except KeyError as e:
+                raise EngineError(errors.UNKNOWN_ADAPTER, e.args[0]) from None
         if req.active_from is not None and not (0 <= req.active_from <= len(req.prompt)):
-            raise ValueError(f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
+            raise EngineError(errors.BAD_REQUEST, f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -223,13 +234,13 @@ class Engine:
         """Several samples of one prompt (same tokens and adapter): the first request's prefill
         is computed once and copied to the others, which then sample on their own."""
         if not reqs:
-            raise ValueError("submit_n needs at least one request")
+            raise EngineError(errors.BAD_REQUEST, "submit_n needs at least one request")
         lead = reqs[0]
         for r in reqs[1:]:
             if r.prompt != lead.prompt or r.adapter != lead.adapter or r.active_from != lead.active_from:
-                raise ValueError("submit_n: every sample must share the prompt, adapter and active_from")
+                raise EngineError(errors.BAD_REQUEST, "submit_n: every sample must share the prompt, adapter and active_from")
         if len(reqs) > self.config.max_batch:
-            raise ValueError(f"{len(reqs)} samples exceed the batch of {self.config.max_batch}")
+            raise EngineError(errors.BAD_REQUEST, f"{len(reqs)} samples exceed the batch of {self.config.max_batch}")
         for r in reqs:
             self.validate(r)
         handles = []
@@ -324,8 +335,11 @@ class Engine:
                         fut.result()  # raise a load error now
                     slot = self.registry.acquire(req.adapter)
             except Exception as e:
+                err = _as_engine_error(e, errors.ADAPTER_LOAD)
+                if err.code == errors.OVERLOADED and any(s.slot for s in self._active):
+                    continue  # every slot is pinned by a running request: one frees when it ends
                 self._waiting.remove((req, h))
-                self._end_unstarted(req, h, "error", str(e))
+                self._end_unstarted(req, h, "error", str(err), err.code)
                 continue
             self._waiting.remove((req, h))
             try:
@@ -333,11 +347,14 @@ class Engine:
             except Exception as e:
                 if slot:
                     self.registry.release(slot)
-                self._end_unstarted(req, h, "error", str(e))
+                err = _as_engine_error(e, errors.INTERNAL)
+                self._end_unstarted(req, h, "error", str(err), err.code)
 
-    def _end_unstarted(self, req: Request, h: Handle, reason: str, error: str | None = None) -> None:
+    def _end_unstarted(self, req: Request, h: Handle, reason: str, error: str | None = None,
+                       code: str | None = None) -> None:
+        """A request (and its n-sample siblings) that ends before it ever ran."""
         for r, sh in [(req, h), *h.siblings]:
-            sh._put(Event(finish_reason=reason, error=error, usage=self._usage(None, r)))
+            sh._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(None, r)))
         h.siblings = []
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
@@ -357,6 +374,7 @@ class Engine:
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
             pos=reuse, reused=reuse, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+            detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
@@ -401,7 +419,9 @@ class Engine:
             stop_ids = req.sampling.stop_token_ids
             sib = _Seq(req=req, handle=h, tokens=seq.tokens, labels=seq.labels, own_label=seq.own_label, slot=slot,
                        kv=kv, pos=n, reused=n, gen=make_generator(req.sampling.seed), t0=seq.t0,
-                       stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids))
+                       stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+                       detok=Detokenizer(self.tok) if self.tok is not None else None,
+                       stops=StopMatcher(req.sampling.stop))
             self._active.append(sib)
             out.append(sib)
         seq.handle.siblings = []
@@ -438,11 +458,13 @@ class Engine:
         return True
 
     def _emit(self, s: _Seq, logits: torch.Tensor) -> None:
+        """Sample the next token of `s` and stream its text; work per token does not grow with
+        the sequence (incremental detokenisation, stop strings matched on the new text)."""
         p = s.req.sampling
         try:
             if s.req.logits_processor is not None:
                 logits = s.req.logits_processor(s.generated, logits)
-            tok = sample(logits, p, s.gen, s.generated)
+            tok = sample(logits, p, s.gen, s.seen)
         except Exception as e:
             self._finish(s, "error", error=f"sampling failed: {e}")
             return
@@ -457,37 +479,29 @@ class Engine:
             s.logprobs.append((tok, float(lp[tok]), [] if top is None else
                                [(int(i), float(v)) for v, i in zip(top.values, top.indices)]))
         s.generated.append(tok)
+        if p.repetition_penalty != 1.0:
+            if s.seen is None:
+                s.seen = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            s.seen[tok] = True
         self.stats["generated_tokens"] += 1
-        text = self.tok.decode(s.generated, skip_special_tokens=False) if self.tok else ""
-        stop_at = min((i for i in (text.find(x, max(0, s.emitted - len(x))) for x in p.stop) if i >= 0), default=-1)
-        if stop_at >= 0:
-            s.text = text[:stop_at]
-            self._flush(s, s.text, tok)
+        text, stopped = s.stops.feed(s.detok.step(tok) if s.detok is not None else "")
+        self._send(s, text, tok)
+        if stopped:
             self._finish(s, "stop")
-            return
-        s.text = text
-        safe = len(text)
-        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for its next byte
-            safe = len(text.rstrip("\ufffd"))
-        for x in p.stop:  # hold back a tail that could still become a stop string
-            for k in range(min(len(x) - 1, safe), 0, -1):
-                if text[safe - k : safe] == x[:k]:
-                    safe -= k
-                    break
-        self._flush(s, text[:safe], tok)
-        if p.loop_cut is not None and (period := loop_period(s.generated, *p.loop_cut)) is not None:
+        elif p.loop_cut is not None and (period := loop_period(s.generated, *p.loop_cut)) is not None:
             s.handle.loop_period = period
-            self._flush(s, text, None)
             self._finish(s, "length")
-            return
-        if len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
-            self._flush(s, text, None)
+        elif len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
             self._finish(s, "length")
 
-    def _flush(self, s: _Seq, upto: str, tok: int | None) -> None:
-        if len(upto) > s.emitted:
-            s.handle._put(Event(text=upto[s.emitted :], token_id=tok))
-            s.emitted = len(upto)
+    def _send(self, s: _Seq, text: str, tok: int | None) -> None:
+        if text:
+            s.handle._put(Event(text=text, token_id=tok))
+
+    def _flush(self, s: _Seq) -> None:
+        """Send the text still held back (an unfinished character, a possible stop string's start)."""
+        if not s.stops.stopped:  # after a stop string nothing more is sent
+            self._send(s, s.stops.flush() + (s.detok.flush() if s.detok is not None else ""), None)
 
     def _usage(self, s: _Seq | None, req: Request) -> dict:
         if s is None:
@@ -501,7 +515,7 @@ class Engine:
             "total_ms": round((time.perf_counter() - s.t0) * 1000, 3),
         }
 
-    def _finish(self, s: _Seq, reason: str, error: str | None = None) -> None:
+    def _finish(self, s: _Seq, reason: str, error: str | None = None, code: str | None = None) -> None:
         if s in self._active:
             self._active.remove(s)
         if s.slot:
@@ -515,11 +529,21 @@ class Engine:
                 self.cache.insert(toks, labs, s.kv.compact(self.base.args) if s.kv.pool is not None else s.kv)
         if s.kv.pool is not None:
             s.kv.pool.release(s.kv)
-        if reason != "error" and s.emitted < len(s.text):
-            self._flush(s, s.text, None)
+        if reason != "error":
+            self._flush(s)
         s.handle.output_ids = list(s.generated)
+        code = code or (errors.INTERNAL if reason == "error" else None)
         s.handle.logprobs = s.logprobs
         for req, h in s.handle.siblings:  # a leader that ended before its prefill: so do its samples
-            h._put(Event(finish_reason=reason, error=error, usage=self._usage(None, req)))
+            h._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(None, req)))
         s.handle.siblings = []
-        s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))
+        s.handle._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(s, s.req)))
+
+
+def _as_engine_error(e: Exception, default: str) -> EngineError:
+    """An EngineError for any exception on the request path; KeyError means the adapter went away."""
+    if isinstance(e, EngineError):
+        return e
+    if isinstance(e, KeyError):
+        return EngineError(errors.UNKNOWN_ADAPTER, str(e.args[0] if e.args else e))
+    return EngineError(default, str(e))

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from macaronic.engine.errors import BAD_SAMPLING, EngineError
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -42,7 +44,7 @@ class SamplingParams:
                 and self.loop_cut[1] >= 2):
             problems.append(f"loop_cut must be (max period >= 1, min span >= 2), got {self.loop_cut!r}")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise EngineError(BAD_SAMPLING, "; ".join(problems))
         return self
 
 
@@ -68,13 +70,13 @@ def make_generator(seed: int | None) -> torch.Generator | None:
     return g
 
 
-def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, history: list[int]) -> int:
-    """Pick one token from `logits: [V]` (already masked by any constraint)."""
+def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, seen: Tensor | None = None) -> int:
+    """Pick one token from `logits: [V]` (already masked by any constraint). `seen: [V]` bool marks
+    the tokens generated so far, for the repetition penalty (kept by the caller, one write a token)."""
     logits = logits.float()
-    if p.repetition_penalty != 1.0 and history:
-        idx = torch.tensor(sorted(set(history)), dtype=torch.long)
-        vals = logits[idx]
-        logits[idx] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if p.repetition_penalty != 1.0 and seen is not None:
+        penalised = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
+        logits = torch.where(seen[: logits.shape[-1]], penalised, logits)
     if p.temperature == 0.0:
         return int(torch.argmax(logits))
     logits = logits / p.temperature

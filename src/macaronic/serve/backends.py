@@ -4,7 +4,8 @@
 A backend lists its adapters (name, mode, role, id), describes its base, and streams one
 generation for a list of {role, content} messages with one adapter (None = the bare base):
 `stream()` is an async generator of text deltas ending with a `Generation`. Closing the
-generator early cancels the generation. Bad requests raise `BackendError` before anything runs.
+generator early cancels the generation. Bad requests raise `BackendError` before anything runs;
+engine error codes map to HTTP statuses here and nowhere else (`HTTP_OF_ENGINE_CODE`).
 Knows nothing about routing, views or HTTP.
 """
 
@@ -14,6 +15,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Protocol
 
+from macaronic.engine import errors
+from macaronic.engine.errors import EngineError
 from macaronic.engine.sampling import SamplingParams
 
 
@@ -41,6 +44,27 @@ class BackendError(Exception):
     def __init__(self, message: str, status: int = 400, code: str | None = None, param: str | None = None):
         super().__init__(message)
         self.status, self.code, self.param = status, code, param
+
+
+# The one place engine error codes become HTTP: code -> (status, OpenAI error code, param).
+HTTP_OF_ENGINE_CODE: dict[str, tuple[int, str, str | None]] = {
+    errors.BAD_PROMPT: (400, "invalid_request", "messages"),
+    errors.CONTEXT_OVERFLOW: (400, "context_length_exceeded", "messages"),
+    errors.BAD_SAMPLING: (400, "invalid_request", None),
+    errors.BAD_REQUEST: (400, "invalid_request", None),
+    errors.UNKNOWN_ADAPTER: (404, "model_not_found", "model"),
+    errors.ADAPTER_LOAD: (500, "adapter_load_failed", "model"),
+    errors.OVERLOADED: (503, "overloaded", None),
+    errors.INTERNAL: (500, "engine_error", None),
+}
+assert set(HTTP_OF_ENGINE_CODE) == set(errors.CODES)
+# codes an engine can report after submit but before any token: still a refusal, not a failed turn
+REFUSED_LATE = frozenset({errors.ADAPTER_LOAD, errors.OVERLOADED, errors.UNKNOWN_ADAPTER})
+
+
+def backend_error(code: str, message: str) -> BackendError:
+    status, openai_code, param = HTTP_OF_ENGINE_CODE.get(code, HTTP_OF_ENGINE_CODE[errors.INTERNAL])
+    return BackendError(message, status, openai_code, param)
 
 
 class Backend(Protocol):
@@ -146,11 +170,8 @@ class LocalBackend:
             reqs.append(self.llm.request(ids, adapter, sp, **extra))
         try:
             handles = self.llm.engine.submit_n(reqs, loop=asyncio.get_running_loop())
-        except KeyError as e:
-            raise BackendError(str(e.args[0] if e.args else e), 404, "model_not_found", "model") from None
-        except ValueError as e:
-            code = "context_length_exceeded" if "context window" in str(e) else "invalid_request"
-            raise BackendError(str(e), 400, code) from None
+        except EngineError as e:
+            raise backend_error(e.code, str(e)) from None
         out = []
         try:
             for h in handles:
@@ -158,6 +179,8 @@ class LocalBackend:
                 async for ev in h.aiter():
                     parts.append(ev.text)
                     last = ev
+                if last.finish_reason == "error" and last.code in REFUSED_LATE:
+                    raise backend_error(last.code, last.error or last.code)
                 out.append(self._generation(h, "".join(parts), last))
         finally:
             for h in handles:
@@ -176,14 +199,13 @@ class LocalBackend:
         extra = await self._extra(messages, adapter, structure, logprobs)
         try:
             h = self.llm.submit(ids, adapter, sampling, loop=asyncio.get_running_loop(), **extra)
-        except KeyError as e:
-            raise BackendError(str(e.args[0] if e.args else e), 404, "model_not_found", "model") from None
-        except ValueError as e:
-            code = "context_length_exceeded" if "context window" in str(e) else "invalid_request"
-            raise BackendError(str(e), 400, code) from None
+        except EngineError as e:
+            raise backend_error(e.code, str(e)) from None
         parts = []
         try:
             async for ev in h.aiter():
+                if ev.finish_reason == "error" and not parts and ev.code in REFUSED_LATE:
+                    raise backend_error(ev.code, ev.error or ev.code)  # nothing sent yet: a clean refusal
                 if ev.text:
                     parts.append(ev.text)
                     yield ev.text
