@@ -297,3 +297,48 @@ def test_a_corrupt_adapter_reports_its_name_not_the_server_path(tiny_models, tmp
     finally:
         srv.stop()
         llm.close()
+
+
+def test_slow_or_broken_request_heads(scripted):
+    """The server's protocol (serve/http.py): a partial head gets a 408 after the head timeout, a
+    silent connection is closed, an unparsable request is a 400 in the OpenAI shape, and keep-alive
+    requests still work."""
+    import threading
+
+    import uvicorn
+
+    from macaronic.serve.app import create_app
+    from macaronic.serve.http import protocol
+
+    mol, _ = scripted
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(mol), log_level="warning", lifespan="off",
+                                           http=protocol(head_timeout_s=0.5)))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+
+    def exchange(data: bytes) -> tuple[bytes, float]:
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+            t0 = time.monotonic()
+            s.sendall(data)
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+            return reply, time.monotonic() - t0
+
+    try:
+        reply, wall = exchange(b"GET /hea")
+        assert reply.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in reply and wall < 10, (reply, wall)
+        reply, wall = exchange(b"")
+        assert reply == b"" and wall < 10
+        reply, _ = exchange(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 400") and b'"invalid_http_request"' in reply, reply
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:  # one connection, reused
+            assert [c.get("/health").status_code for _ in range(3)] == [200, 200, 200]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
