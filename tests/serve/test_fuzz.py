@@ -4,7 +4,8 @@ surrogates, NUL, astral characters), on both APIs, streaming or not. No answer m
 error must be in the OpenAI shape, and the server must be healthy after.
 
 The run is derandomized (the same cases in the same order on every machine) and bounded by
-`BUDGET_S` of wall time, so CI pays a fixed price; `FUZZ_EXAMPLES` caps the count."""
+`BUDGET_S` of wall time, so CI pays a fixed price; `FUZZ_EXAMPLES` caps the count. Hunt locally with
+`MACARONIC_FUZZ_SEED=N MACARONIC_FUZZ_BUDGET_S=300 MACARONIC_FUZZ_EXAMPLES=3000`."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import re
 import time
 
 import httpx
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 BUDGET_S = float(os.environ.get("MACARONIC_FUZZ_BUDGET_S", "45"))
 FUZZ_EXAMPLES = int(os.environ.get("MACARONIC_FUZZ_EXAMPLES", "300"))
+FUZZ_SEED = os.environ.get("MACARONIC_FUZZ_SEED")  # set it to explore other cases locally (CI: derandomized)
 
 # every code point, surrogates included (JSON can spell them; no tokenizer can encode them)
 edgy = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=12)
@@ -127,15 +129,31 @@ def good_convo(draw):
         {"role": "tool", "tool_call_id": "c1", "content": draw(good_text)}]
 
 
+schema_like = st.one_of(parameters, st.just({"type": "object", "properties": {"a": {"type": "integer"}},
+                                              "required": ["a"]}),
+                        st.just({"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}),
+                        st.just({"enum": ["x", "y"]}), st.just({"$ref": "#/$defs/x", "$defs": {"x": {"type": "null"}}}))
+response_format = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "json_object", "json_schema", "xml"])},
+                          optional={"json_schema": st.one_of(st.fixed_dictionaries(
+                              {"name": st.one_of(st.just("out"), text, scalar), "schema": schema_like},
+                              optional={"strict": scalar}), json_value)}),
+    json_value)
 good_chat = st.fixed_dictionaries(
     {"model": st.sampled_from(["agent", "macaronic", "chat", "coding", "genui"]), "messages": good_convo(),
      "max_tokens": st.integers(1, 3)},
     optional={"tools": st.lists(good_tool, max_size=2, unique_by=lambda t: t["function"]["name"]),
               "stream": st.booleans(), "temperature": st.sampled_from([0, 0.7]), "seed": st.integers(0, 99),
-              "stream_options": st.just({"include_usage": True})})
+              "stream_options": st.just({"include_usage": True}), "response_format": response_format,
+              "tool_choice": st.sampled_from(["auto", "none", "required"]), "n": st.integers(1, 3),
+              "logprobs": st.booleans(), "top_logprobs": st.integers(0, 3)})
 good_responses = st.fixed_dictionaries(
     {"model": st.sampled_from(["agent", "macaronic", "chat"]), "input": good_text, "max_output_tokens": st.integers(1, 3)},
     optional={"stream": st.booleans(), "store": st.booleans(), "instructions": good_text,
+              "text": st.one_of(response_format.map(lambda f: {"format": {**f, **(f.get("json_schema") or {})}
+                                                                if isinstance(f, dict) and isinstance(
+                                                                    f.get("json_schema", {}), dict) else f}),
+                                json_value),
               "tools": st.lists(good_tool.map(lambda t: {"type": "function", **t["function"]}), max_size=1)})
 
 
@@ -185,8 +203,9 @@ def test_fuzzed_requests_never_get_a_5xx(server, capsys):
     errors_before = server_errors(url)
 
     @given(req=request)
-    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=FUZZ_SEED is None, database=None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @seed(int(FUZZ_SEED or 0))
     def run(req):
         if time.monotonic() - t0 > BUDGET_S:
             return  # the budget is spent: the remaining examples pass untried

@@ -342,3 +342,32 @@ def test_slow_or_broken_request_heads(scripted):
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+def test_n_samples_then_a_cached_prefix_is_no_engine_error(tiny_models):
+    """Found by the fuzz test: n > 1 forks its samples inside the engine's inference mode; when that
+    grew the K/V pool, the next request reusing a cached prefix copied into a pool row outside
+    inference mode and failed ("Inplace update to inference tensor outside InferenceMode"), a 500."""
+    from macaronic.engine.llm import EngineConfig, load_llm
+    from macaronic.engine.sampling import SamplingParams
+
+    llm = load_llm(tiny_models[0], [], EngineConfig(max_tokens_limit=256))
+    try:
+        prompt = llm.encode_chat([{"role": "user", "content": "a prompt whose prefix gets cached"}])
+        text, last = llm.submit(prompt, None, SamplingParams(max_tokens=2, temperature=0)).result()
+        assert last.finish_reason != "error", last.error
+        other = llm.encode_chat([{"role": "user", "content": "six samples of another prompt"}])
+        sp = SamplingParams(max_tokens=200, temperature=1.0, seed=1)
+        handles = llm.engine.submit_n([llm.request(other, None, sp) for _ in range(6)])  # > 4 rows: the pool grows
+        for _ in range(400):
+            if llm.engine.stats["prefill_tokens"] and len(llm.engine._active) == 6:
+                break
+            time.sleep(0.01)
+        again = prompt + llm.tokenizer.encode(" and more", add_special_tokens=False)
+        _, last = llm.submit(again, None, SamplingParams(max_tokens=2, temperature=0)).result()
+        assert last.finish_reason != "error", last.error
+        assert last.usage["reused_tokens"] > 0  # it did reuse the cached prefix, into the grown pool
+        for h in handles:
+            assert h.result()[1].finish_reason != "error"
+    finally:
+        llm.close()

@@ -44,7 +44,7 @@ ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "
 PROTECTED = ("/v1/", "/metrics")
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
 # absolute paths in engine messages (an adapter's directory): logged, never sent to a client
-SERVER_PATH = re.compile(r"(?<![\w.])/[^\s'\"():,;]+")
+SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s'\"():,;]+")
 
 
 @dataclass(frozen=True)
