@@ -305,8 +305,11 @@ class Engine:
                 self._waiting.append(self._inbox.get_nowait())
             except queue.Empty:
                 break
-        self._drop_cancelled()
-        self._admit()
+        # admission copies cached K/V into pool rows, which a fork inside inference mode may have
+        # allocated: every in-place K/V write of the engine thread happens in inference mode
+        with torch.inference_mode():
+            self._drop_cancelled()
+            self._admit()
         with self.lock, torch.inference_mode():
             did_prefill = self._prefill_chunk()
             did_decode = self._decode()

@@ -200,6 +200,7 @@ def main(argv: list[str]) -> int:
     import uvicorn
 
     from macaronic.serve.app import create_app
+    from macaronic.serve.http import protocol
 
     app = create_app(mol, serve_config)
     host, port = sock.getsockname()[:2]
@@ -211,7 +212,8 @@ def main(argv: list[str]) -> int:
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
-                                           timeout_graceful_shutdown=5, lifespan="off"))
+                                           timeout_graceful_shutdown=5, lifespan="off",
+                                           http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
     try:
         server.run(sockets=[sock])
     finally:
