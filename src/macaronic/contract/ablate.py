@@ -236,10 +236,10 @@ class ConfigAnswerer:
             msgs.append(out)
         r = self.mol.turn(msgs, tools=tools, model=self.model(messages, role), sampling={"seed": seed, "max_tokens": cap})
         if r.route.adapter:
-            self.made[r.text] = r.route.adapter
+            self.made[r.served_text] = r.route.adapter
         route = {"adapter": r.route.adapter, "specialist": r.route.specialist, "policy": r.route.policy,
                  "confidence": round(r.route.confidence, 4), "reason": r.route.reason}
-        return Reply(text=r.text, role=r.route.specialist or role or "", route=route,
+        return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
                      tokens=int(r.usage.get("prompt_tokens") or 0) + int(r.usage.get("completion_tokens") or 0))
 
 

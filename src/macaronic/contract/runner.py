@@ -114,8 +114,7 @@ class HarnessRunner(LocalRunner):
         r = self.mol.turn(msgs, tools=tools, model=role, sampling={"seed": seed, "max_tokens": cap})
         route = None if role is not None else {"adapter": r.route.adapter, "confidence": round(r.route.confidence, 4),
                                                 "policy": r.route.policy, "reason": r.route.reason}
-        text = r.content if r.genui is not None and r.genui.get("closed") is not None else r.text  # the served card
-        return Reply(text=text, role=r.route.specialist or role or "", route=route,
+        return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
                      tokens=int(r.usage.get("prompt_tokens") or 0) + int(r.usage.get("completion_tokens") or 0))
 
 

@@ -93,6 +93,12 @@ class TurnResult:
     constrained: str | None = None  # the grammar it decoded under: tools | json | genui
 
     @property
+    def served_text(self) -> str:
+        """The reply as graders and evaluators should read it: the generated text, except a GenUI
+        card the harness closed (genui/close.py), which is served in its closed form."""
+        return self.content if self.genui is not None and self.genui.get("closed") is not None else self.text
+
+    @property
     def needs_summary(self) -> bool:
         return self.route.mode == "full" and self.finish_reason != "cancelled" and self.route.policy != "engine"
 
