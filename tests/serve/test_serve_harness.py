@@ -186,28 +186,6 @@ def test_requests_refused_with_clear_errors(scripted):
         mol.turn(hi, model="chat", sampling={"seed": -1})
 
 
-def test_router_fitted_in_the_background_is_swapped_in(scripted):
-    import threading
-
-    from macaronic.serve.build import start_fitting
-
-    mol, _ = scripted
-    prompted, fitted, release = mol.router, object(), threading.Event()
-
-    def fit_later():
-        release.wait(30)
-        return fitted
-
-    start_fitting(mol, fit_later)
-    assert mol.router is prompted  # serving goes on with the prompted router meanwhile
-    release.set()
-    for _ in range(200):
-        if mol.router is fitted:
-            break
-        threading.Event().wait(0.05)
-    assert mol.router is fitted
-
-
 def test_without_a_router_turns_take_the_default_route(scripted):
     mol, _ = scripted
     mol.router = None  # `--router-policy none`
