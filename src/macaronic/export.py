@@ -1,19 +1,22 @@
-"""`macaronic export vllm --out DIR`: the base and the adapters in the layout vLLM (and SGLang)
-load, plus the exact launch commands and a manifest.
+"""`macaronic export vllm|sglang --out DIR`: the base and the adapters in the layout a multi-LoRA
+engine loads, its launch scripts, and a manifest saying which semantics each adapter runs with.
 
     DIR/base/               Hugging Face directory (config.json with `architectures` filled in,
                             model.safetensors, tokenizer, chat template); files hard-linked when
                             possible, else copied
-    DIR/adapters/<name>/    PEFT LoRA directories, unchanged (adapter_config.json,
-                            adapter_model.safetensors, macaronic.json)
-    DIR/launch-vllm.sh      vllm serve ... --enable-lora --lora-modules name=path ...
-    DIR/launch-sglang.sh    python -m sglang.launch_server ... --lora-paths name=path ...
-    DIR/manifest.json       base fingerprint, adapter ids, roles, modes, ranks
+    DIR/adapters/<name>/    PEFT LoRA directories in the form the target engine accepts
+    DIR/launch-vllm.sh      python -m vllm.entrypoints.openai.api_server ... --lora-modules name=path ...
+    DIR/launch-sglang.sh    python -m sglang.launch_server ... --lora-paths name=path ... (written, not run here)
+    DIR/manifest.json       base fingerprint, adapter ids, roles, trained and served modes, ranks
 
-The front: `macaronic serve --engine openai://127.0.0.1:PORT`. `turn`-mode adapters keep
-`alora_invocation_tokens` in adapter_config.json; an engine without Activated-LoRA support
-applies them to every token (full-mode semantics), which is correct LoRA but loses the exact
-history reuse across switches. Knows files only; loads no weights.
+vLLM (0.32, CPU build included) refuses adapters that carry `alora_invocation_tokens` ("vLLM does
+not support Activated LoRA"), so for an engine without Activated-LoRA support a `turn`-mode
+adapter is written as plain LoRA: the engine applies it to every token (`full` semantics, KV per
+adapter), and the front (`macaronic serve --engine openai://...`) gives it its own view and a
+summary hop like any full-mode adapter. `--alora keep` keeps the key for an engine that
+implements Activated LoRA. The launch scripts take extra engine arguments (`--port`,
+`--tensor-parallel-size`, ...) and `MACARONIC_VLLM_PYTHON` / `MACARONIC_SGLANG_PYTHON` as the interpreter.
+Knows files only; loads no weights.
 """
 
 from __future__ import annotations
@@ -24,19 +27,40 @@ import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
+@dataclass(frozen=True)
+class Target:
+    """What an engine accepts. `alora`: it loads `alora_invocation_tokens` and honours them."""
+
+    name: str
+    alora: bool
+
+
+# vLLM 0.32 refuses aLoRA adapters outright; SGLang documents no aLoRA support, so it gets plain LoRA too.
+TARGETS = {"vllm": Target("vllm", alora=False), "sglang": Target("sglang", alora=False)}
+VLLM_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # --max-lora-rank must be one of these
+
+
 def place(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists():
+    if dst.exists() or dst.is_symlink():
         dst.unlink()
     try:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def write_fresh(dst: Path, text: str) -> None:
+    """Replace a file without writing through a hard link into the source."""
+    if dst.exists() or dst.is_symlink():
+        dst.unlink()
+    dst.write_text(text)
 
 
 def export_base(src: Path, out: Path) -> dict:
@@ -50,81 +74,113 @@ def export_base(src: Path, out: Path) -> dict:
         if arch is None:
             raise ValueError(f"{src}: unknown model_type {cfg.get('model_type')!r}; cannot name its architecture")
         cfg["architectures"] = [arch]
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    write_fresh(out / "config.json", json.dumps(cfg, indent=2) + "\n")
     return cfg
 
 
-def export_adapter(src: Path, out: Path) -> dict:
+def served_mode(trained_mode: str, keeps_alora: bool) -> str:
+    """The semantics an adapter runs with on the engine: turn needs Activated-LoRA support."""
+    return "turn" if trained_mode == "turn" and keeps_alora else "full"
+
+
+def export_adapter(src: Path, out: Path, keep_alora: bool) -> dict:
     from macaronic.engine.adapters import dir_sha256
 
     problems = [f"missing {n}" for n in ("adapter_config.json", "adapter_model.safetensors") if not (src / n).is_file()]
     if problems:
         raise ValueError(f"{src}: " + ", ".join(problems))
+    try:
+        cfg = json.loads((src / "adapter_config.json").read_text())
+        meta = json.loads((src / "macaronic.json").read_text()) if (src / "macaronic.json").is_file() else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{src}: {e}") from None
     for f in sorted(p for p in src.iterdir() if p.is_file()):
-        place(f, out / f.name)
-    cfg = json.loads((src / "adapter_config.json").read_text())
-    meta = json.loads((src / "macaronic.json").read_text()) if (src / "macaronic.json").is_file() else {}
-    return {"name": out.name, "id": dir_sha256(src), "role": meta.get("role"), "mode": meta.get("mode", "full"),
-            "rank": cfg.get("r"), "targets": cfg.get("target_modules"),
+        if f.name not in ("adapter_config.json", "macaronic.json"):
+            place(f, out / f.name)
+    trained = meta.get("mode", "full")
+    mode = served_mode(trained, keep_alora)
+    if not keep_alora:
+        cfg.pop("alora_invocation_tokens", None)
+    write_fresh(out / "adapter_config.json", json.dumps(cfg, indent=2) + "\n")
+    if meta:  # what the exported copy is: run with `mode`, trained under `trained_mode`
+        write_fresh(out / "macaronic.json", json.dumps({**meta, "mode": mode, "trained_mode": trained}, indent=2) + "\n")
+    return {"name": out.name, "id": dir_sha256(src), "role": meta.get("role"), "trained_mode": trained,
+            "mode": mode, "rank": cfg.get("r"), "targets": cfg.get("target_modules"),
             "alora": bool(cfg.get("alora_invocation_tokens")), "base_fingerprint": meta.get("base_fingerprint")}
 
 
-def launch_scripts(out: Path, served_name: str, adapters: list[dict], port: int, max_len: int) -> tuple[str, str]:
+def launch_scripts(served_name: str, adapters: list[dict], port: int, max_len: int) -> tuple[str, str]:
+    """(launch-vllm.sh, launch-sglang.sh); paths are relative to the script's directory, so the export
+    can be copied to other machines (every node of a cluster needs the same directory)."""
     q = shlex.quote
     rank = max([a["rank"] or 8 for a in adapters] or [8])
-    vllm_rank = next(r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= rank)
-    mods = " ".join(f"{a['name']}={q(str(out / 'adapters' / a['name']))}" for a in adapters)
-    vllm = (f"vllm serve {q(str(out / 'base'))} --served-model-name {q(served_name)} --port {port} "
-            f"--max-model-len {max_len}" + (f" --enable-lora --max-lora-rank {vllm_rank} --max-loras {len(adapters)} "
-                                            f"--lora-modules {mods}" if adapters else ""))
-    sglang = (f"python -m sglang.launch_server --model-path {q(str(out / 'base'))} --served-model-name "
-              f"{q(served_name)} --port {port}" + (f" --lora-paths {mods} --max-loras-per-batch {len(adapters)}"
-                                                  if adapters else ""))
-    front = f"macaronic serve --engine openai://127.0.0.1:{port}"
-    head = "#!/usr/bin/env bash\n# Written by `macaronic export`. Then, in another shell:\n#   " + front + "\nset -euo pipefail\n"
-    return head + "exec " + vllm + "\n", head + "exec " + sglang + "\n"
+    vllm_rank = next((r for r in VLLM_RANKS if r >= rank), rank)
+    mods = " ".join(f'{a["name"]}="$here/adapters/{a["name"]}"' for a in adapters)
+    vllm = (f'exec "${{MACARONIC_VLLM_PYTHON:-python3}}" -m vllm.entrypoints.openai.api_server --model "$here/base" '
+            f"--served-model-name {q(served_name)} --host 127.0.0.1 --port {port} --max-model-len {max_len} "
+            "--enable-prompt-tokens-details"
+            + (f" --enable-lora --max-lora-rank {vllm_rank} --max-loras {len(adapters)} --lora-modules {mods}"
+               if adapters else "") + ' "$@"')
+    sglang = (f'exec "${{MACARONIC_SGLANG_PYTHON:-python3}}" -m sglang.launch_server --model-path "$here/base" '
+              f"--served-model-name {q(served_name)} --host 127.0.0.1 --port {port} --context-length {max_len}"
+              + (f" --enable-lora --max-lora-rank {rank} --max-loras-per-batch {len(adapters)} --lora-paths {mods}"
+                 if adapters else "") + ' "$@"')
+    head = ("#!/usr/bin/env bash\n# Written by `macaronic export`. Extra arguments go to the engine (the last one wins:\n"
+            "# --port N, --host 0.0.0.0, --tensor-parallel-size N, ...). Then, in another shell:\n"
+            f"#   macaronic serve --engine openai://127.0.0.1:{port}\nset -euo pipefail\n"
+            'here=$(cd "$(dirname "$0")" && pwd)\n')
+    cpu = ("# CPU builds: KV cache size in GiB (the default, 4, is much more than a 135M model needs)\n"
+           "export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2}\n")
+    return head + cpu + vllm + "\n", head + sglang + "\n"
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="macaronic export", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", choices=("vllm",), help="the engine layout to write (SGLang loads the same one)")
+    p.add_argument("target", choices=tuple(TARGETS), help="the engine the adapters are written for (both launch "
+                                                          "scripts are written either way)")
     p.add_argument("--out", required=True, help="output directory (created; existing files are replaced)")
     p.add_argument("--base", help="base model directory (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
                    help="adapter directory (repeatable; default: the shipped specialists)")
     p.add_argument("--port", type=int, default=8000, help="port in the launch commands (default 8000)")
+    p.add_argument("--alora", choices=("auto", "keep", "drop"), default="auto",
+                   help="alora_invocation_tokens of turn-mode adapters: keep (an engine with Activated-LoRA "
+                        "support: turn semantics), drop (plain LoRA: full semantics), auto = what the target "
+                        "accepts (vllm, sglang: drop)")
     a = p.parse_args(argv)
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import shipped_adapters_dir
 
+    keep = TARGETS[a.target].alora if a.alora == "auto" else a.alora == "keep"
     out = Path(a.out)
     try:
         base = resolve_base(a.base)
         dirs = [Path(d) for d in a.adapter_dir] or sorted(
             d for d in shipped_adapters_dir().glob("*") if (d / "adapter_config.json").is_file())
         cfg = export_base(base, out / "base")
-        adapters = [export_adapter(d, out / "adapters" / d.name) for d in dirs]
+        adapters = [export_adapter(d, out / "adapters" / d.name, keep) for d in dirs]
     except (OSError, ValueError) as e:
         print(f"macaronic export: {e}", file=sys.stderr)
         return 2
     served = cfg.get("_name_or_path") or base.name
     served = Path(str(served)).name or "base"
     max_len = int(cfg.get("max_position_embeddings") or 2048)
-    vllm, sglang = launch_scripts(out.resolve(), served, adapters, a.port, max_len)
+    vllm, sglang = launch_scripts(served, adapters, a.port, max_len)
     for name, text in (("launch-vllm.sh", vllm), ("launch-sglang.sh", sglang)):
-        (out / name).write_text(text)
+        write_fresh(out / name, text)
         (out / name).chmod(0o755)
     # the adapters record the fingerprint of the base they were trained on (no weights loaded here)
     fps = sorted({x["base_fingerprint"] for x in adapters if x.get("base_fingerprint")})
-    manifest = {"base": {"path": str(base), "served_name": served, "architectures": cfg["architectures"],
-                         "fingerprint": fps[0] if len(fps) == 1 else None},
+    manifest = {"target": a.target, "alora": keep,
+                "base": {"path": str(base), "served_name": served, "architectures": cfg["architectures"],
+                         "fingerprint": fps[0] if len(fps) == 1 else None, "max_model_len": max_len},
                 "adapters": adapters, "front": f"macaronic serve --engine openai://127.0.0.1:{a.port}"}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    turn = [x["name"] for x in adapters if x["mode"] == "turn"]
-    print(f"wrote {out}: base + {len(adapters)} adapters")
-    print(vllm.splitlines()[-1].removeprefix("exec "))
-    if turn:
-        print(f"note: turn-mode adapters {turn} carry alora_invocation_tokens; without Activated-LoRA support an "
-              "engine applies them to every token", file=sys.stderr)
+    write_fresh(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    print(f"wrote {out}: base + {len(adapters)} adapters for {a.target}")
+    print(f"start the engine: {out / ('launch-' + a.target + '.sh')}   then: {manifest['front']}")
+    changed = [x["name"] for x in adapters if x["trained_mode"] != x["mode"]]
+    if changed:
+        print(f"note: turn-mode adapters {changed} are written as plain LoRA ({a.target} has no Activated-LoRA "
+              "support): they run with full semantics (KV per adapter, own views and summaries)", file=sys.stderr)
     return 0

