@@ -14,6 +14,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
         "--disable-component-update", "--disable-sync"]
 
 
+# The official renderer draws inside shadow roots, which innerText does not enter.
+DEEP_TEXT = """el => { const out = []; const walk = n => { if (n.nodeType === 3) out.push(n.textContent);
+  if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.childNodes) walk(c); }; walk(el);
+  return out.join(' ').replace(/\\s+/g, ' ').trim(); }"""
+
+
 @pytest.fixture(scope="module")
 def chromium():
     from playwright.sync_api import sync_playwright
@@ -50,14 +56,14 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     page.select_option("#adapter", "genui")
     page.fill("#input", "a lunch card please")
     page.click("#send")
-    page.wait_for_selector(".msg.assistant .card .a2ui-button")
+    page.wait_for_selector(".msg.assistant .card a2ui-button button")
     second = page.locator(".msg.assistant").nth(1)
     assert second.locator(".text").inner_text() == "Here is a card."
-    assert "Lunch?" in second.locator(".card").inner_text()
+    assert "Lunch?" in second.locator(".card").evaluate(DEEP_TEXT)
 
     # 3. the card's button sends a userAction turn, routed back to genui without a route hop
     page.select_option("#adapter", "")  # auto: stickiness, not the toggle, picks genui
-    second.locator(".a2ui-button").click()
+    second.locator("a2ui-button button").click()
     page.wait_for_selector(".msg.assistant:nth-of-type(6) .badge")
     third = page.locator(".msg.assistant").nth(2)
     assert "sticky-action" in third.locator(".badge").inner_text()

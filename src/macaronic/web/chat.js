@@ -1,14 +1,19 @@
 /*
- * chat.js: the Macaronic web chat. No build step, no dependencies besides a2ui.js (same server).
+ * chat.js: the Macaronic web chat (an ES module; everything it loads comes from the same server).
  *
  * Streams replies from POST /v1/chat/completions (SSE), shows a badge per turn from the final
  * chunk's `macaronic` metadata (specialist, policy, confidence, prefill/reused tokens), lets the
- * user force an adapter (the model id), renders GenUI replies as A2UI cards and sends a card's
- * button clicks back as a userAction turn. The conversation lives here (Chat Completions is
- * stateless); each assistant message carries back the `adapter` that produced it.
+ * user force an adapter (the model id), renders replies as sanitised markdown (markdown.js), tool
+ * calls as collapsible blocks, GenUI replies that passed the server's validator as A2UI cards
+ * drawn by the official renderer (a2ui-card.js), and sends a card's button clicks back as a
+ * userAction turn. A card that did not validate is refused here, never handed to the renderer.
+ * The conversation lives here (Chat Completions is stateless); each assistant message carries
+ * back the `adapter` that produced it.
  */
-(function () {
-  "use strict";
+import { renderCard } from "./a2ui-card.js";
+import { renderMarkdownInto } from "./markdown.js";
+
+{
 
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
@@ -71,22 +76,55 @@
     div.appendChild(b);
   }
 
+  // A GenUI reply: its text_response as the text, its card drawn only if the server validated it.
   function card(div, genui) {
-    if (!genui || !Array.isArray(genui.a2ui) || !genui.a2ui.length || !window.A2UI) return;
-    if (genui.text_response) div.querySelector(".text").textContent = genui.text_response;
+    if (!genui) return;
+    if (genui.text_response) renderMarkdownInto(div.querySelector(".text"), genui.text_response);
+    if (!genui.valid) {
+      const warn = document.createElement("div");
+      warn.className = "refused";
+      warn.textContent = "card refused (did not validate): " + (genui.errors || []).map((x) => x.message).join("; ");
+      div.appendChild(warn);
+      return;
+    }
+    if (!Array.isArray(genui.a2ui) || !genui.a2ui.length) return;
     const box = document.createElement("div");
     box.className = "card";
     div.appendChild(box);
     try {
-      window.A2UI.render(box, genui.a2ui, { onAction: (message) => send(message) });
+      renderCard(box, genui.a2ui, { onAction: (message) => send(message) });
     } catch (e) {
       box.textContent = "card error: " + e.message;
     }
-    if (!genui.valid) {
-      const warn = document.createElement("div");
-      warn.className = "badge";
-      warn.textContent = "card did not validate: " + (genui.errors || []).map((x) => x.message).join("; ");
-      div.appendChild(warn);
+  }
+
+  // Tool calls as collapsible blocks: the name in the summary, the arguments (pretty JSON) inside.
+  function toolCalls(div, calls) {
+    for (const c of calls) {
+      const box = document.createElement("details");
+      box.className = "tool-call";
+      const head = document.createElement("summary");
+      head.textContent = "tool call · " + c.function.name;
+      const pre = document.createElement("pre");
+      const code = document.createElement("code");
+      let args = c.function.arguments || "";
+      try { args = JSON.stringify(JSON.parse(args), null, 2); } catch (e) { /* shown as sent */ }
+      code.textContent = args;
+      pre.appendChild(code);
+      box.append(head, pre);
+      div.appendChild(box);
+    }
+  }
+
+  // Streamed tool calls arrive in pieces keyed by `index` (name first, arguments as they decode).
+  function mergeCalls(calls, deltas) {
+    for (const d of deltas) {
+      const i = d.index ?? calls.length;
+      const c = calls[i] || (calls[i] = { id: "", type: "function", function: { name: "", arguments: "" } });
+      if (d.id) c.id = d.id;
+      if (d.type) c.type = d.type;
+      if (d.function?.name) c.function.name += d.function.name;
+      if (d.function?.arguments) c.function.arguments += d.function.arguments;
     }
   }
 
@@ -131,7 +169,9 @@
     const textEl = div.querySelector(".text");
     setBusy(true);
     state.abort = new AbortController();
-    let text = "", meta = null, calls = null;
+    let text = "", meta = null, frame = 0;
+    const calls = [];
+    const paint = () => { frame = 0; renderMarkdownInto(textEl, text); log.scrollTop = log.scrollHeight; };
     try {
       const r = await fetch("/v1/chat/completions", {
         method: "POST", headers: headers(), signal: state.abort.signal,
@@ -144,18 +184,15 @@
         if (chunk.macaronic) meta = chunk.macaronic;
         for (const choice of chunk.choices || []) {
           const delta = choice.delta || {};
-          if (delta.content) { text += delta.content; textEl.textContent = text; log.scrollTop = log.scrollHeight; }
-          if (delta.tool_calls) calls = delta.tool_calls.map(({ index, ...c }) => c);
+          if (delta.content) { text += delta.content; frame = frame || requestAnimationFrame(paint); }
+          if (delta.tool_calls) mergeCalls(calls, delta.tool_calls);
         }
       }
-      if (calls) {
-        const pre = document.createElement("div");
-        pre.className = "calls";
-        pre.textContent = calls.map((c) => `${c.function.name}(${c.function.arguments})`).join("\n");
-        div.appendChild(pre);
-      }
+      if (frame) cancelAnimationFrame(frame);
+      paint();
+      if (calls.length) toolCalls(div, calls);
       const reply = { role: "assistant", content: text || null };
-      if (calls) reply.tool_calls = calls;
+      if (calls.length) reply.tool_calls = calls;
       if (meta) { reply.adapter = meta.adapter; card(div, meta.genui); badge(div, meta); }
       state.messages.push(reply);
     } catch (e) {
@@ -185,4 +222,4 @@
 
   window.MacaronicChat = { state, send };
   loadModels();
-})();
+}
