@@ -51,6 +51,87 @@ function plain(value) {
   return value;
 }
 
+// The renderer (web_core 0.11.0, A2uiMessageProcessor.resolvePropertyValue) reads ANY string
+// property equal to a component id as a child reference: a Text with usageHint "body" in a card
+// that also has a component "body" becomes a cycle and the whole card throws. The spec has no
+// such rule and our validator accepts those cards (docs/BENCHMARKS.md), so the chat renames the
+// colliding ids (only ids, only where they are referenced as children) before the renderer sees
+// them, and reports the model's own ids back in userAction.
+const REFERENCE_KEYS = new Set(["child", "entryPointChild", "contentChild"]);
+
+function references(props, visit) { // calls visit(holder, key) for every child-reference slot
+  for (const [key, value] of Object.entries(props || {})) {
+    if (REFERENCE_KEYS.has(key) && typeof value === "string") visit(props, key);
+    else if (key === "children" && value && typeof value === "object") {
+      if (Array.isArray(value.explicitList)) value.explicitList.forEach((_, i) => visit(value.explicitList, i));
+      if (value.template && typeof value.template.componentId === "string") visit(value.template, "componentId");
+    } else if (key === "tabItems" && Array.isArray(value)) {
+      for (const item of value) if (item && typeof item.child === "string") visit(item, "child");
+    }
+  }
+}
+
+function plainStrings(props, out) { // every string that is not a child reference or inside an action
+  const refs = new Set();
+  references(props, (holder, key) => refs.add(holder[key]));
+  const walk = (v, key) => {
+    if (key === "action") return;
+    if (typeof v === "string") out.add(v);
+    else if (Array.isArray(v)) v.forEach((x) => walk(x));
+    else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) if (!(REFERENCE_KEYS.has(k))) walk(x, k);
+  };
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === "children" && value && typeof value === "object" && !Array.isArray(value)) continue;
+    if (key === "tabItems" && Array.isArray(value)) value.forEach((it) => walk(it && it.title, "title"));
+    else if (!REFERENCE_KEYS.has(key)) walk(value, key);
+  }
+}
+
+/** A copy of `messages` in which no component id equals a plain string property of its surface,
+ * plus the map back from new ids to the model's ids. Exported for the tests. */
+export function disambiguate(messages, renamed = new Map()) {
+  const out = JSON.parse(JSON.stringify(messages));
+  const ids = new Map(), strings = new Map(); // surfaceId -> Set
+  for (const m of out) {
+    const su = m && m.surfaceUpdate;
+    if (!su || !Array.isArray(su.components)) continue;
+    const sid = su.surfaceId;
+    if (!ids.has(sid)) { ids.set(sid, new Set()); strings.set(sid, new Set()); }
+    for (const c of su.components) {
+      if (!c || typeof c !== "object") continue;
+      ids.get(sid).add(c.id);
+      for (const props of Object.values(c.component || {})) plainStrings(props, strings.get(sid));
+    }
+  }
+  const rename = new Map(); // `${sid}\u0000${id}` -> new id
+  for (const [sid, set] of ids) {
+    for (const id of set) {
+      if (typeof id !== "string" || !strings.get(sid).has(id)) continue;
+      let fresh = `${id}~id`;
+      while (set.has(fresh) || strings.get(sid).has(fresh)) fresh += "~";
+      rename.set(`${sid}\u0000${id}`, fresh);
+      renamed.set(fresh, id);
+    }
+  }
+  if (!rename.size) return { messages: out, renamed };
+  const fix = (sid) => (holder, key) => {
+    const to = rename.get(`${sid}\u0000${holder[key]}`);
+    if (to) holder[key] = to;
+  };
+  for (const m of out) {
+    if (m && m.surfaceUpdate && Array.isArray(m.surfaceUpdate.components)) {
+      const sid = m.surfaceUpdate.surfaceId;
+      for (const c of m.surfaceUpdate.components) {
+        if (!c || typeof c !== "object") continue;
+        fix(sid)(c, "id");
+        for (const props of Object.values(c.component || {})) references(props, fix(sid));
+      }
+    }
+    if (m && m.beginRendering) fix(m.beginRendering.surfaceId)(m.beginRendering, "root");
+  }
+  return { messages: out, renamed };
+}
+
 class MacaronicCard extends LitElement {
   static properties = { processor: { attribute: false } };
 
@@ -58,6 +139,7 @@ class MacaronicCard extends LitElement {
     super();
     this.processor = v0_8.Data.createSignalA2uiMessageProcessor();
     this.onAction = null;
+    this.renamed = new Map(); // renderer id -> the model's id (see disambiguate)
     new ContextProvider(this, { context: UI.Context.themeContext, initialValue: THEME });
     new ContextProvider(this, { context: UI.Context.markdown, initialValue: (text, options) => renderMarkdown(text, options) });
     this.addEventListener("a2uiaction", (event) => this.#action(event));
@@ -86,7 +168,9 @@ class MacaronicCard extends LitElement {
         if (key) context[item.key] = value[key];
       }
     }
-    const message = { userAction: { name: action.name, surfaceId, sourceComponentId: sourceComponentId || sourceComponent?.id,
+    const [base, ...suffix] = String(sourceComponentId || sourceComponent?.id || "").split(":");
+    const source = [this.renamed.get(base) || base, ...suffix].join(":");
+    const message = { userAction: { name: action.name, surfaceId, sourceComponentId: source,
       timestamp: new Date().toISOString(), context } };
     this.dispatchEvent(new CustomEvent("a2ui-action", { detail: message, bubbles: true }));
     if (this.onAction) this.onAction(message);
@@ -95,16 +179,17 @@ class MacaronicCard extends LitElement {
 customElements.define("macaronic-a2ui", MacaronicCard);
 
 /** Render `messages` (a v0.8 server-to-client list) into `container`; throws on a message the
- * processor rejects. */
-export function renderCard(container, messages, { onAction } = {}) {
+ * processor rejects. `asIs: true` skips the id disambiguation (to measure the renderer alone). */
+export function renderCard(container, messages, { onAction, asIs = false } = {}) {
   const el = document.createElement("macaronic-a2ui");
   el.onAction = onAction || null;
-  el.processor.processMessages(messages);
+  const prepare = (list) => (asIs ? list : disambiguate(list, el.renamed).messages);
+  el.processor.processMessages(prepare(messages));
   container.replaceChildren(el);
   return {
     element: el,
     get ready() { return el.updateComplete; },
-    process(more) { el.processor.processMessages(more); el.requestUpdate(); return el.updateComplete; },
+    process(more) { el.processor.processMessages(prepare(more)); el.requestUpdate(); return el.updateComplete; },
     dataModel(surfaceId) {
       const surface = el.processor.getSurfaces().get(surfaceId);
       return surface ? plain(surface.dataModel) : null;
