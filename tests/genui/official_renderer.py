@@ -124,18 +124,18 @@ def thumbnail(png: bytes):
     return img.resize((max(1, img.width // 2), max(1, img.height // 2)), Image.Resampling.BOX)
 
 
-def compare_snapshot(name: str, png: bytes, tolerance: float = 0.02) -> str | None:
-    """None when the screenshot matches tests/genui/snapshots/official/<name>.png (at most
+def compare_snapshot(name: str, png: bytes, tolerance: float = 0.02, directory: Path = SNAPSHOTS) -> str | None:
+    """None when the screenshot matches <directory>/<name>.png (at most
     `tolerance` of the pixels differ by more than 48 grey levels, height within 4 px), else why
     not. MACARONIC_UPDATE_SNAPSHOTS=1 rewrites the snapshot instead."""
     from PIL import Image, ImageChops
 
     new = thumbnail(png)
-    path = SNAPSHOTS / f"{name}.png"
+    path = directory / f"{name}.png"
     if UPDATE or not path.exists():
         if not UPDATE:
             return f"no snapshot {path.name} (run with MACARONIC_UPDATE_SNAPSHOTS=1 and commit it)"
-        SNAPSHOTS.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         new.save(path, optimize=True)
         return None
     old = Image.open(path).convert("L")

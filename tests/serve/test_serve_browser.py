@@ -73,3 +73,94 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     assert page.locator(".msg.user.action").count() == 1
     assert not errors, errors
     page.close()
+
+
+MARKDOWN_REPLY = """## Plan
+
+1. **Bold** step with `inline code`
+2. A [link](https://example.org) and a [bad one](javascript:alert(1))
+
+<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>
+
+```python
+print("<b>hi</b>")
+```"""
+TOOLS = [{"type": "function", "function": {"name": "add_reminder", "description": "Add a reminder",
+          "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]
+
+
+def snapshot_check(name: str, png: bytes):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "genui"))
+    from official_renderer import compare_snapshot
+
+    return compare_snapshot(name, png, directory=Path(__file__).parent / "snapshots")
+
+
+def test_chat_renders_markdown_safely_and_tool_calls_as_collapsible_blocks(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["chat"] = MARKDOWN_REPLY
+    script.replies["agent"] = 'On it. <tool_call>{"name": "add_reminder", "arguments": {"text": "buy milk"}}</tool_call>'
+    page = chromium.new_page(viewport={"width": 900, "height": 900}, device_scale_factor=1)
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=agent]", state="attached")
+
+    page.select_option("#adapter", "chat")
+    page.fill("#input", "make a plan")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .badge")
+    text = page.locator(".msg.assistant .text").nth(0)
+    assert text.locator("h2").inner_text() == "Plan"
+    assert text.locator("ol > li").count() == 2 and text.locator("strong").inner_text() == "Bold"
+    assert text.locator("pre > code.language-python").inner_text().rstrip() == 'print("<b>hi</b>")'
+    assert text.locator("a").count() == 1  # the javascript: link stays text
+    assert text.locator("a").get_attribute("rel") == "noopener noreferrer"
+    assert text.locator("img, script, b").count() == 0 and page.evaluate("window.pwned") is None
+    assert '<img src=x onerror="window.pwned=1">' in text.inner_text()  # raw HTML shown, escaped
+
+    page.locator("#tools-box summary").click()
+    page.fill("#tools", json.dumps(TOOLS))
+    page.select_option("#adapter", "agent")
+    page.fill("#input", "remind me to buy milk")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge")
+    call = page.locator(".msg.assistant").nth(1).locator("details.tool-call")
+    assert call.count() == 1 and call.get_attribute("open") is None  # collapsed
+    assert "add_reminder" in call.locator("summary").inner_text()
+    assert not call.locator("pre").is_visible()
+    call.locator("summary").click()
+    assert json.loads(call.locator("pre").inner_text()) == {"text": "buy milk"}
+    sent = [v for a, v in script.seen if a == "agent"]
+    assert sent and page.evaluate("MacaronicChat.state.messages.at(-1).tool_calls[0].function.name") == "add_reminder"
+    page.locator("#tools-box summary").click()  # fold the box again for the screenshot
+    why = snapshot_check("chat-markdown-tools", page.locator("#log").screenshot(animations="disabled"))
+    assert why is None, why
+    assert not errors, errors
+    page.close()
+
+
+def test_chat_refuses_a_card_that_did_not_validate(chromium, inproc):
+    url, mol, script = inproc
+    broken = json.loads(card_reply())
+    column = next(c["component"]["Column"] for c in broken["a2ui"][0]["surfaceUpdate"]["components"]
+                  if "Column" in c["component"])
+    column["children"]["explicitList"][0] = "ghost"  # a child that is not defined
+    script.replies["genui"] = json.dumps(broken)
+    page = chromium.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=genui]", state="attached")
+    page.select_option("#adapter", "genui")
+    page.fill("#input", "a lunch card please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .refused")
+    reply = page.locator(".msg.assistant").nth(0)
+    assert "ghost" in reply.locator(".refused").inner_text()
+    assert reply.locator("macaronic-a2ui, a2ui-surface").count() == 0  # never handed to the renderer
+    page.close()

@@ -4,7 +4,8 @@
  * Streams replies from POST /v1/chat/completions (SSE), shows a badge per turn from the final
  * chunk's `macaronic` metadata (specialist, policy, confidence, prefill/reused tokens), lets the
  * user force an adapter (the model id), renders replies as sanitised markdown (markdown.js), tool
- * calls as collapsible blocks, GenUI replies that passed the server's validator as A2UI cards
+ * calls as collapsible blocks (the Tools box sends an OpenAI `tools` list with each turn),
+ * GenUI replies that passed the server's validator as A2UI cards
  * drawn by the official renderer (a2ui-card.js), and sends a card's button clicks back as a
  * userAction turn. A card that did not validate is refused here, never handed to the renderer.
  * The conversation lives here (Chat Completions is stateless); each assistant message carries
@@ -17,7 +18,7 @@ import { renderMarkdownInto } from "./markdown.js";
 
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
-  const sendBtn = $("send"), stopBtn = $("stop");
+  const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools");
   const state = { messages: [], publicName: "macaronic", busy: false, abort: null };
 
   keyBox.value = localStorage.getItem("macaronic-key") || "";
@@ -159,6 +160,10 @@ import { renderMarkdownInto } from "./markdown.js";
   // `what` is a string (typed message) or an A2UI {userAction} from a card's button.
   async function send(what) {
     if (state.busy) return;
+    let tools = null;
+    if (toolsBox.value.trim()) {
+      try { tools = JSON.parse(toolsBox.value); } catch (e) { bubble("assistant error", "tools: not JSON: " + e.message); return; }
+    }
     const isAction = typeof what !== "string";
     const content = isAction ? JSON.stringify(what) : what;
     state.messages.push({ role: "user", content });
@@ -176,7 +181,7 @@ import { renderMarkdownInto } from "./markdown.js";
       const r = await fetch("/v1/chat/completions", {
         method: "POST", headers: headers(), signal: state.abort.signal,
         body: JSON.stringify({ model: select.value || state.publicName, messages: state.messages, stream: true,
-          stream_options: { include_usage: true } }),
+          stream_options: { include_usage: true }, ...(tools ? { tools } : {}) }),
       });
       if (!r.ok) throw new Error((await r.json()).error.message);
       for await (const chunk of sse(r)) {
