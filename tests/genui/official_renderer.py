@@ -6,7 +6,8 @@ network: image URLs in cards get a 1-pixel PNG, anything else is aborted and rec
 reports what a user of the renderer would see: an exception from the message processor, console
 errors and warnings, the surfaces drawn and their text (read through the shadow roots).
 
-    python tests/genui/official_renderer.py   # prints the disagreement table for docs/BENCHMARKS.md
+    python tests/genui/official_renderer.py           # the disagreement table (docs/BENCHMARKS.md)
+    python tests/genui/official_renderer.py --bench   # official renderer vs a2ui.js, ms per card
 """
 
 from __future__ import annotations
@@ -203,6 +204,57 @@ def table() -> str:  # pragma: no cover - a report, run by hand
     return "\n".join(out)
 
 
+BENCH = """async ([messages, which, reps]) => {
+  const host = document.getElementById('host');
+  const settle = async () => {
+    const all = root => [...root.querySelectorAll('*')].flatMap(n => n.shadowRoot ? [n, ...all(n.shadowRoot)] : [n]);
+    for (let i = 0; i < 3; i++) await Promise.all(all(host).filter(n => n.updateComplete).map(n => n.updateComplete));
+  };
+  const t0 = performance.now();
+  for (let i = 0; i < reps; i++) {
+    for (const m of messages) {
+      if (which === 'official') { window.renderCard(host, m); await settle(); }
+      else { host.replaceChildren(); window.A2UI.render(host, m); }
+      host.getBoundingClientRect();  // force layout in both cases
+    }
+  }
+  return (performance.now() - t0) / (reps * messages.length);
+}"""
+
+
+def bench(reps: int = 5) -> str:  # pragma: no cover - a report, run by hand
+    """Mean ms per card (render + layout) for the official renderer and the hand-written a2ui.js
+    (as of commit 2df6a4c), measured alternately in one page on the 35 official examples, and the
+    bytes each ships."""
+    import subprocess
+
+    from a2ui_cases import EXAMPLES, load
+    from playwright.sync_api import sync_playwright
+
+    # The hand-written renderer the chat used before; removed from the tree, read from history.
+    HAND_WRITTEN = subprocess.run(["git", "show", "2df6a4c:src/macaronic/web/a2ui.js"], capture_output=True,
+                                  text=True, check=True, cwd=Path(__file__).parent).stdout
+    cards = [load(p) for p in EXAMPLES]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                           "--disable-background-networking", "--disable-component-update",
+                                           "--disable-sync"])
+        r = OfficialRenderer(browser)
+        r.page.add_script_tag(content=HAND_WRITTEN)
+        times = {"official": [], "a2ui.js": []}
+        for _ in range(3):
+            for which in times:
+                times[which].append(r.page.evaluate(BENCH, [cards, which, reps]))
+        browser.close()
+    size = {"official": (WEB / "vendor" / "a2ui-lit.js").stat().st_size + (WEB / "a2ui-card.js").stat().st_size,
+            "a2ui.js": len(HAND_WRITTEN.encode())}
+    lines = ["| renderer | ms per card (3 rounds) | median | bytes shipped |", "|---|---|---|---|"]
+    for which, ts in times.items():
+        lines.append(f"| {which} | {', '.join(f'{t:.2f}' for t in ts)} | {sorted(ts)[1]:.2f} | {size[which]:,} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.path.insert(0, str(Path(__file__).parent))
-    print(table())
+    print(bench() if "--bench" in sys.argv else table())

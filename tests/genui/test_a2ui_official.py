@@ -121,3 +121,67 @@ def test_broken_cards_are_refused_by_our_validator():
             assert not validate(messages).valid, (mutate.__name__, path.name)
             refused += 1
     assert refused > 200
+
+
+def test_checkbox_writes_the_data_model_tabs_switch_and_modal_opens(official):
+    page = official.page
+    task = make_task("todo", 0)
+    sid = task.gold["a2ui"][0]["surfaceUpdate"]["surfaceId"]
+    official.render(task.gold["a2ui"])
+    before = page.evaluate(f"window.card.dataModel('{sid}').tasks['0'].done")
+    page.locator("a2ui-checkbox input").first.click()
+    assert page.evaluate(f"window.card.dataModel('{sid}').tasks['0'].done") is (not before)
+
+    task = make_task("itinerary", 1)  # three days, three different plans
+    official.render(task.gold["a2ui"])
+    days = task.context["days"]
+    visible_text = """() => { const out = []; const walk = n => { if (n.nodeType === 3) out.push(n.textContent);
+        if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.childNodes) if (c.nodeType !== 1 || c.checkVisibility())
+        walk(c); }; walk(document.getElementById('host')); return out.join(' '); }"""
+    tabs = page.locator("a2ui-tabs button")
+    assert tabs.count() == len(days)
+    assert days[0]["plan"] in page.evaluate(visible_text) and days[1]["plan"] not in page.evaluate(visible_text)
+    tabs.nth(1).click()
+    page.wait_for_timeout(50)
+    text = page.evaluate(visible_text)
+    assert days[1]["plan"] in text and days[0]["plan"] not in text, text
+
+    modal = next(p for p in EXAMPLES if p.stem == "30_modal-sample")
+    official.render(load(modal))
+    assert page.locator("a2ui-modal dialog").count() == 0
+    page.click("#open-btn button")
+    page.locator("a2ui-modal dialog").wait_for(state="visible")
+
+
+def test_streamed_update_and_delete_surface(official):
+    page = official.page
+    task = make_task("weather", 0)
+    sid = task.gold["a2ui"][0]["surfaceUpdate"]["surfaceId"]
+    official.render(task.gold["a2ui"])
+    page.evaluate("""async ([sid]) => { await window.card.process([{dataModelUpdate: {surfaceId: sid,
+        contents: [{key: 'city', valueString: 'Reykjavik'}, {key: 'temp', valueString: '1°C'}]}}]); }""", [sid])
+    page.wait_for_timeout(50)
+    assert page.evaluate(f"window.card.dataModel('{sid}').city") == "Reykjavik"
+    assert "Reykjavik" in page.locator("#host").evaluate(
+        "h => { const o = []; const w = n => { if (n.nodeType === 3) o.push(n.textContent); if (n.shadowRoot) w(n.shadowRoot);"
+        " for (const c of n.childNodes) w(c); }; w(h); return o.join(' '); }")
+    page.evaluate("async ([sid]) => { await window.card.process([{deleteSurface: {surfaceId: sid}}]); }", [sid])
+    assert page.locator("#host a2ui-surface").count() == 0
+
+
+def test_corrupted_cards_throw_cleanly_or_render(official):
+    """Corruptions our validator refuses never reach the renderer in the chat; fed to it anyway
+    they either make renderCard throw (the chat shows "card error") or render, never an uncaught
+    page error."""
+    import random
+
+    from a2ui_cases import corrupt
+
+    rng = random.Random(1)
+    golds = [make_task(f, 0).gold for f in FAMILIES]
+    uncaught = []
+    for i in range(60):
+        bad = corrupt(golds[i % len(golds)], rng)
+        got = official.render(bad.get("a2ui") if isinstance(bad, dict) else bad)
+        uncaught += [e for e in got.errors if e.startswith("pageerror")]
+    assert not uncaught, uncaught

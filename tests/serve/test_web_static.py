@@ -27,11 +27,12 @@ def test_serve_ships_the_renderer_and_refuses_other_paths(inproc):
     page = httpx.get(url + "/")
     assert '<script type="module" src="/static/chat.js">' in page.text
     for name, kind in [("chat.js", "javascript"), ("a2ui-card.js", "javascript"), ("markdown.js", "javascript"),
-                       ("vendor/a2ui-lit.js", "javascript"), ("vendor/LICENSES.txt", "text/plain")]:
+                       ("vendor/a2ui-lit.js", "javascript"), ("vendor/LICENSES.txt", "text/plain"),
+                       ("a2ui-demo.html", "text/html")]:
         r = httpx.get(f"{url}/static/{name}")
         assert r.status_code == 200 and kind in r.headers["content-type"], name
     bundle = httpx.get(url + "/static/vendor/a2ui-lit.js").text
     assert "a2ui-surface" in bundle and "a2uiaction" in bundle  # the official renderer's elements
-    for bad in ("vendor%2F..%2Fchat.js", "..%2Fserve%2Fapp.py", "vendor/missing.js", "package.json"):
+    for bad in ("vendor%2F..%2Fchat.js", "..%2Fserve%2Fapp.py", "vendor/missing.js", "package.json", "a2ui.js"):
         r = httpx.get(f"{url}/static/{bad}")
         assert r.status_code == 404 and "no static file" in r.json()["error"]["message"], bad

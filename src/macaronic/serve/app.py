@@ -31,7 +31,7 @@ from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
-STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui.js": "text/javascript",
+STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
           "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
 ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
