@@ -149,6 +149,26 @@ def compare_snapshot(name: str, png: bytes, tolerance: float = 0.02, directory: 
     return None if share <= tolerance else f"{name}: {share:.1%} of pixels differ from the snapshot"
 
 
+def recorded_replies() -> list[tuple[str, dict]]:
+    """Every GenUI reply the shipped genui specialist wrote in the recorded specialist benchmark
+    runs (docs/bench/*.tasks.jsonl: the genui suite and the genui turns of the mixed suite), as the
+    serving harness parses it (`parse_genui_output(...).to_dict()`), when it holds an a2ui list."""
+    import json
+
+    from macaronic.genui.output import parse_genui_output
+
+    out = []
+    for path in sorted((Path(__file__).parents[2] / "docs" / "bench").glob("*.tasks.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            for i, m in enumerate(row.get("messages", [])):
+                if m.get("role") == "assistant" and m.get("adapter", row.get("config")) == "genui":
+                    reply = parse_genui_output(m["content"]).to_dict()
+                    if isinstance(reply.get("a2ui"), list) and reply["a2ui"]:
+                        out.append((f"{path.stem}:{row['suite']}:{row['config']}:{row['task']}:{i}", reply))
+    return out
+
+
 def table() -> str:  # pragma: no cover - a report, run by hand
     """The disagreement table: every official example, every task family's gold card, the broken
     variants of the validator tests and 200 random corruptions of gold cards, judged by our
@@ -173,6 +193,8 @@ def table() -> str:  # pragma: no cover - a report, run by hand
             except StopIteration:
                 continue
             cases.append((f"broken:{mutate.__name__} {example_id(p)}", messages))
+    for name, reply in recorded_replies():
+        cases.append((f"recorded {name}", reply["a2ui"]))
     rng = random.Random(1)
     golds = [make_task(f, 0).gold for f in FAMILIES]
     for i in range(200):
