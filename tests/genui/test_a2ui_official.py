@@ -205,3 +205,48 @@ def test_recorded_specialist_cards_render_when_valid_and_are_refused_otherwise(o
         else:
             assert reply["errors"], name
     assert not failures, failures
+
+
+def test_renamed_ids_survive_a_card_streamed_in_batches_and_clicks_report_the_models_id(official):
+    task = make_task("meetings", 0)
+    messages = task.gold["a2ui"]
+    first = [m for m in messages if "surfaceUpdate" in m]
+    rest = [m for m in messages if "surfaceUpdate" not in m]
+    official.render(first)  # components only: nothing to draw yet
+    page = official.page
+    page.evaluate("async (more) => { await window.card.process(more); }", rest)
+    page.wait_for_timeout(100)
+    text = page.locator("#host").evaluate(
+        "h => { const o = []; const w = n => { if (n.nodeType === 3) o.push(n.textContent); if (n.shadowRoot) w(n.shadowRoot);"
+        " for (const c of n.childNodes) w(c); }; w(h); return o.join(' '); }")
+    for value in task.requirements.values:
+        assert value in text, value
+    page.click("#reschedule button")
+    (event,) = page.evaluate("window.actions")
+    assert event["userAction"]["sourceComponentId"] == "reschedule"
+    assert check_user_action(event) == []
+    assert event == make_user_action(messages, "reschedule", timestamp=event["userAction"]["timestamp"])
+
+
+def test_a_renamed_button_reports_the_models_id(official):
+    """Hand-written: a Text whose literal is the id of a Button (the renderer alone hands the
+    Button's node to markdown-it as the text: "[object Object]" and an uncaught error)."""
+    messages = _renamed_button_card()
+    assert validate(messages).valid
+    raw = official.render(messages, as_is=True)
+    assert "[object Object]" in raw.text and any("should be a String" in e for e in raw.errors), raw
+    got = official.render(messages)
+    assert got.clean and "confirm" in got.text and official.page.locator("a2ui-button").count() == 1
+    official.page.click("a2ui-button button")
+    (event,) = official.page.evaluate("window.actions")
+    assert event["userAction"]["sourceComponentId"] == "confirm"
+    assert event == make_user_action(messages, "confirm", timestamp=event["userAction"]["timestamp"])
+
+
+def _renamed_button_card():
+    return [{"surfaceUpdate": {"surfaceId": "s", "components": [
+        {"id": "root", "component": {"Column": {"children": {"explicitList": ["hint", "confirm"]}}}},
+        {"id": "hint", "component": {"Text": {"text": {"literalString": "confirm"}}}},
+        {"id": "label", "component": {"Text": {"text": {"literalString": "Yes"}}}},
+        {"id": "confirm", "component": {"Button": {"child": "label", "action": {"name": "confirm"}}}}]}},
+        {"beginRendering": {"surfaceId": "s", "root": "root"}}]

@@ -87,9 +87,10 @@ function plainStrings(props, out) { // every string that is not a child referenc
   }
 }
 
-/** A copy of `messages` in which no component id equals a plain string property of its surface,
- * plus the map back from new ids to the model's ids. Exported for the tests. */
-export function disambiguate(messages, renamed = new Map()) {
+/** A copy of `messages` in which no component id equals a plain string property of its surface.
+ * `state` carries the renames across calls (a card streamed in several batches keeps its ids):
+ * `state.to` maps `${surfaceId}\u0000${id}` to the renderer's id, `state.back` the reverse. */
+export function disambiguate(messages, state = { to: new Map(), back: new Map() }) {
   const out = JSON.parse(JSON.stringify(messages));
   const ids = new Map(), strings = new Map(); // surfaceId -> Set
   for (const m of out) {
@@ -103,19 +104,19 @@ export function disambiguate(messages, renamed = new Map()) {
       for (const props of Object.values(c.component || {})) plainStrings(props, strings.get(sid));
     }
   }
-  const rename = new Map(); // `${sid}\u0000${id}` -> new id
   for (const [sid, set] of ids) {
     for (const id of set) {
-      if (typeof id !== "string" || !strings.get(sid).has(id)) continue;
+      const key = `${sid}\u0000${id}`;
+      if (typeof id !== "string" || state.to.has(key) || !strings.get(sid).has(id)) continue;
       let fresh = `${id}~id`;
-      while (set.has(fresh) || strings.get(sid).has(fresh)) fresh += "~";
-      rename.set(`${sid}\u0000${id}`, fresh);
-      renamed.set(fresh, id);
+      while (set.has(fresh) || strings.get(sid).has(fresh) || state.back.has(fresh)) fresh += "~";
+      state.to.set(key, fresh);
+      state.back.set(fresh, id);
     }
   }
-  if (!rename.size) return { messages: out, renamed };
+  if (!state.to.size) return out;
   const fix = (sid) => (holder, key) => {
-    const to = rename.get(`${sid}\u0000${holder[key]}`);
+    const to = state.to.get(`${sid}\u0000${holder[key]}`);
     if (to) holder[key] = to;
   };
   for (const m of out) {
@@ -129,7 +130,7 @@ export function disambiguate(messages, renamed = new Map()) {
     }
     if (m && m.beginRendering) fix(m.beginRendering.surfaceId)(m.beginRendering, "root");
   }
-  return { messages: out, renamed };
+  return out;
 }
 
 class MacaronicCard extends LitElement {
@@ -139,7 +140,7 @@ class MacaronicCard extends LitElement {
     super();
     this.processor = v0_8.Data.createSignalA2uiMessageProcessor();
     this.onAction = null;
-    this.renamed = new Map(); // renderer id -> the model's id (see disambiguate)
+    this.renames = { to: new Map(), back: new Map() }; // see disambiguate
     new ContextProvider(this, { context: UI.Context.themeContext, initialValue: THEME });
     new ContextProvider(this, { context: UI.Context.markdown, initialValue: (text, options) => renderMarkdown(text, options) });
     this.addEventListener("a2uiaction", (event) => this.#action(event));
@@ -169,7 +170,7 @@ class MacaronicCard extends LitElement {
       }
     }
     const [base, ...suffix] = String(sourceComponentId || sourceComponent?.id || "").split(":");
-    const source = [this.renamed.get(base) || base, ...suffix].join(":");
+    const source = [this.renames.back.get(base) || base, ...suffix].join(":");
     const message = { userAction: { name: action.name, surfaceId, sourceComponentId: source,
       timestamp: new Date().toISOString(), context } };
     this.dispatchEvent(new CustomEvent("a2ui-action", { detail: message, bubbles: true }));
@@ -183,7 +184,7 @@ customElements.define("macaronic-a2ui", MacaronicCard);
 export function renderCard(container, messages, { onAction, asIs = false } = {}) {
   const el = document.createElement("macaronic-a2ui");
   el.onAction = onAction || null;
-  const prepare = (list) => (asIs ? list : disambiguate(list, el.renamed).messages);
+  const prepare = (list) => (asIs ? list : disambiguate(list, el.renames));
   el.processor.processMessages(prepare(messages));
   container.replaceChildren(el);
   return {
