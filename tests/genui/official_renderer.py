@@ -149,12 +149,15 @@ def compare_snapshot(name: str, png: bytes, tolerance: float = 0.02, directory: 
     return None if share <= tolerance else f"{name}: {share:.1%} of pixels differ from the snapshot"
 
 
-def recorded_replies() -> list[tuple[str, dict]]:
+def recorded_replies(served: bool = False) -> list[tuple[str, dict]]:
     """Every GenUI reply the shipped genui specialist wrote in the recorded specialist benchmark
     runs (docs/bench/*.tasks.jsonl: the genui suite and the genui turns of the mixed suite), as the
-    serving harness parses it (`parse_genui_output(...).to_dict()`), when it holds an a2ui list."""
+    serving harness parses it (`parse_genui_output(...).to_dict()`), when it holds an a2ui list.
+    `served`: as `macaronic serve` returns it today, a reply that does not validate closed into a
+    valid card (`genui.close.close_card`, what the harness does with constraints on)."""
     import json
 
+    from macaronic.genui.close import close_card
     from macaronic.genui.output import parse_genui_output
 
     out = []
@@ -162,10 +165,16 @@ def recorded_replies() -> list[tuple[str, dict]]:
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             for i, m in enumerate(row.get("messages", [])):
-                if m.get("role") == "assistant" and m.get("adapter", row.get("config")) == "genui":
-                    reply = parse_genui_output(m["content"]).to_dict()
-                    if isinstance(reply.get("a2ui"), list) and reply["a2ui"]:
-                        out.append((f"{path.stem}:{row['suite']}:{row['config']}:{row['task']}:{i}", reply))
+                if m.get("role") != "assistant" or m.get("adapter", row.get("config")) != "genui":
+                    continue
+                parsed = parse_genui_output(m["content"])
+                reply = parsed.to_dict()
+                if served and not parsed.valid:
+                    closed, fixes = close_card(parsed.obj, m["content"])
+                    reply = {**reply, "valid": True, "errors": [], "closed": fixes, "a2ui": closed["a2ui"],
+                             "text_response": closed["text_response"]}
+                if isinstance(reply.get("a2ui"), list) and reply["a2ui"]:
+                    out.append((f"{path.stem}:{row['suite']}:{row['config']}:{row['task']}:{i}", reply))
     return out
 
 
@@ -195,6 +204,8 @@ def table() -> str:  # pragma: no cover - a report, run by hand
             cases.append((f"broken:{mutate.__name__} {example_id(p)}", messages))
     for name, reply in recorded_replies():
         cases.append((f"recorded {name}", reply["a2ui"]))
+    for name, reply in recorded_replies(served=True):
+        cases.append((f"served {name}", reply["a2ui"]))
     rng = random.Random(1)
     golds = [make_task(f, 0).gold for f in FAMILIES]
     for i in range(200):

@@ -71,6 +71,9 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     action = json.loads(view[-1]["content"])["userAction"]
     assert adapter == "genui" and action["name"] == "confirm" and action["context"] == {"slot": "noon"}
     assert page.locator(".msg.user.action").count() == 1
+    # the reply's deleteSurface goes to the surface the earlier reply drew: that card is gone
+    page.wait_for_function("document.querySelectorAll('a2ui-surface').length === 0")
+    assert third.locator(".card").count() == 0
     assert not errors, errors
     page.close()
 
@@ -145,13 +148,51 @@ def test_chat_renders_markdown_safely_and_tool_calls_as_collapsible_blocks(chrom
     page.close()
 
 
-def test_chat_refuses_a_card_that_did_not_validate(chromium, inproc):
-    url, mol, script = inproc
-    broken = json.loads(card_reply())
-    column = next(c["component"]["Column"] for c in broken["a2ui"][0]["surfaceUpdate"]["components"]
+def ghost_card() -> str:
+    card = json.loads(card_reply())
+    column = next(c["component"]["Column"] for c in card["a2ui"][0]["surfaceUpdate"]["components"]
                   if "Column" in c["component"])
     column["children"]["explicitList"][0] = "ghost"  # a child that is not defined
-    script.replies["genui"] = json.dumps(broken)
+    return json.dumps(card, separators=(",", ":"))  # compact, as the GenUI grammar admits
+
+
+def test_chat_draws_a_card_the_harness_closed_with_a_note(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["genui"] = ghost_card()
+    page = chromium.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=genui]", state="attached")
+    page.select_option("#adapter", "genui")
+    page.fill("#input", "a lunch card please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .badge")
+    reply = page.locator(".msg.assistant").nth(0)
+    assert "closed by the harness" in reply.locator(".closed-note").inner_text()
+    assert reply.locator(".refused").count() == 0
+    page.wait_for_selector(".msg.assistant a2ui-button button")
+    assert reply.locator(".text").inner_text() == "Here is a card."
+    # the same surface rendered anew (beginRendering) in a later reply: a new card there, the old one kept
+    page.fill("#input", "again please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge")
+    assert page.locator(".msg.assistant").nth(1).locator("a2ui-surface").count() == 1
+    assert page.locator(".msg.assistant").nth(0).locator("a2ui-surface").count() == 1
+    page.close()
+
+
+def test_chat_refuses_a_card_that_did_not_validate(chromium, scripted):
+    """With constraints on, the harness closes every GenUI reply into a valid card; a server run
+    without them (or a remote engine that ignores the grammar) can still send a broken one."""
+    from serve_helpers import InProcessServer
+
+    from macaronic.serve.app import create_app
+    from macaronic.serve.harness import HarnessConfig, MoL
+
+    mol, script = scripted
+    srv = InProcessServer(create_app(MoL(mol.backend, mol.bundle, mol.router, config=HarnessConfig(constrain=False))))
+    url = srv.url
+    script.replies["genui"] = ghost_card()
     page = chromium.new_page()
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
     page.goto(url + "/")
@@ -164,3 +205,4 @@ def test_chat_refuses_a_card_that_did_not_validate(chromium, inproc):
     assert "ghost" in reply.locator(".refused").inner_text()
     assert reply.locator("macaronic-a2ui, a2ui-surface").count() == 0  # never handed to the renderer
     page.close()
+    srv.stop()

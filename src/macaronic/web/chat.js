@@ -19,7 +19,7 @@ import { renderMarkdownInto } from "./markdown.js";
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
   const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools");
-  const state = { messages: [], publicName: "macaronic", busy: false, abort: null };
+  const state = { messages: [], cards: new Map(), publicName: "macaronic", busy: false, abort: null };
 
   keyBox.value = localStorage.getItem("macaronic-key") || "";
   keyBox.addEventListener("change", () => { localStorage.setItem("macaronic-key", keyBox.value); loadModels(); });
@@ -78,22 +78,54 @@ import { renderMarkdownInto } from "./markdown.js";
   }
 
   // A GenUI reply: its text_response as the text, its card drawn only if the server validated it.
+  // Surfaces live for the whole conversation, as in A2UI: updates without a beginRendering for a
+  // surface an earlier reply drew (a dataModelUpdate, a deleteSurface) go to that card; a surface
+  // rendered anew (beginRendering) gets a card in this reply, and the old one stays as it was.
   function card(div, genui) {
     if (!genui) return;
-    if (genui.text_response) renderMarkdownInto(div.querySelector(".text"), genui.text_response);
-    if (!genui.valid) {
+    if (!genui.valid) { // its text_response if it has one, else the raw reply stays as streamed
+      if (genui.text_response) renderMarkdownInto(div.querySelector(".text"), genui.text_response);
       const warn = document.createElement("div");
       warn.className = "refused";
       warn.textContent = "card refused (did not validate): " + (genui.errors || []).map((x) => x.message).join("; ");
       div.appendChild(warn);
       return;
     }
-    if (!Array.isArray(genui.a2ui) || !genui.a2ui.length) return;
+    renderMarkdownInto(div.querySelector(".text"), genui.text_response || ""); // the card replaces the raw JSON
+    if (genui.closed && genui.closed.length) {
+      const note = document.createElement("div");
+      note.className = "closed-note";
+      note.textContent = `card closed by the harness (${genui.closed.length} fix${genui.closed.length > 1 ? "es" : ""})`;
+      note.title = genui.closed.join(", ");
+      div.appendChild(note);
+    }
+    const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
+    const sidOf = (m) => Object.values(m || {})[0]?.surfaceId;
+    const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
+    const fresh = [];
+    let updated = 0;
+    for (const m of messages) {
+      const sid = sidOf(m), old = state.cards.get(sid);
+      if (!old || redrawn.has(sid)) { fresh.push(m); continue; }
+      try { old.process([m]); updated++; } catch (e) { div.appendChild(document.createTextNode("card error: " + e.message)); }
+      if (m.deleteSurface) state.cards.delete(sid);
+    }
+    if (updated && !fresh.length) {
+      const note = document.createElement("div");
+      note.className = "closed-note";
+      note.textContent = "updated a card above";
+      div.appendChild(note);
+    }
+    if (!fresh.length) return;
     const box = document.createElement("div");
     box.className = "card";
     div.appendChild(box);
     try {
-      renderCard(box, genui.a2ui, { onAction: (message) => send(message) });
+      const handle = renderCard(box, fresh, { onAction: (message) => send(message) });
+      for (const m of fresh) {
+        const sid = Object.values(m || {})[0]?.surfaceId;
+        if (m.deleteSurface) state.cards.delete(sid); else state.cards.set(sid, handle);
+      }
     } catch (e) {
       box.textContent = "card error: " + e.message;
     }
@@ -223,7 +255,7 @@ import { renderMarkdownInto } from "./markdown.js";
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   stopBtn.addEventListener("click", () => state.abort && state.abort.abort());
-  $("clear").addEventListener("click", () => { state.messages = []; log.textContent = ""; });
+  $("clear").addEventListener("click", () => { state.messages = []; state.cards.clear(); log.textContent = ""; });
 
   window.MacaronicChat = { state, send };
   loadModels();
