@@ -2,7 +2,7 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/{chat.js,chat.css,a2ui.js}. Every answer carries `macaronic`
+GET / (the web chat) and /static/ (the files in STATIC). Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
 
 A pure-ASGI guard in front checks the API key (constant-time compare; the key is never logged),
@@ -40,7 +40,9 @@ from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
-STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui.js": "text/javascript"}
+STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
+          "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
+          "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
 ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
 PROTECTED = ("/v1/", "/metrics")
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
@@ -450,7 +452,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     async def chat_page():
         return FileResponse(WEB / "chat.html", media_type="text/html")
 
-    @app.get("/static/{name}", include_in_schema=False)
+    @app.get("/static/{name:path}", include_in_schema=False)
     async def static(name: str):
         if name not in STATIC or not (WEB / name).is_file():
             raise TurnError(f"no static file {name!r}", 404, "not_found")
