@@ -159,6 +159,12 @@ def test_n_samples_share_the_prefill_and_count_usage_once(client):
     assert [ch.message.content for ch in again.choices] == [ch.message.content for ch in r.choices]
     with pytest.raises(openai.BadRequestError):
         c.chat.completions.create(model="chat", messages=HI, max_tokens=4, n=9)
+    chunks = list(c.chat.completions.create(model="chat", messages=HI, max_tokens=8, temperature=1.0, seed=7, n=3,
+                                            stream=True, stream_options={"include_usage": True}))
+    texts = {i: "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices and ch.choices[0].index == i)
+             for i in range(3)}
+    assert [texts[i] for i in range(3)] == [ch.message.content for ch in r.choices]
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
 
 
 def test_a_repetition_loop_is_cut_with_a_flag(client):

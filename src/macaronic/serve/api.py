@@ -137,9 +137,9 @@ def chat_completion(results, model: str, cid: str, created: int) -> dict:
 
 
 def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None, logprobs: dict | None = None,
-          **extra) -> str:
+          index: int = 0, **extra) -> str:
     body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}], **extra}
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}], **extra}
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
@@ -161,6 +161,24 @@ def final_chunks(result, cid: str, created: int, model: str, include_usage: bool
                 "usage": chat_usage(result.usage), "macaronic": result.macaronic()}
         out += f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
     return out
+
+
+def sample_chunks(results: list, cid: str, created: int, model: str, include_usage: bool) -> str:
+    """`n` > 1 with `stream`: each choice as its own chunks (role, content, calls, finish), by index,
+    then one usage chunk. The samples decode together; their chunks are sent once all are done."""
+    out = ""
+    for i, r in enumerate(results):
+        delta = {"role": "assistant", "content": r.content or ""}
+        if r.tool_calls:
+            delta["tool_calls"] = [{"index": j, **c} for j, c in enumerate(r.tool_calls)]
+        out += chunk(cid, created, model, delta, None, logprobs_of(r), index=i)
+        out += chunk(cid, created, model, {}, r.finish_reason, index=i, macaronic=r.macaronic())
+    if include_usage:
+        usage = chat_completion(results, model, cid, created)["usage"]
+        body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+                "usage": usage}
+        out += f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return out + "data: [DONE]\n\n"
 
 
 def sse_error(message: str, code: str | None = None) -> str:

@@ -303,11 +303,13 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
         if (req.n or 1) > 1:
-            if req.stream:
-                raise TurnError("n > 1 with stream is not supported; ask without stream", 400, "unsupported", "n")
             results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
                                         response_format=req.response_format, logprobs=k)
             later(results[0])
+            if req.stream:
+                usage = bool(req.stream_options and req.stream_options.include_usage)
+                return StreamingResponse(iter([api.sample_chunks(results, cid, created, req.model, usage)]),
+                                         media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
                           response_format=req.response_format, logprobs=k)
