@@ -57,3 +57,58 @@ def test_precision_accuracy_compares_every_fast_path_to_fp32(tiny_dirs):
     for name in suite.PRECISIONS:
         assert 0.5 <= acc[name]["top1_agree"] <= 1.0 and acc[name]["kl"] >= 0
     assert acc["int4"]["kl"] > acc["bf16"]["kl"]  # coarser weights, larger divergence
+
+
+def test_lora_overhead_compares_grouped_and_stacked_banks(tiny_dirs, tmp_path):
+    from macaronic.bench import lora
+
+    base = load_base(tiny_dirs["llama"])
+    out = lora.lora_overhead(base.path, tmp_path, {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4")}, reps=2)
+    for name in ("fp32", "int4"):
+        for layout in ("contiguous", "scattered"):
+            row = out[name][layout]
+            assert row["base_step_ms"] > 0 and row["grouped_over_stacked"] > 0
+            assert {"grouped_overhead_pct", "stacked_overhead_pct", "grouped_overhead_wall_pct"} <= set(row)
+    md = cli.markdown({"command": "c", "seconds": 1, "machine": {"cpu": "x", "cores": 2, "memory_gb": 1,
+                      "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 1},
+                      "base": {"id": "b", "params": 1e6}, "router": None, "lora": out})
+    assert "| int4 | scattered |" in md
+
+
+def test_stacked_peer_equals_the_grouped_bank(tiny_dirs, tmp_path):
+    """The benchmark's 'before' bank computes the same deltas, so the comparison is like for like."""
+    import torch
+
+    from macaronic.bench.lora import StackedLora
+    from macaronic.engine.adapters import read_adapter
+    from macaronic.engine.slots import LoraBank
+    from macaronic.testing import make_random_adapter
+
+    base = load_base(tiny_dirs["llama"])
+    g, s = LoraBank(base.args, 9, 4), StackedLora(base.args, 9, 4)
+    for slot in (1, 3, 8):
+        pairs = read_adapter(make_random_adapter(tmp_path / f"s{slot}", base.args, rank=4, seed=slot), base.args)[1]
+        g.write(slot, pairs)
+        s.write(slot, pairs)
+    slots = torch.tensor([1, 3, 0, 8, 3])
+    x = torch.randn(5, base.args.dim)
+    for fused in ("qkv", "gate_up"):
+        width = sum(b.shape[-1] for b in g.Bt[fused])
+        yg, ys = torch.zeros(5, width), torch.zeros(5, width)
+        g.add_delta(yg, 0, fused, x, g.plan(slots))
+        s.add_delta(ys, 0, fused, x, s.plan(slots))
+        assert yg.abs().max() > 0 and torch.allclose(yg, ys, atol=1e-6)
+
+
+def test_http_load_through_a_real_server(tiny_dirs, tmp_path):
+    from macaronic.bench import load
+
+    out = load.http_load(tmp_path, tiny_dirs["llama"], streams=6, max_tokens=5, n_adapters=2,
+                         precisions=(("float32", "none"),))
+    row = out["fp32"]
+    assert row["completion_tokens"] > 0 and row["tok_s"] > 0 and row["peak_rss_mb"] > 0
+    assert row["ttft_p50_ms"] <= row["ttft_p99_ms"] and row["gap_p50_ms"] is not None
+    md = cli.markdown({"command": "c", "seconds": 1, "machine": {"cpu": "x", "cores": 2, "memory_gb": 1,
+                      "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 1},
+                      "base": {"id": "b", "params": 1e6}, "router": None, "load": out})
+    assert "| fp32 |" in md and "HTTP load" in md

@@ -340,3 +340,21 @@ def test_slot_bank_widens_to_the_widest_adapter_and_keeps_residents(llm_factory,
     assert torch.allclose(llm.score(ids, "r2"), before, atol=1e-5)  # the resident rank-2 adapter survived
     with pytest.raises(Exception, match="max rank"):
         llm.add_adapter(make_random_adapter(tmp_path / "r32", llm.args, rank=32, seed=3), "r32")
+
+
+def test_a_burst_of_short_prompts_is_prefilled_together_and_exactly(llm_factory):
+    llm = llm_factory(mode="turn", n=3, prefix_cache=False)
+    prompts = [llm.encode_chat([{"role": "user", "content": f"burst {i}"}]) for i in range(6)]
+    adapters = ["a0", None, "a1", "a2", "a0", None]
+    solo = []
+    for p, a in zip(prompts, adapters):
+        h = llm.submit(p, a, GREEDY)
+        h.result()
+        solo.append(h.output_ids)
+    before = llm.engine.stats["prefill_forwards"]
+    with llm.engine.lock:  # the engine thread waits: the burst queues up meanwhile
+        handles = [llm.submit(p, a, GREEDY) for p, a in zip(prompts, adapters)]
+    for h in handles:
+        h.result()
+    assert [h.output_ids for h in handles] == solo
+    assert llm.engine.stats["prefill_forwards"] - before <= 2  # not one forward per prompt

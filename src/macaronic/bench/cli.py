@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
     ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
-    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill,structured,serve")
+    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,lora,prefill,structured,load,serve")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
                          "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     from macaronic.bench import machine, serving, suite
     from macaronic.engine.base import load_base
 
-    sections = set((a.only or "switch,adapters,decode,prefill,structured,serve").split(","))
+    sections = set((a.only or "switch,adapters,decode,lora,prefill,structured,load,serve").split(","))
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
@@ -77,6 +77,13 @@ def main(argv: list[str]) -> int:
                                                                   reps=reps)
                 prog.advance(task)
             result["precision"] = suite.precision_accuracy(base, tokens=64 if a.quick else 128)
+        if "lora" in sections:
+            from macaronic.bench import lora
+
+            task = prog.add_task("LoRA overhead, grouped vs stacked bank", total=1)
+            result["lora"] = lora.lora_overhead(base.path, work / "lora", {"fp32": ("float32", "none"), **suite.PRECISIONS},
+                                                reps=8 if a.quick else 20)
+            prog.advance(task)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
@@ -93,6 +100,14 @@ def main(argv: list[str]) -> int:
             server_args = ["--base", a.base] if a.base else []
             result["serve"] = serving.serving_load(streams=32, tokens=32, rounds=rounds, server_args=server_args,
                                                    progress=lambda: prog.advance(task))
+        if "load" in sections:
+            from macaronic.bench import load
+
+            task = prog.add_task("HTTP load: 32 streams, mixed adapters (fp32, bf16, int4)", total=1)
+            result["load"] = load.http_load(work / "load", a.base, streams=32, max_tokens=24 if a.quick else 48,
+                                            precisions=(("float32", "none"), ("bfloat16", "none"), ("bfloat16", "int4")),
+                                            threads=a.threads)
+            prog.advance(task)
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +176,21 @@ def markdown(r: dict) -> str:
                 "rows); int8/int4: bf16 plus weight-only int8 (per channel) / int4 (groups of 32) kernels for calls "
                 "of up to 4 rows, with exact top-64 rescoring of the int4 LM head (`--quant`, "
                 "`macaronic.engine.quant`).", ""]
+    if "lora" in r:
+        lo = r["lora"]
+        out += [f"### LoRA overhead at {lo['streams']} mixed streams (one decode step, {lo['adapters']} adapters of "
+                f"rank {lo['rank']}, median of {lo['reps']} per-repetition ratios, thread CPU time; wall in brackets)", "",
+                "| precision | slots | base step (ms) | grouped bank | stacked bank (before) | grouped / stacked |",
+                "|---|---|---:|---:|---:|---:|"]
+        for name in ("fp32", "bf16", "int8", "int4"):
+            for layout in ("contiguous", "scattered"):
+                x = lo.get(name, {}).get(layout)
+                if x:
+                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {x['grouped_overhead_pct']}% "
+                               f"({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
+                               f"({x['stacked_overhead_wall_pct']}%) | {x['grouped_over_stacked']} |")
+        out += ["", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
+                "the highest used, the grouped one only the slots present). `macaronic.bench.lora`.", ""]
     if "prefill" in r:
         p = r["prefill"]
         out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic fp32 | Macaronic bf16 | llama.cpp |",
@@ -188,6 +218,19 @@ def markdown(r: dict) -> str:
                 "Server RSS (MB) at start and after each round: " + " → ".join(f"{x:,.0f}" for x in sv["rss_mb"])
                 + f"; added by the last {sv['rss_growth_last_rounds']} rounds: {_fmt(sv['rss_growth_last_rounds_mb'])} MB. "
                 "The bound: the prefix cache (1 GiB by default) plus the decode K/V pool at 32 rows.", ""]
+    if "load" in r:
+        ld = r["load"]
+        out += [f"### HTTP load: {ld['streams']} concurrent streams, {ld['adapters']} adapters in turn, "
+                f"max_tokens {ld['max_tokens']}", "",
+                "| precision | aggregate tok/s | TTFT p50 (ms) | TTFT p99 (ms) | gap p50 (ms) | gap p99 (ms) | server peak RSS (MB) |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for name in ("fp32", "bf16", "int4"):
+            x = ld.get(name)
+            if x:
+                out.append(f"| {name} | {_fmt(x['tok_s'])} | {_fmt(x['ttft_p50_ms'])} | {_fmt(x['ttft_p99_ms'])} | "
+                           f"{_fmt(x['gap_p50_ms'])} | {_fmt(x['gap_p99_ms'])} | {_fmt(x['peak_rss_mb'])} |")
+        out += ["", "`macaronic serve --engine-only` in a subprocess, the official `openai` client streaming; gap: "
+                "time between streamed chunks; RSS: the server's VmHWM. `macaronic.bench.load`.", ""]
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]

@@ -1,8 +1,9 @@
 """The Mixture-of-LoRA engine: continuous batching over token ids, one adapter per request.
 
 Requests with different adapters decode in the same batch (one LoRA slot index per token).
-Prompts are prefilled in chunks, one chunk per scheduler step, so a long prompt or an adapter
-load never stalls other requests' decoding for more than one step. Finished conversations go to
+Prompts are prefilled in chunks of up to `prefill_chunk` tokens per scheduler step, several short
+prompts in one forward, so a long prompt or an adapter load never stalls other requests' decoding
+for more than one step. Finished conversations go to
 the prefix cache; the next request reuses every position whose (token, adapter label) matches.
 
 Adapter modes decide the labels:
@@ -184,7 +185,8 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "decode_steps": 0, "generated_tokens": 0}
+        self.stats = {"prefill_tokens": 0, "prefill_forwards": 0, "reused_tokens": 0, "decode_steps": 0,
+                      "generated_tokens": 0}
 
     def _default_stop_ids(self) -> tuple[int, ...]:
         ids = set(self.base.args.eos_token_ids)
@@ -385,29 +387,52 @@ class Engine:
         return torch.from_numpy(np.where(labels == s.own_label, s.slot, 0).astype(np.int64))
 
     def _prefill_chunk(self) -> bool:
-        seq = next((s for s in self._active if s.pos < len(s.tokens)), None)
-        if seq is None:
+        """One prefill forward: prompt chunks of as many sequences as fit `prefill_chunk` tokens, so
+        a burst of short prompts is prefilled together instead of one per step."""
+        budget, batch = self.config.prefill_chunk, []
+        for s in self._active:
+            if s.pos < len(s.tokens) and budget > 0:
+                end = min(s.pos + budget, len(s.tokens))
+                batch.append((s, end))
+                budget -= end - s.pos
+        if not batch:
             return False
-        end = min(seq.pos + self.config.prefill_chunk, len(seq.tokens))
-        toks = torch.from_numpy(seq.tokens[seq.pos : end])
-        slots = self._slots_for(seq, seq.labels[seq.pos : end]) if seq.slot else None
         try:
-            logits = self.model(
-                toks, [SeqSlice(seq.kv, end - seq.pos)], lora=self.bank if seq.slot else None,
-                slots=self.bank.plan(slots) if slots is not None else None,
-                logits="last" if end == len(seq.tokens) else "none",
-            )
-        except Exception as e:
-            self._finish(seq, "error", error=f"prefill failed: {e}")
+            logits = self._prefill(batch)
+        except Exception:
+            logits = None  # isolate the failing request: run each alone, fail only those that raise
+        if logits is None:
+            for s, end in batch:
+                try:
+                    self._prefilled(s, end, self._prefill([(s, end)])[0])
+                except Exception as e:
+                    self._finish(s, "error", error=f"prefill failed: {e}")
             return True
-        self.stats["prefill_tokens"] += end - seq.pos
-        seq.pos = end
-        if end == len(seq.tokens):
-            siblings = self._fork(seq)
-            self._emit(seq, logits[0])
-            for sib in siblings:
-                self._emit(sib, logits[0].clone())
+        for (s, end), lg in zip(batch, logits):
+            self._prefilled(s, end, lg)
         return True
+
+    def _prefill(self, batch: list[tuple[_Seq, int]]) -> list[torch.Tensor | None]:
+        """Run the chunks; the next-token logits of each sequence whose prompt ends here."""
+        toks = torch.from_numpy(np.concatenate([s.tokens[s.pos : end] for s, end in batch]))
+        use_lora = any(s.slot for s, _ in batch)
+        slots = torch.cat([self._slots_for(s, s.labels[s.pos : end]) for s, end in batch]) if use_lora else None
+        last = any(end == len(s.tokens) for s, end in batch)
+        self.stats["prefill_forwards"] += 1
+        logits = self.model(
+            toks, [SeqSlice(s.kv, end - s.pos) for s, end in batch], lora=self.bank if use_lora else None,
+            slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none",
+        )  # [len(batch), V] (the last row of each chunk) or empty
+        return list(logits) if last else [None] * len(batch)
+
+    def _prefilled(self, s: _Seq, end: int, logits: torch.Tensor | None) -> None:
+        self.stats["prefill_tokens"] += end - s.pos
+        s.pos = end
+        if end == len(s.tokens):
+            siblings = self._fork(s)  # n samples: each takes a copy of this prompt's K/V
+            self._emit(s, logits)
+            for sib in siblings:
+                self._emit(sib, logits.clone())
 
     def _fork(self, seq: _Seq) -> list[_Seq]:
         """The sibling samples of a prefilled request, each with a copy of its prompt K/V."""

@@ -1,0 +1,123 @@
+"""LoRA overhead at 16 mixed streams, per precision: the base alone, the grouped bank
+(macaronic.engine.slots) and the bank it replaced, side by side in one process.
+
+One decode step of 16 sequences (4 adapters, 4 streams each) through the model, with the adapters
+in contiguous slots (1-4) and scattered ones (1, 3, 5, 8 of 8: the old bank paid for every slot up
+to the highest used). Each repetition runs the three variants back to back; the figures are medians
+of the per-repetition ratios, in this thread's CPU time (a busy machine's preemption drops out) and
+in wall time. `StackedLora` is the previous bank, kept here only as the benchmark's peer. Knows
+nothing about scheduling, tokenizers or HTTP.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from macaronic.engine.adapters import read_adapter
+from macaronic.engine.config import FUSED, FUSED_OF
+from macaronic.engine.model import KVPool, SeqSlice
+from macaronic.engine.slots import LoraBank
+from macaronic.testing import make_random_adapter
+
+
+class StackedLora:
+    """The bank before grouping (2026-11-30): one masked matmul over slots 1..top for every token,
+    B block-diagonal over the targets of a fused projection, fp32."""
+
+    def __init__(self, args, n_slots: int, r: int):
+        self.r, self.A, self.Bt, self.columns = r, {}, {}, {}
+        for f, targets in FUSED.items():
+            d_in, off = args.target_shape(targets[0])[0], 0
+            for t in targets:
+                self.columns[t] = (off, args.target_shape(t)[1])
+                off += args.target_shape(t)[1]
+            self.A[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r, d_in)
+            self.Bt[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r, off)
+
+    def write(self, slot: int, pairs) -> None:
+        for (layer, target), (A, B) in pairs.items():
+            f = FUSED_OF[target]
+            row, (col, w) = FUSED[f].index(target) * self.r, self.columns[target]
+            self.A[f][layer, slot, row : row + A.shape[0]] = A
+            self.Bt[f][layer, slot, row : row + A.shape[0], col : col + w] = B.T
+
+    def plan(self, slots: Tensor):
+        top = int(slots.max())
+        masks = {}
+        for rows in {len(ts) * self.r for ts in FUSED.values()}:
+            col_slot = torch.arange(top * rows) // rows + 1
+            masks[rows] = (col_slot[None, :] == slots[:, None]).float()
+        return top, masks
+
+    def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, plan) -> None:
+        top, masks = plan
+        A, Bt = self.A[fused][layer], self.Bt[fused][layer]
+        k = top * A.shape[1]
+        d = ((x.float() @ A[1 : top + 1].reshape(k, -1).T) * masks[A.shape[1]]) @ Bt[1 : top + 1].reshape(k, -1)
+        y += d.to(y.dtype)
+
+
+def lora_overhead(base_dir, workdir: Path, precisions: dict, reps: int = 10, streams: int = 16, rank: int = 8) -> dict:
+    """{precision: {layout: {...}}} with the overhead of each bank over the base alone."""
+    from macaronic.engine.base import load_base
+
+    out: dict = {"streams": streams, "adapters": 4, "rank": rank, "reps": reps}
+    for name, (dtype, quant) in precisions.items():
+        b = load_base(base_dir, dtype=getattr(torch, dtype), quant=quant)
+        pairs = []
+        for i in range(4):
+            d = workdir / f"lora{i}"
+            if not (d / "adapter_config.json").exists():
+                make_random_adapter(d, b.args, rank=rank, seed=300 + i, mode="full", scale=0.05)
+            pairs.append(read_adapter(d, b.args, name=f"lora{i}")[1])
+        out[name] = {}
+        for layout, where in (("contiguous", (1, 2, 3, 4)), ("scattered", (1, 3, 5, 8))):
+            grouped, stacked = LoraBank(b.args, 9, rank), StackedLora(b.args, 9, rank)
+            for slot, p in zip(where, pairs):
+                grouped.write(slot, p)
+                stacked.write(slot, p)
+            out[name][layout] = _step_ratios(b, {"grouped": grouped, "stacked": stacked}, where, reps, streams)
+    return out
+
+
+def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
+    pool = KVPool(b.args, b.model.dtype)
+    kvs = [pool.alloc(256) for _ in range(streams)]
+    toks = torch.randint(0, b.args.vocab_size, (streams,), generator=torch.Generator().manual_seed(0))
+    slots = torch.tensor([where[i % len(where)] for i in range(streams)])
+
+    @torch.inference_mode()
+    def step(bank) -> tuple[float, float]:
+        for kv in kvs:
+            kv.length = 64  # every step decodes position 64 of the same 16 sequences
+        t, c = time.perf_counter(), time.thread_time()
+        b.model(toks, [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(slots) if bank else None)
+        return time.perf_counter() - t, time.thread_time() - c
+
+    variants = {"base": None, **banks}
+    for _ in range(2):  # warm-up
+        for bank in variants.values():
+            step(bank)
+    wall: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(reps):
+        for k, bank in variants.items():
+            w, c = step(bank)
+            wall[k].append(w)
+            cpu[k].append(c)
+    row = {"base_step_ms": round(statistics.median(wall["base"]) * 1000, 2),
+           "base_step_cpu_ms": round(statistics.median(cpu["base"]) * 1000, 2)}
+    for k in banks:
+        row[f"{k}_overhead_pct"] = _pct(cpu[k], cpu["base"])
+        row[f"{k}_overhead_wall_pct"] = _pct(wall[k], wall["base"])
+    row["grouped_over_stacked"] = round(statistics.median(a / s for a, s in zip(cpu["grouped"], cpu["stacked"])), 3)
+    return row
+
+
+def _pct(xs: list[float], base: list[float]) -> float:
+    return round(100 * (statistics.median(x / y for x, y in zip(xs, base)) - 1), 1)
