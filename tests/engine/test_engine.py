@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from macaronic.engine.engine import EngineConfig
+from macaronic.engine.errors import EngineError
 from macaronic.engine.llm import load_llm
 from macaronic.engine.model import KVBuffer, SeqSlice
 from macaronic.engine.sampling import SamplingParams
@@ -179,25 +180,25 @@ def test_bad_requests_are_clear_errors_and_do_not_hurt_others(llm_factory):
     llm = llm_factory(mode="turn", n=1)
     good = llm.encode_chat([{"role": "user", "content": "good"}])
     running = llm.submit(good, "a0", SamplingParams(max_tokens=40, stop_token_ids=()))
-    with pytest.raises(ValueError, match="empty prompt"):
-        llm.submit([], "a0")
-    with pytest.raises(ValueError, match="context window"):
-        llm.submit([5] * 2000, "a0")
-    with pytest.raises(KeyError, match="unknown adapter"):
-        llm.submit(good, "nope")
-    with pytest.raises(ValueError, match="temperature"):
-        llm.submit(good, "a0", SamplingParams(temperature=-1))
-    with pytest.raises(ValueError, match="max_tokens"):
-        llm.submit(good, "a0", SamplingParams(max_tokens=0))
-    with pytest.raises(ValueError, match="token ids"):
-        llm.submit([10**9], "a0")
+    for call, code, words in [
+        (lambda: llm.submit([], "a0"), "bad_prompt", "empty prompt"),
+        (lambda: llm.submit([5] * 2000, "a0"), "context_overflow", "context window"),
+        (lambda: llm.submit(good, "nope"), "unknown_adapter", "unknown adapter"),
+        (lambda: llm.submit(good, "a0", SamplingParams(temperature=-1)), "bad_sampling", "temperature"),
+        (lambda: llm.submit(good, "a0", SamplingParams(max_tokens=0)), "bad_sampling", "max_tokens"),
+        (lambda: llm.submit([10**9], "a0"), "bad_prompt", "token ids"),
+        (lambda: llm.submit(good, "a0", active_from=99), "bad_request", "active_from"),
+    ]:
+        with pytest.raises(EngineError, match=words) as err:
+            call()
+        assert err.value.code == code
 
     def boom(generated, logits):
         raise RuntimeError("processor exploded")
 
     bad = llm.submit(good, "a0", GREEDY, logits_processor=boom)
     text, last = bad.result()
-    assert last.finish_reason == "error" and "exploded" in last.error
+    assert last.finish_reason == "error" and "exploded" in last.error and last.code == "internal"
     text, last = running.result()
     assert last.finish_reason == "length" and len(running.output_ids) == 40
 

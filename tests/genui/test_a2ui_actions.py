@@ -1,4 +1,4 @@
-"""userAction: built like a2ui.js builds it, fed back as a user message, `confirm` approves."""
+"""userAction: built like web/a2ui-card.js builds it, fed back as a user message, `confirm` approves."""
 
 from __future__ import annotations
 

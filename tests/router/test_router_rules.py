@@ -57,14 +57,49 @@ def test_default_route_when_unsure(fitted):
     assert (d.adapter, d.reason) == ("coding", "low-confidence-default")
 
 
-def test_cascade_falls_back_to_prompted_when_unsure(fitted):
-    always = fitted.with_config(cascade_threshold=1.01, min_confidence=0.0)
-    d = always.route([{"role": "user", "content": "Who made you?"}], policy="cascade")
+def _with_bands(fitted, choice: str):
+    from dataclasses import replace
+
+    import numpy as np
+
+    from macaronic.router.bands import EDGES, BandTable
+
+    options = ("keep", "default", "prompted")
+    table = BandTable("head", options, np.array(EDGES), np.full(len(EDGES) - 1, options.index(choice)),
+                      np.zeros(len(EDGES) - 1, np.int64), np.zeros((3, len(EDGES) - 1)))
+    return Router(fitted.backbone, fitted.bundle, replace(fitted.state, bands=table),
+                  replace(fitted.config, min_confidence=0.0, hysteresis_margin=0.0))
+
+
+def test_cascade_defers_only_where_its_band_table_says(fitted):
+    turn = [{"role": "user", "content": "Who made you?"}]
+    calls = fitted.backbone.calls["next_logprobs"]
+    d = _with_bands(fitted, "keep").route(turn, policy="cascade")
+    assert d.policy == "head" and d.reason == "scored"
+    assert fitted.backbone.calls["next_logprobs"] == calls  # the prompted policy was never asked
+    d = _with_bands(fitted, "prompted").route(turn, policy="cascade")
+    assert d.policy == "prompted" and d.reason == "cascade-fallback"
+    d = _with_bands(fitted, "default").route(turn, policy="cascade")
+    assert (d.adapter, d.reason) == ("coding", "band-default")
+
+
+def test_fitted_band_table_never_picks_an_option_worse_than_the_primary_on_dev(fitted):
+    import numpy as np
+
+    bands = fitted.state.bands
+    assert bands is not None and bands.primary == fitted.config.cheap_policy
+    for b, c in enumerate(bands.choice):
+        if c != 0:
+            assert bands.dev_acc[c, b] > bands.dev_acc[0, b]
+
+
+def test_a_state_without_band_table_keeps_the_threshold_cascade(fitted):
+    from dataclasses import replace
+
+    old = Router(fitted.backbone, fitted.bundle, replace(fitted.state, bands=None),
+                 replace(fitted.config, cheap_policy="probe", cascade_threshold=1.01, min_confidence=0.0))
+    d = old.route([{"role": "user", "content": "Who made you?"}], policy="cascade")
     assert d.policy == "prompted" and d.reason in ("cascade-fallback", "hysteresis")
-    never = fitted.with_config(cascade_threshold=0.0, min_confidence=0.0)
-    bb_calls = fitted.backbone.calls["next_logprobs"]
-    d = never.route([{"role": "user", "content": "Who made you?"}], policy="cascade")
-    assert d.policy == "probe" and fitted.backbone.calls["next_logprobs"] == bb_calls
 
 
 def test_config_rejects_unknown_options():

@@ -54,19 +54,22 @@ def test_save_load_on_tiny(tmp_path, llm, tiny_router):
     assert again.route(convo, policy="probe").probs == pytest.approx(tiny_router.route(convo, policy="probe").probs)
 
 
-def test_bench_policies_quick_runs(llm, monkeypatch):
+def test_bench_policies_quick_runs(llm):
     import macaronic.router.bench as bench
 
     # A tiny slice of the data keeps this a smoke test of the wiring, not a measurement.
-    real = bench.load_routing_data
-    monkeypatch.setattr(bench, "load_routing_data", lambda s: real(s)[:: 10 if s != "test" else 6])
-    report = bench_policies(llm, config=BenchConfig(quick=True, latency_samples=2))
-    assert set(report["policies"]) == {"prompted", "embedding", "probe", "arrow", "cascade"}
-    for m in report["policies"].values():
-        for key in ("accuracy", "macro_f1", "ece", "abstain_rate", "paraphrase_consistency",
-                    "worst_group_accuracy", "injection_flip_rate", "switch_rate", "p50_ms", "p95_ms"):
-            assert key in m
-    assert markdown_table(report).startswith("| policy |")
+    data = bench.bench_data(quick=True)
+    data = {k: (v[:: 10] if isinstance(v, list) else {s: rows[:: 6] for s, rows in v.items()})
+            for k, v in data.items()}
+    report = bench_policies(llm, config=BenchConfig(quick=True, latency_samples=2, prompted_samples=4), data=data)
+    assert set(report["sets"]) == {"template", "hand"}
+    for rows in report["sets"].values():
+        assert set(rows) == {"prompted", "embedding", "probe", "head", "arrow", "cascade", "probe-template"}
+        for m in rows.values():
+            for key in ("accuracy", "macro_f1", "ece", "abstain_rate", "paraphrase_consistency", "bands",
+                        "worst_group_accuracy", "injection_flip_rate", "switch_rate", "p50_ms", "p95_ms"):
+                assert key in m
+    assert markdown_table(report).startswith("| set | policy |")
 
 
 def test_classify_cli_round_trip(tmp_path, tiny_router):

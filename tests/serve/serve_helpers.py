@@ -129,7 +129,8 @@ class Script:
 
         def force(generated: list[int], logits: torch.Tensor) -> torch.Tensor:
             target = ids[len(generated)] if len(generated) < len(ids) else self.eos
-            out = torch.full_like(logits, float("-inf"))
+            # finite: a grammar that masks the scripted token still leaves valid choices
+            out = torch.full_like(logits, -1e4)
             out[target] = 0.0
             return out
 

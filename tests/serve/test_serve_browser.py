@@ -14,6 +14,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
         "--disable-component-update", "--disable-sync"]
 
 
+# The official renderer draws inside shadow roots, which innerText does not enter.
+DEEP_TEXT = """el => { const out = []; const walk = n => { if (n.nodeType === 3) out.push(n.textContent);
+  if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.childNodes) walk(c); }; walk(el);
+  return out.join(' ').replace(/\\s+/g, ' ').trim(); }"""
+
+
 @pytest.fixture(scope="module")
 def chromium():
     from playwright.sync_api import sync_playwright
@@ -28,7 +34,7 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     url, mol, script = inproc
     script.replies["chat"] = "Hello from the chat specialist."
     script.replies["genui"] = lambda view: (
-        '{"text_response": "Lunch confirmed.", "a2ui": []}' if "userAction" in view[-1]["content"] else card_reply())
+        '{"text_response":"Lunch confirmed.","a2ui":[{"deleteSurface":{"surfaceId":"s1"}}]}' if "userAction" in view[-1]["content"] else card_reply())
     page = chromium.new_page()
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
     errors = []
@@ -50,14 +56,14 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     page.select_option("#adapter", "genui")
     page.fill("#input", "a lunch card please")
     page.click("#send")
-    page.wait_for_selector(".msg.assistant .card .a2ui-button")
+    page.wait_for_selector(".msg.assistant .card a2ui-button button")
     second = page.locator(".msg.assistant").nth(1)
     assert second.locator(".text").inner_text() == "Here is a card."
-    assert "Lunch?" in second.locator(".card").inner_text()
+    assert "Lunch?" in second.locator(".card").evaluate(DEEP_TEXT)
 
     # 3. the card's button sends a userAction turn, routed back to genui without a route hop
     page.select_option("#adapter", "")  # auto: stickiness, not the toggle, picks genui
-    second.locator(".a2ui-button").click()
+    second.locator("a2ui-button button").click()
     page.wait_for_selector(".msg.assistant:nth-of-type(6) .badge")
     third = page.locator(".msg.assistant").nth(2)
     assert "sticky-action" in third.locator(".badge").inner_text()
@@ -65,5 +71,138 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     action = json.loads(view[-1]["content"])["userAction"]
     assert adapter == "genui" and action["name"] == "confirm" and action["context"] == {"slot": "noon"}
     assert page.locator(".msg.user.action").count() == 1
+    # the reply's deleteSurface goes to the surface the earlier reply drew: that card is gone
+    page.wait_for_function("document.querySelectorAll('a2ui-surface').length === 0")
+    assert third.locator(".card").count() == 0
     assert not errors, errors
     page.close()
+
+
+MARKDOWN_REPLY = """## Plan
+
+1. **Bold** step with `inline code`
+2. A [link](https://example.org) and a [bad one](javascript:alert(1))
+
+<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>
+
+```python
+print("<b>hi</b>")
+```"""
+TOOLS = [{"type": "function", "function": {"name": "add_reminder", "description": "Add a reminder",
+          "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]
+
+
+def snapshot_check(name: str, png: bytes):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "genui"))
+    from official_renderer import compare_snapshot
+
+    return compare_snapshot(name, png, directory=Path(__file__).parent / "snapshots")
+
+
+def test_chat_renders_markdown_safely_and_tool_calls_as_collapsible_blocks(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["chat"] = MARKDOWN_REPLY
+    script.replies["agent"] = 'On it. <tool_call>{"name": "add_reminder", "arguments": {"text": "buy milk"}}</tool_call>'
+    page = chromium.new_page(viewport={"width": 900, "height": 900}, device_scale_factor=1)
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=agent]", state="attached")
+
+    page.select_option("#adapter", "chat")
+    page.fill("#input", "make a plan")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .badge")
+    text = page.locator(".msg.assistant .text").nth(0)
+    assert text.locator("h2").inner_text() == "Plan"
+    assert text.locator("ol > li").count() == 2 and text.locator("strong").inner_text() == "Bold"
+    assert text.locator("pre > code.language-python").inner_text().rstrip() == 'print("<b>hi</b>")'
+    assert text.locator("a").count() == 1  # the javascript: link stays text
+    assert text.locator("a").get_attribute("rel") == "noopener noreferrer"
+    assert text.locator("img, script, b").count() == 0 and page.evaluate("window.pwned") is None
+    assert '<img src=x onerror="window.pwned=1">' in text.inner_text()  # raw HTML shown, escaped
+
+    page.locator("#tools-box summary").click()
+    page.fill("#tools", json.dumps(TOOLS))
+    page.select_option("#adapter", "agent")
+    page.fill("#input", "remind me to buy milk")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge")
+    call = page.locator(".msg.assistant").nth(1).locator("details.tool-call")
+    assert call.count() == 1 and call.get_attribute("open") is None  # collapsed
+    assert "add_reminder" in call.locator("summary").inner_text()
+    assert not call.locator("pre").is_visible()
+    call.locator("summary").click()
+    assert json.loads(call.locator("pre").inner_text()) == {"text": "buy milk"}
+    sent = [v for a, v in script.seen if a == "agent"]
+    assert sent and page.evaluate("MacaronicChat.state.messages.at(-1).tool_calls[0].function.name") == "add_reminder"
+    page.locator("#tools-box summary").click()  # fold the box again for the screenshot
+    why = snapshot_check("chat-markdown-tools", page.locator("#log").screenshot(animations="disabled"))
+    assert why is None, why
+    assert not errors, errors
+    page.close()
+
+
+def ghost_card() -> str:
+    card = json.loads(card_reply())
+    column = next(c["component"]["Column"] for c in card["a2ui"][0]["surfaceUpdate"]["components"]
+                  if "Column" in c["component"])
+    column["children"]["explicitList"][0] = "ghost"  # a child that is not defined
+    return json.dumps(card, separators=(",", ":"))  # compact, as the GenUI grammar admits
+
+
+def test_chat_draws_a_card_the_harness_closed_with_a_note(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["genui"] = ghost_card()
+    page = chromium.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=genui]", state="attached")
+    page.select_option("#adapter", "genui")
+    page.fill("#input", "a lunch card please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .badge")
+    reply = page.locator(".msg.assistant").nth(0)
+    assert "closed by the harness" in reply.locator(".closed-note").inner_text()
+    assert reply.locator(".refused").count() == 0
+    page.wait_for_selector(".msg.assistant a2ui-button button")
+    assert reply.locator(".text").inner_text() == "Here is a card."
+    # the same surface rendered anew (beginRendering) in a later reply: a new card there, the old one kept
+    page.fill("#input", "again please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge")
+    assert page.locator(".msg.assistant").nth(1).locator("a2ui-surface").count() == 1
+    assert page.locator(".msg.assistant").nth(0).locator("a2ui-surface").count() == 1
+    page.close()
+
+
+def test_chat_refuses_a_card_that_did_not_validate(chromium, scripted):
+    """With constraints on, the harness closes every GenUI reply into a valid card; a server run
+    without them (or a remote engine that ignores the grammar) can still send a broken one."""
+    from serve_helpers import InProcessServer
+
+    from macaronic.serve.app import create_app
+    from macaronic.serve.harness import HarnessConfig, MoL
+
+    mol, script = scripted
+    srv = InProcessServer(create_app(MoL(mol.backend, mol.bundle, mol.router, config=HarnessConfig(constrain=False))))
+    url = srv.url
+    script.replies["genui"] = ghost_card()
+    page = chromium.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=genui]", state="attached")
+    page.select_option("#adapter", "genui")
+    page.fill("#input", "a lunch card please")
+    page.click("#send")
+    page.wait_for_selector(".msg.assistant .refused")
+    reply = page.locator(".msg.assistant").nth(0)
+    assert "ghost" in reply.locator(".refused").inner_text()
+    assert reply.locator("macaronic-a2ui, a2ui-surface").count() == 0  # never handed to the renderer
+    page.close()
+    srv.stop()

@@ -10,7 +10,7 @@ from macaronic.genui.build import Card
 from macaronic.harness import load_bundle
 from macaronic.serve import views
 from macaronic.pairs.ids import pair_id
-from macaronic.serve.harness import TurnError
+from macaronic.serve.harness import HarnessConfig, MoL, TurnError
 
 GREEDY = {"temperature": 0.0, "max_tokens": 6}
 TOOLS = [{"type": "function", "function": {
@@ -22,7 +22,8 @@ TOOLS = [{"type": "function", "function": {
 def card_reply() -> str:
     c = Card("s1")
     c.column("root", c.text("title", "Lunch?"), c.button("ok", "Confirm", "confirm", {"slot": "noon"}))
-    return json.dumps({"text_response": "Here is a card.", "a2ui": c.messages("root")})
+    # compact, as the genui specialist writes (train.builders.genui_reply) and its grammar admits
+    return json.dumps({"text_response": "Here is a card.", "a2ui": c.messages("root")}, separators=(",", ":"))
 
 
 # ---- views (pure) ----
@@ -130,14 +131,25 @@ def test_tool_calls_parsed_and_tool_result_sticks_to_the_caller(scripted):
 def test_bad_tool_call_is_reported_not_raised(scripted):
     mol, script = scripted
     script.replies["agent"] = '<tool_call>{"name": "launch_rocket", "arguments": {}}</tool_call>'
-    r = mol.turn([{"role": "user", "content": "go"}], tools=TOOLS, model="agent", sampling=GREEDY | {"max_tokens": 80})
+    free = MoL(mol.backend, mol.bundle, mol.router, config=HarnessConfig(constrain=False))
+    r = free.turn([{"role": "user", "content": "go"}], tools=TOOLS, model="agent", sampling=GREEDY | {"max_tokens": 80})
     assert r.tool_calls == [] and "unknown tool" in r.macaronic()["tool_error"] and r.finish_reason == "stop"
+
+
+def test_constrained_agent_cannot_invent_a_tool(scripted):
+    mol, script = scripted
+    script.replies["agent"] = '<tool_call>{"name": "launch_rocket", "arguments": {}}</tool_call>'
+    r = mol.turn([{"role": "user", "content": "go"}], tools=TOOLS, model="agent", sampling=GREEDY | {"max_tokens": 80})
+    names = {t["function"]["name"] for t in TOOLS}
+    assert "launch_rocket" not in r.text and r.macaronic()["constrained"] == "tools"
+    assert all(c["function"]["name"] in names for c in r.tool_calls)
+    assert r.tool_calls or r.finish_reason == "length" and "did not complete" in r.macaronic()["tool_error"]
 
 
 def test_genui_reply_is_validated_and_user_action_sticks(scripted):
     mol, script = scripted
     script.replies["genui"] = lambda view: card_reply() if "userAction" not in view[-1]["content"] else \
-        '{"text_response": "Booked.", "a2ui": []}'
+        '{"text_response":"Booked.","a2ui":[{"deleteSurface":{"surfaceId":"s1"}}]}'
     convo = [{"role": "user", "content": "show me a lunch card"}]
     r1 = mol.turn(convo, model="genui", sampling=GREEDY | {"max_tokens": 1024})
     g = r1.macaronic()["genui"]
@@ -172,28 +184,6 @@ def test_requests_refused_with_clear_errors(scripted):
         mol.turn([{"role": "user", "content": "x " * 3000}], model="chat", sampling=GREEDY)
     with pytest.raises(TurnError, match="seed"):
         mol.turn(hi, model="chat", sampling={"seed": -1})
-
-
-def test_router_fitted_in_the_background_is_swapped_in(scripted):
-    import threading
-
-    from macaronic.serve.build import start_fitting
-
-    mol, _ = scripted
-    prompted, fitted, release = mol.router, object(), threading.Event()
-
-    def fit_later():
-        release.wait(30)
-        return fitted
-
-    start_fitting(mol, fit_later)
-    assert mol.router is prompted  # serving goes on with the prompted router meanwhile
-    release.set()
-    for _ in range(200):
-        if mol.router is fitted:
-            break
-        threading.Event().wait(0.05)
-    assert mol.router is fitted
 
 
 def test_without_a_router_turns_take_the_default_route(scripted):

@@ -147,8 +147,8 @@ def test_api_key_required_and_never_logged(scripted, tmp_path, caplog):
 
 def test_web_chat_assets_are_served(server):
     page = httpx.get(server.url + "/")
-    assert page.status_code == 200 and "/static/chat.js" in page.text and "/static/a2ui.js" in page.text
-    for name in ("chat.js", "chat.css", "a2ui.js"):
+    assert page.status_code == 200 and "/static/chat.js" in page.text
+    for name in ("chat.js", "chat.css", "a2ui-card.js", "markdown.js", "vendor/a2ui-lit.js"):
         assert httpx.get(f"{server.url}/static/{name}").status_code == 200
     assert httpx.get(server.url + "/static/..%2Fserve%2Fapp.py").status_code == 404
     assert "/v1/chat/completions" in json.dumps(httpx.get(server.url + "/openapi.json").json()["paths"])

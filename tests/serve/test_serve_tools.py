@@ -37,14 +37,16 @@ def test_chat_completions_tool_calls(inproc):
     meta = chunks[-1].model_extra["macaronic"]
     assert text == "Done: reminder 7." and meta["policy"] == "sticky" and meta["adapter"] == "agent"
 
-    # streaming a call: prose streams, the call arrives in the final chunk, nothing of it leaks
+    # streaming a call: prose streams, the call streams as delta.tool_calls, nothing of it leaks
     chunks = list(c.chat.completions.create(model="agent", messages=convo[:1], tools=TOOLS, max_tokens=96,
                                             stream=True))
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     final = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason][0]
     assert "<tool_call>" not in text and text.strip() == "On it."
     assert final.choices[0].finish_reason == "tool_calls"
-    assert final.choices[0].delta.tool_calls[0].function.name == "create_reminder"
+    deltas = [d for ch in chunks if ch.choices for d in ch.choices[0].delta.tool_calls or []]
+    assert deltas[0].function.name == "create_reminder" and deltas[0].id
+    assert json.loads("".join(d.function.arguments or "" for d in deltas)) == {"text": "buy milk"}
 
 
 def test_responses_function_calls(inproc):

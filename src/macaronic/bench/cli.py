@@ -22,15 +22,16 @@ def main(argv: list[str]) -> int:
         prog="macaronic bench",
         description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
-        "throughput, side by side in one run on the embedded default base. `macaronic bench vllm --help`: "
-        "a real vLLM as a peer.",
+        "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
+        "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99, RSS per round). "
+        "`macaronic bench vllm --help`: a real vLLM as a peer.",
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
     ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
-    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill")
+    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,prefill,structured,serve")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
                          "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
@@ -42,10 +43,10 @@ def main(argv: list[str]) -> int:
 
     from rich.progress import Progress
 
-    from macaronic.bench import machine, suite
+    from macaronic.bench import machine, serving, suite
     from macaronic.engine.base import load_base
 
-    sections = set((a.only or "switch,adapters,decode,prefill").split(","))
+    sections = set((a.only or "switch,adapters,decode,prefill,structured,serve").split(","))
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
@@ -80,6 +81,18 @@ def main(argv: list[str]) -> int:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
             prog.advance(task)
+        if "structured" in sections:
+            from macaronic.bench.structured import structured_cost
+
+            task = prog.add_task("constrained decoding cost", total=1)
+            result["structured"] = structured_cost(base.path, tokens=24 if a.quick else 32, reps=reps)
+            prog.advance(task)
+        if "serve" in sections:
+            rounds = 4 if a.quick else 6
+            task = prog.add_task("serving: 32 streams x 32 tokens, rounds", total=rounds)
+            server_args = ["--base", a.base] if a.base else []
+            result["serve"] = serving.serving_load(streams=32, tokens=32, rounds=rounds, server_args=server_args,
+                                                   progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +170,24 @@ def markdown(r: dict) -> str:
                 out.append(f"| {n} | {_fmt(p[f'prefill{n}_tok_s'])} | {_fmt(p.get(f'bf16_prefill{n}_tok_s'))} | "
                            f"{_fmt(p[f'llamacpp_prefill{n}_tok_s'])} |")
         out.append("")
+    if r.get("structured"):
+        from macaronic.bench.structured import markdown as structured_md
+
+        out += structured_md(r["structured"])
+    if r.get("serve"):
+        sv = r["serve"]
+        out += [f"### Serving under {sv['streams']} concurrent streams", "",
+                f"A `macaronic serve` subprocess (default precision, no routing: the adapters "
+                f"{', '.join(sv['models'])} forced in turn), {sv['rounds']} rounds of {sv['streams']} streaming "
+                f"requests x {sv['tokens']} tokens, all prompts distinct; times as the client sees them; "
+                "figures over the rounds after the first.", "",
+                "| TTFT p50 (ms) | TTFT p99 | gap p50 (ms) | gap p99 | gap max | chunks/s |",
+                "|---:|---:|---:|---:|---:|---:|",
+                f"| {_fmt(sv['ttft_p50_ms'])} | {_fmt(sv['ttft_p99_ms'])} | {_fmt(sv['gap_p50_ms'])} | "
+                f"{_fmt(sv['gap_p99_ms'])} | {_fmt(sv['gap_max_ms'])} | {_fmt(sv['chunks_per_s'])} |", "",
+                "Server RSS (MB) at start and after each round: " + " → ".join(f"{x:,.0f}" for x in sv["rss_mb"])
+                + f"; added by the last {sv['rss_growth_last_rounds']} rounds: {_fmt(sv['rss_growth_last_rounds_mb'])} MB. "
+                "The bound: the prefix cache (1 GiB by default) plus the decode K/V pool at 32 rows.", ""]
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]

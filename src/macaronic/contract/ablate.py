@@ -129,10 +129,11 @@ class AblationBackend:
     def base(self) -> dict:
         return self.inner.base()
 
-    async def stream(self, messages, adapter, sampling):
+    async def stream(self, messages, adapter, sampling, *, structure=None, logprobs=None):
         from macaronic.serve.backends import Generation
 
-        key = self.memo.key(messages, None if self.hide else adapter, sampling, self.tag)
+        tag = self.tag + (f"/{structure.key}" if structure is not None else "")
+        key = self.memo.key(messages, None if self.hide else adapter, sampling, tag)
         hit = await self.memo.claim(key)
         if hit is not None:
             yield hit.text
@@ -140,7 +141,8 @@ class AblationBackend:
             return
         gen = None
         try:
-            async for item in self.inner.stream(messages, None if self.hide else adapter, sampling):
+            async for item in self.inner.stream(messages, None if self.hide else adapter, sampling,
+                                                structure=structure, logprobs=logprobs):
                 if isinstance(item, Generation):
                     gen = item
                 yield item
@@ -172,20 +174,21 @@ def grammar_hook(llm):
 class Harnesses:
     """One MoL per (configuration, thread) over the shared engine, router and memo."""
 
-    def __init__(self, llm, bundle, router, cfgs: list[Config]):
+    def __init__(self, llm, bundle, router, cfgs: list[Config], constrain: bool = True):
         self.llm, self.bundle, self.router, self.memo = llm, bundle, router, Memo()
+        self.constrain = constrain  # the harness's constrained decoding (tool calls, GenUI cards)
         self._local = threading.local()
         self._hooks = {c.name: grammar_hook(llm) for c in cfgs if c.grammar}
         self.pair_ids = {c.name: self.mol(c).pair_id for c in cfgs}
 
     def mol(self, cfg: Config):
-        from macaronic.serve.harness import MoL
+        from macaronic.serve.harness import HarnessConfig, MoL
 
         mols = self._local.__dict__.setdefault("mols", {})
         if cfg.name not in mols:
             backend = AblationBackend(self.llm, self.memo, hide_adapters=cfg.policy == "base",
                                       logits_hook=self._hooks.get(cfg.name), tag="grammar" if cfg.grammar else "")
-            mols[cfg.name] = MoL(backend, self.bundle, self.router)
+            mols[cfg.name] = MoL(backend, self.bundle, self.router, config=HarnessConfig(constrain=self.constrain))
         return mols[cfg.name]
 
     def run_unit(self, contract, cfg: Config, task, sample: int) -> dict:
@@ -233,10 +236,10 @@ class ConfigAnswerer:
             msgs.append(out)
         r = self.mol.turn(msgs, tools=tools, model=self.model(messages, role), sampling={"seed": seed, "max_tokens": cap})
         if r.route.adapter:
-            self.made[r.text] = r.route.adapter
+            self.made[r.served_text] = r.route.adapter
         route = {"adapter": r.route.adapter, "specialist": r.route.specialist, "policy": r.route.policy,
                  "confidence": round(r.route.confidence, 4), "reason": r.route.reason}
-        return Reply(text=r.text, role=r.route.specialist or role or "", route=route,
+        return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
                      tokens=int(r.usage.get("prompt_tokens") or 0) + int(r.usage.get("completion_tokens") or 0))
 
 

@@ -51,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=16, help="units answered concurrently (the engine batches them)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--audit", type=Path, default=None, help="split-read audit log")
+    p.add_argument("--suites", default=None, help="comma-separated suite names to run (default: all)")
+    p.add_argument("--no-constraints", action="store_true",
+                   help="decode without the harness's grammars (tool calls, response formats, GenUI cards): "
+                        "the 'without constraints' rows")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -100,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         cfgs = [c for c in cfgs if c.name in want]
     if args.no_external:
         contract = _primary_only(contract)
+    if args.suites:
+        from dataclasses import replace
+
+        want = {s.strip() for s in args.suites.split(",") if s.strip()}
+        unknown = want - {s.name for s in contract.suites}
+        if unknown:
+            print(f"macaronic eval ablate: unknown suites {sorted(unknown)}", file=sys.stderr)
+            return 2
+        contract = replace(contract, suites=tuple(s for s in contract.suites if s.name in want),
+                           primary=tuple(p for p in contract.primary if p in want))
     units = ablate.plan(contract, loader, cfgs)
     cont = contamination_of(manifest, [], units=[(t, s) for _, t, s in units])
     if not cont["clean"]:
@@ -123,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             router = fit_later()
         router_desc = {"policy": router.config.policy if router else None,
                        "state_id": router.state.id if router and router.state.policies() else None}
-        h = ablate.Harnesses(llm, bundle, ablate.LockedRouter(router) if router else None, cfgs)
+        h = ablate.Harnesses(llm, bundle, ablate.LockedRouter(router) if router else None, cfgs,
+                             constrain=not args.no_constraints)
         tasks_path = args.tasks or _home() / "ablate" / f"{args.json.name}.tasks.jsonl"
         log = ResultLog(tasks_path, contract.sha256)
         todo = [u for u in units if _key(h, u) not in log.rows]

@@ -55,8 +55,9 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-data", type=Path, action="append", default=[],
                    help="extra training files for the contamination check (the pair's own are always used)")
     p.add_argument("--audit", type=Path, default=None, help="split-read audit log (default: $MACARONIC_HOME/audit/splits.jsonl)")
-    p.add_argument("--answerer", choices=("harness", "local"), default="harness",
-                   help="harness: replies through the served per-turn harness (MoL.turn); local: the "
+    p.add_argument("--answerer", choices=("harness", "harness-free", "local"), default="harness",
+                   help="harness: replies through the served per-turn harness (MoL.turn); harness-free: the same "
+                        "with constrained decoding off; local: the "
                         "forced-adapter runner (system prompt + adapter, no own views or summaries)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

@@ -114,7 +114,7 @@ class HarnessRunner(LocalRunner):
         r = self.mol.turn(msgs, tools=tools, model=role, sampling={"seed": seed, "max_tokens": cap})
         route = None if role is not None else {"adapter": r.route.adapter, "confidence": round(r.route.confidence, 4),
                                                 "policy": r.route.policy, "reason": r.route.reason}
-        return Reply(text=r.text, role=r.route.specialist or role or "", route=route,
+        return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
                      tokens=int(r.usage.get("prompt_tokens") or 0) + int(r.usage.get("completion_tokens") or 0))
 
 
@@ -125,9 +125,20 @@ def _for_harness(m: dict) -> dict:
     return out
 
 
-ANSWERERS = {"harness": HarnessRunner, "local": LocalRunner}
+class FreeHarnessRunner(HarnessRunner):
+    """The served harness with constrained decoding off: the 'without constraints' row."""
+
+    def __init__(self, manifest, engine_config=None):
+        super().__init__(manifest, engine_config)
+        from macaronic.serve.harness import HarnessConfig, MoL
+
+        self.mol = MoL.from_llm(self.llm, self.bundle, self.router, config=HarnessConfig(constrain=False))
+
+
+ANSWERERS = {"harness": HarnessRunner, "harness-free": FreeHarnessRunner, "local": LocalRunner}
 
 
 def make_answerer(kind: str, manifest):
-    """'harness' (the served per-turn harness) or 'local' (forced adapter + system prompt)."""
+    """'harness' (the served per-turn harness), 'harness-free' (the same with constrained decoding
+    off) or 'local' (forced adapter + system prompt)."""
     return ANSWERERS[kind](manifest)

@@ -47,7 +47,7 @@ def import_gguf(gguf: Path, out: Path) -> Path:
 
     print(f"macaronic: first use: importing {gguf.name} into {out} (once) ...", file=sys.stderr)
     hf_logging.set_verbosity_error()
-    tmp = out.with_name(out.name + ".partial")
+    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")  # two first uses at once each write their own
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     from safetensors.torch import save_file
@@ -63,7 +63,14 @@ def import_gguf(gguf: Path, out: Path) -> Path:
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
     tok.save_pretrained(tmp)
     (tmp / "macaronic-source.json").write_text(json.dumps({"gguf": gguf.name}, indent=2))
-    tmp.rename(out)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process finished the same import first: keep its copy
+        if not (out / "config.json").exists():
+            raise
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

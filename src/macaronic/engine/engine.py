@@ -11,8 +11,8 @@ Adapter modes decide the labels:
   cache computed them with (or the bare base with `history="base"`), so switching adapters
   between turns recomputes no history token.
 
-The engine knows token ids and detokenizes for stop strings; it knows nothing about chat
-templates, routing or HTTP.
+The engine knows token ids and detokenizes incrementally for text deltas and stop strings
+(`engine.detok`); it knows nothing about chat templates, routing or HTTP.
 """
 
 from __future__ import annotations
@@ -31,10 +31,13 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from macaronic.engine import errors
 from macaronic.engine.base import Base
+from macaronic.engine.detok import Detokenizer, StopMatcher
+from macaronic.engine.errors import EngineError
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
 from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
-from macaronic.engine.sampling import SamplingParams, make_generator, sample
+from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
 from macaronic.engine.slots import AdapterRegistry, LoraBank
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -71,6 +74,7 @@ class Request:
     active_from: int | None = None  # turn mode: first position of the adapter's turn
     sampling: SamplingParams = field(default_factory=SamplingParams)
     logits_processor: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None
+    logprobs: int | None = None  # None: off; k: each generated token's logprob and the top k
     id: str = ""
 
 
@@ -80,6 +84,7 @@ class Event:
     token_id: int | None = None
     finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
     error: str | None = None
+    code: str | None = None  # with finish_reason "error": an engine.errors code
     usage: dict | None = None
 
 
@@ -94,6 +99,9 @@ class Handle:
         self.done = threading.Event()
         self.usage: dict | None = None
         self.output_ids: list[int] = []  # every generated token id, set when the request finishes
+        self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # (id, logprob, top k), when asked
+        self.loop_period: int | None = None  # set when the reply was cut as a repetition loop
+        self.siblings: list[tuple[Request, "Handle"]] = []  # n > 1: samples that share this prompt's prefill
 
     def _put(self, ev: Event) -> None:
         if ev.finish_reason is not None:
@@ -147,10 +155,12 @@ class _Seq:
     gen: torch.Generator | None
     t0: float
     generated: list[int] = field(default_factory=list)
-    text: str = ""
-    emitted: int = 0
+    detok: Detokenizer | None = None  # None without a tokenizer: token ids only
+    stops: StopMatcher = field(default_factory=StopMatcher)
+    seen: torch.Tensor | None = None  # [V] bool, tokens generated so far (repetition penalty only)
     t_first: float | None = None
     stop_ids: frozenset = frozenset()
+    logprobs: list = field(default_factory=list)
 
 
 class Engine:
@@ -159,7 +169,8 @@ class Engine:
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
         self.lock = threading.RLock()  # one forward at a time over shared slots
-        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls beat bf16 ones on CPU
+        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls cost less than bf16
+        # ones on CPU even at twice the bytes (measured again for the grouped bank: docs/LOG.md)
         self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=torch.float32)
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
                                         max_rank=config.max_rank, forward_lock=self.lock)
@@ -189,19 +200,24 @@ class Engine:
     # ---- submission ----
 
     def validate(self, req: Request) -> None:
+        """Raise EngineError (with its code) for a request the engine cannot run."""
         if not req.prompt:
-            raise ValueError("empty prompt: at least one token is required")
+            raise EngineError(errors.BAD_PROMPT, "empty prompt: at least one token is required")
         if any((not isinstance(t, int)) or t < 0 or t >= self.base.args.vocab_size for t in req.prompt):
-            raise ValueError(f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
+            raise EngineError(errors.BAD_PROMPT, f"prompt token ids must be integers in [0, {self.base.args.vocab_size})")
         req.sampling.validate(self.config.max_tokens_limit)
         if len(req.prompt) >= self.max_context:
-            raise ValueError(
-                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}"
+            raise EngineError(
+                errors.CONTEXT_OVERFLOW,
+                f"prompt of {len(req.prompt)} tokens does not fit the context window of {self.max_context}",
             )
         if req.adapter is not None:
-            self.registry.get(req.adapter)  # KeyError names the registered adapters
+            try:
+                self.registry.get(req.adapter)
+            except KeyError as e:
+                raise EngineError(errors.UNKNOWN_ADAPTER, e.args[0]) from None
         if req.active_from is not None and not (0 <= req.active_from <= len(req.prompt)):
-            raise ValueError(f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
+            raise EngineError(errors.BAD_REQUEST, f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -213,6 +229,30 @@ class Engine:
         if self._thread is None:
             self.start()
         return h
+
+    def submit_n(self, reqs: list[Request], loop: asyncio.AbstractEventLoop | None = None) -> list[Handle]:
+        """Several samples of one prompt (same tokens and adapter): the first request's prefill
+        is computed once and copied to the others, which then sample on their own."""
+        if not reqs:
+            raise EngineError(errors.BAD_REQUEST, "submit_n needs at least one request")
+        lead = reqs[0]
+        for r in reqs[1:]:
+            if r.prompt != lead.prompt or r.adapter != lead.adapter or r.active_from != lead.active_from:
+                raise EngineError(errors.BAD_REQUEST, "submit_n: every sample must share the prompt, adapter and active_from")
+        if len(reqs) > self.config.max_batch:
+            raise EngineError(errors.BAD_REQUEST, f"{len(reqs)} samples exceed the batch of {self.config.max_batch}")
+        for r in reqs:
+            self.validate(r)
+        handles = []
+        for r in reqs:
+            r.id = r.id or f"req-{next(self._ids)}"
+            handles.append(Handle(r, loop))
+        handles[0].siblings = list(zip(reqs[1:], handles[1:]))
+        self._inbox.put((lead, handles[0]))
+        self._wake.set()
+        if self._thread is None:
+            self.start()
+        return handles
 
     def generate(self, req: Request) -> tuple[str, Event]:
         return self.submit(req).result()
@@ -265,8 +305,11 @@ class Engine:
                 self._waiting.append(self._inbox.get_nowait())
             except queue.Empty:
                 break
-        self._drop_cancelled()
-        self._admit()
+        # admission copies cached K/V into pool rows, which a fork inside inference mode may have
+        # allocated: every in-place K/V write of the engine thread happens in inference mode
+        with torch.inference_mode():
+            self._drop_cancelled()
+            self._admit()
         with self.lock, torch.inference_mode():
             did_prefill = self._prefill_chunk()
             did_decode = self._decode()
@@ -276,14 +319,14 @@ class Engine:
         for req, h in list(self._waiting):
             if h.cancelled.is_set():
                 self._waiting.remove((req, h))
-                h._put(Event(finish_reason="cancelled", usage=self._usage(None, req)))
+                self._end_unstarted(req, h, "cancelled")
         for s in list(self._active):
             if s.handle.cancelled.is_set():
                 self._finish(s, "cancelled")
 
     def _admit(self) -> None:
         for req, h in list(self._waiting):
-            if len(self._active) >= self.config.max_batch:
+            if self._active and len(self._active) + 1 + len(h.siblings) > self.config.max_batch:
                 return
             try:
                 slot = 0
@@ -295,8 +338,11 @@ class Engine:
                         fut.result()  # raise a load error now
                     slot = self.registry.acquire(req.adapter)
             except Exception as e:
+                err = _as_engine_error(e, errors.ADAPTER_LOAD)
+                if err.code == errors.OVERLOADED and any(s.slot for s in self._active):
+                    continue  # every slot is pinned by a running request: one frees when it ends
                 self._waiting.remove((req, h))
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                self._end_unstarted(req, h, "error", str(err), err.code)
                 continue
             self._waiting.remove((req, h))
             try:
@@ -304,7 +350,15 @@ class Engine:
             except Exception as e:
                 if slot:
                     self.registry.release(slot)
-                h._put(Event(finish_reason="error", error=str(e), usage=self._usage(None, req)))
+                err = _as_engine_error(e, errors.INTERNAL)
+                self._end_unstarted(req, h, "error", str(err), err.code)
+
+    def _end_unstarted(self, req: Request, h: Handle, reason: str, error: str | None = None,
+                       code: str | None = None) -> None:
+        """A request (and its n-sample siblings) that ends before it ever ran."""
+        for r, sh in [(req, h), *h.siblings]:
+            sh._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(None, r)))
+        h.siblings = []
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
         tokens = np.asarray(req.prompt, dtype=np.int64)
@@ -323,6 +377,7 @@ class Engine:
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
             pos=reuse, reused=reuse, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+            detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
@@ -348,8 +403,32 @@ class Engine:
         self.stats["prefill_tokens"] += end - seq.pos
         seq.pos = end
         if end == len(seq.tokens):
+            siblings = self._fork(seq)
             self._emit(seq, logits[0])
+            for sib in siblings:
+                self._emit(sib, logits[0].clone())
         return True
+
+    def _fork(self, seq: _Seq) -> list[_Seq]:
+        """The sibling samples of a prefilled request, each with a copy of its prompt K/V."""
+        out = []
+        for req, h in seq.handle.siblings:
+            slot = self.registry.acquire(req.adapter) if req.adapter is not None else 0
+            n, cap = len(seq.tokens), min(len(seq.tokens) + req.sampling.max_tokens, self.max_context)
+            kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
+            kv.k[:, :, :n] = seq.kv.k[:, :, :n]
+            kv.v[:, :, :n] = seq.kv.v[:, :, :n]
+            kv.length = n
+            stop_ids = req.sampling.stop_token_ids
+            sib = _Seq(req=req, handle=h, tokens=seq.tokens, labels=seq.labels, own_label=seq.own_label, slot=slot,
+                       kv=kv, pos=n, reused=n, gen=make_generator(req.sampling.seed), t0=seq.t0,
+                       stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+                       detok=Detokenizer(self.tok) if self.tok is not None else None,
+                       stops=StopMatcher(req.sampling.stop))
+            self._active.append(sib)
+            out.append(sib)
+        seq.handle.siblings = []
+        return out
 
     def _decode(self) -> bool:
         batch = [s for s in self._active if s.pos == len(s.tokens) and s.generated]
@@ -382,11 +461,13 @@ class Engine:
         return True
 
     def _emit(self, s: _Seq, logits: torch.Tensor) -> None:
+        """Sample the next token of `s` and stream its text; work per token does not grow with
+        the sequence (incremental detokenisation, stop strings matched on the new text)."""
         p = s.req.sampling
         try:
             if s.req.logits_processor is not None:
                 logits = s.req.logits_processor(s.generated, logits)
-            tok = sample(logits, p, s.gen, s.generated)
+            tok = sample(logits, p, s.gen, s.seen)
         except Exception as e:
             self._finish(s, "error", error=f"sampling failed: {e}")
             return
@@ -395,33 +476,35 @@ class Engine:
         if tok in s.stop_ids:
             self._finish(s, "stop")
             return
+        if s.req.logprobs is not None:  # of the distribution sampled from: after any constraint's mask
+            lp = torch.log_softmax(logits.float(), dim=-1)  # lp: [V]
+            top = torch.topk(lp, s.req.logprobs) if s.req.logprobs else None
+            s.logprobs.append((tok, float(lp[tok]), [] if top is None else
+                               [(int(i), float(v)) for v, i in zip(top.values, top.indices)]))
         s.generated.append(tok)
+        if p.repetition_penalty != 1.0:
+            if s.seen is None:
+                s.seen = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            s.seen[tok] = True
         self.stats["generated_tokens"] += 1
-        text = self.tok.decode(s.generated, skip_special_tokens=False) if self.tok else ""
-        stop_at = min((i for i in (text.find(x, max(0, s.emitted - len(x))) for x in p.stop) if i >= 0), default=-1)
-        if stop_at >= 0:
-            s.text = text[:stop_at]
-            self._flush(s, s.text, tok)
+        text, stopped = s.stops.feed(s.detok.step(tok) if s.detok is not None else "")
+        self._send(s, text, tok)
+        if stopped:
             self._finish(s, "stop")
-            return
-        s.text = text
-        safe = len(text)
-        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for its next byte
-            safe = len(text.rstrip("\ufffd"))
-        for x in p.stop:  # hold back a tail that could still become a stop string
-            for k in range(min(len(x) - 1, safe), 0, -1):
-                if text[safe - k : safe] == x[:k]:
-                    safe -= k
-                    break
-        self._flush(s, text[:safe], tok)
-        if len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
-            self._flush(s, text, None)
+        elif p.loop_cut is not None and (period := loop_period(s.generated, *p.loop_cut)) is not None:
+            s.handle.loop_period = period
+            self._finish(s, "length")
+        elif len(s.generated) >= p.max_tokens or s.kv.length + 1 >= s.kv.capacity:
             self._finish(s, "length")
 
-    def _flush(self, s: _Seq, upto: str, tok: int | None) -> None:
-        if len(upto) > s.emitted:
-            s.handle._put(Event(text=upto[s.emitted :], token_id=tok))
-            s.emitted = len(upto)
+    def _send(self, s: _Seq, text: str, tok: int | None) -> None:
+        if text:
+            s.handle._put(Event(text=text, token_id=tok))
+
+    def _flush(self, s: _Seq) -> None:
+        """Send the text still held back (an unfinished character, a possible stop string's start)."""
+        if not s.stops.stopped:  # after a stop string nothing more is sent
+            self._send(s, s.stops.flush() + (s.detok.flush() if s.detok is not None else ""), None)
 
     def _usage(self, s: _Seq | None, req: Request) -> dict:
         if s is None:
@@ -435,7 +518,7 @@ class Engine:
             "total_ms": round((time.perf_counter() - s.t0) * 1000, 3),
         }
 
-    def _finish(self, s: _Seq, reason: str, error: str | None = None) -> None:
+    def _finish(self, s: _Seq, reason: str, error: str | None = None, code: str | None = None) -> None:
         if s in self._active:
             self._active.remove(s)
         if s.slot:
@@ -449,7 +532,21 @@ class Engine:
                 self.cache.insert(toks, labs, s.kv.compact(self.base.args) if s.kv.pool is not None else s.kv)
         if s.kv.pool is not None:
             s.kv.pool.release(s.kv)
-        if reason != "error" and s.emitted < len(s.text):
-            self._flush(s, s.text, None)
+        if reason != "error":
+            self._flush(s)
         s.handle.output_ids = list(s.generated)
-        s.handle._put(Event(finish_reason=reason, error=error, usage=self._usage(s, s.req)))
+        code = code or (errors.INTERNAL if reason == "error" else None)
+        s.handle.logprobs = s.logprobs
+        for req, h in s.handle.siblings:  # a leader that ended before its prefill: so do its samples
+            h._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(None, req)))
+        s.handle.siblings = []
+        s.handle._put(Event(finish_reason=reason, error=error, code=code, usage=self._usage(s, s.req)))
+
+
+def _as_engine_error(e: Exception, default: str) -> EngineError:
+    """An EngineError for any exception on the request path; KeyError means the adapter went away."""
+    if isinstance(e, EngineError):
+        return e
+    if isinstance(e, KeyError):
+        return EngineError(errors.UNKNOWN_ADAPTER, str(e.args[0] if e.args else e))
+    return EngineError(default, str(e))

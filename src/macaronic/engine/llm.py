@@ -128,12 +128,18 @@ class LLM:
 
     @torch.inference_mode()
     def pooled_hidden(self, batch: list[list[int]], max_tokens: int = 4096) -> torch.Tensor:
-        """[N, D] mean over tokens of the final-norm hidden state of the bare base.
+        """[N, D] mean over tokens of the final-norm hidden state of the bare base."""
+        return self.hidden_views(batch, max_tokens)[0]
+
+    @torch.inference_mode()
+    def hidden_views(self, batch: list[list[int]], max_tokens: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+        """([N, D] mean, [N, D] last position) of the final-norm hidden state of the bare base.
 
         Sequences run together in one varlen forward per chunk of about `max_tokens` tokens:
         the projections batch over every token, attention stays per sequence.
         """
-        out: list[torch.Tensor] = []
+        means: list[torch.Tensor] = []
+        lasts: list[torch.Tensor] = []
         i = 0
         while i < len(batch):
             chunk, n = [], 0
@@ -146,8 +152,13 @@ class LLM:
             seqs = [SeqSlice(KVBuffer(self.args, len(ids), self.base.model.dtype), len(ids)) for ids in chunk]
             with self.engine.lock:
                 h = self.base.model(torch.tensor([t for ids in chunk for t in ids]), seqs, hidden=True)
-            out += [seg.float().mean(0) for seg in torch.split(h, [len(ids) for ids in chunk])]
-        return torch.stack(out) if out else torch.zeros(0, self.args.dim)
+            for seg in torch.split(h, [len(ids) for ids in chunk]):
+                means.append(seg.float().mean(0))
+                lasts.append(seg[-1].float())
+        if not means:
+            empty = torch.zeros(0, self.args.dim)
+            return empty, empty
+        return torch.stack(means), torch.stack(lasts)
 
     def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
         """[V] log-softmax of the next token after `ids`, with `adapter` on every position."""

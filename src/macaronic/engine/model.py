@@ -20,10 +20,10 @@ from macaronic.engine.config import ModelArgs
 
 
 class LoraDelta(Protocol):
-    """What the model asks of a LoRA bank: the delta of one fused projection (config.FUSED: "qkv",
-    "o", "gate_up", "down") for N tokens, over all its output columns, or None."""
+    """What the model asks of a LoRA bank: add the delta of one fused projection (config.FUSED:
+    "qkv", "o", "gate_up", "down") for N tokens to its output y: [N, d_out], in place."""
 
-    def delta(self, layer: int, fused: str, x: Tensor, slots: Tensor) -> Tensor | None: ...
+    def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, slots) -> None: ...
 
 
 class KVBuffer:
@@ -259,9 +259,7 @@ class Transformer(nn.Module):
         """x @ w.T (+b) plus the LoRA delta of the fused projection `fused` (all its targets)."""
         y = linear(x, w, b)
         if lora is not None:
-            d = lora.delta(layer, fused, x, slots)
-            if d is not None:
-                y += d
+            lora.add_delta(y, layer, fused, x, slots)
         return y
 
     def forward(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from macaronic.engine.errors import BAD_SAMPLING, EngineError
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -18,6 +20,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-turn tokens
     repetition_penalty: float = 1.0
+    loop_cut: tuple[int, int] | None = None  # (max period, min span) in tokens: end a reply stuck in a loop
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def validate(self, max_tokens_limit: int | None = None) -> "SamplingParams":
@@ -36,9 +39,27 @@ class SamplingParams:
             problems.append(f"repetition_penalty must be in (0, 5], got {self.repetition_penalty}")
         if len(self.stop) > 16 or any(not isinstance(s, str) or not s or len(s) > 256 for s in self.stop):
             problems.append("stop must be at most 16 non-empty strings of at most 256 characters")
+        if self.loop_cut is not None and not (
+                len(self.loop_cut) == 2 and all(isinstance(x, int) and x >= 1 for x in self.loop_cut)
+                and self.loop_cut[1] >= 2):
+            problems.append(f"loop_cut must be (max period >= 1, min span >= 2), got {self.loop_cut!r}")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise EngineError(BAD_SAMPLING, "; ".join(problems))
         return self
+
+
+def loop_period(ids: list[int], max_period: int, min_span: int) -> int | None:
+    """The smallest period p <= max_period such that the last max(min_span, 2p) tokens of `ids`
+    repeat with period p (at least two full repeats), if any. Bounded work per call, whatever
+    the length of `ids`: a rule that can run on every token."""
+    for p in range(1, max_period + 1):
+        n = max(min_span, 2 * p)
+        if len(ids) < n:
+            return None
+        tail = ids[-n:]
+        if all(tail[i] == tail[i % p] for i in range(p, n)):
+            return p
+    return None
 
 
 def make_generator(seed: int | None) -> torch.Generator | None:
@@ -49,13 +70,13 @@ def make_generator(seed: int | None) -> torch.Generator | None:
     return g
 
 
-def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, history: list[int]) -> int:
-    """Pick one token from `logits: [V]` (already masked by any constraint)."""
+def sample(logits: Tensor, p: SamplingParams, gen: torch.Generator | None, seen: Tensor | None = None) -> int:
+    """Pick one token from `logits: [V]` (already masked by any constraint). `seen: [V]` bool marks
+    the tokens generated so far, for the repetition penalty (kept by the caller, one write a token)."""
     logits = logits.float()
-    if p.repetition_penalty != 1.0 and history:
-        idx = torch.tensor(sorted(set(history)), dtype=torch.long)
-        vals = logits[idx]
-        logits[idx] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if p.repetition_penalty != 1.0 and seen is not None:
+        penalised = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
+        logits = torch.where(seen[: logits.shape[-1]], penalised, logits)
     if p.temperature == 0.0:
         return int(torch.argmax(logits))
     logits = logits / p.temperature

@@ -1,14 +1,15 @@
 """Multi-LoRA slot buffers and the adapter registry.
 
-The bank holds one pair of buffers per fused projection of the model (config.FUSED: qkv, o,
-gate_up, down), A: [L, S, n_t * r_max, d_in] and Bt: [L, S, n_t * r_max, d_out] with the n_t
-targets of the projection stacked (target i in rows i*r_max.., its output columns only), B
-transposed, so a run of slots is one contiguous matrix and targets sharing an input share one
-matmul. r_max is the widest registered adapter's rank (up to the engine's max_rank); slot 0 is
-all zeros for "no adapter"; a forward passes one slot index per token. The registry maps names to
-validated adapters (up to `max_registered`) and keeps an LRU of resident slots; an adapter is
-registered only after it loaded and validated, so a bad one leaves it unchanged. Knows nothing
-about scheduling or tokens.
+The bank holds, per fused projection of the model (config.FUSED: qkv, o, gate_up, down),
+A: [L, S, n_t * r_max, d_in] with the n_t targets stacked (targets sharing an input share one
+shrink matmul) and one Bt: [L, S, r_max, width] per target (B transposed, its own output columns
+only). r_max is the widest registered adapter's rank (up to the engine's max_rank); slot 0 is
+all zeros for "no adapter"; a forward passes one slot index per token. LoRA work is grouped by
+the adapters present in the batch, never by the resident slots: a decode step runs one masked
+shrink and one expand per target over the present slots' stack; a prefill runs one shrink and
+expand per present adapter over its tokens. The registry maps names to validated adapters (up to
+`max_registered`) and keeps an LRU of resident slots; an adapter is registered only after it
+loaded and validated, so a bad one leaves it unchanged. Knows nothing about scheduling or tokens.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from torch import Tensor
 
 from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, load_pairs, read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF, ModelArgs
+from macaronic.engine.errors import OVERLOADED, EngineError
 
-STACKED_MAX_TOKENS = 64  # up to this many tokens (decode), one masked matmul over stacked slots
+STACKED_MAX_TOKENS = 64  # up to this many tokens (decode): one masked matmul over the present slots
 
 
 @dataclass
@@ -33,19 +35,35 @@ class SlotPlan:
     """Per-forward view of the token slots, computed once and reused by every projection."""
 
     slots: Tensor  # [N] long
-    groups: list[tuple[int, Tensor | slice]]  # (slot, token index or contiguous slice), slot != 0
-    top: int  # highest slot used
-    masks: dict[int, Tensor] | None  # rows per slot -> [N, top * rows]: 1 where the column is the token's slot
+    used: tuple[int, ...]  # slots != 0 present in the batch, ascending
+    groups: list[tuple[int, Tensor | slice]]  # (slot, token index or contiguous slice) per used slot
+    mask: Tensor | None  # [N, P, 1]: 1 where used[p] is the token's slot (few tokens only)
+    stack: "_Stack | None"  # the used slots' weights as one stack (few tokens only)
     fused: frozenset = frozenset()  # fused projections some used slot has weights for
 
 
+@dataclass
+class _Stack:
+    """The used slots' rows, one stack per fused projection: views into the bank when the used
+    slots are contiguous, else a compact copy (cached while the used set and the bank stay put)."""
+
+    A: dict[str, Tensor]  # fused -> [L, P * rows, d_in]
+    B: dict[str, list[Tensor]]  # fused -> per target [L, P * r_max, width]
+
+
 class LoraBank:
-    """Slot buffers; `delta` is the fast path, ReferenceLora its obviously-correct twin."""
+    """Slot buffers; `add_delta` is the fast path, ReferenceLora its obviously-correct twin.
+
+    A[f]: [L, S, n_t * r_max, d_in] (targets of a fused projection stacked, so they share one
+    shrink matmul) and, per target, Bt[f][t]: [L, S, r_max, width_t] (each target expands into its
+    own output columns only: no zero blocks are read). The engine keeps it in fp32 for every model
+    dtype (small fp32 matmuls beat bf16 ones on CPU); a bf16 model's x is cast once per call.
+    """
 
     def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32):
         self.args, self.n_slots, self.r_max, self.dtype = args, n_slots, r_max, dtype
         self.A: dict[str, Tensor] = {}
-        self.Bt: dict[str, Tensor] = {}
+        self.Bt: dict[str, list[Tensor]] = {}
         self.columns: dict[str, tuple[int, int]] = {}  # target -> (first output column, width)
         for f, targets in FUSED.items():
             d_in, off = args.target_shape(targets[0])[0], 0
@@ -53,8 +71,11 @@ class LoraBank:
                 self.columns[t] = (off, args.target_shape(t)[1])
                 off += args.target_shape(t)[1]
             self.A[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r_max, d_in, dtype=dtype)
-            self.Bt[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r_max, off, dtype=dtype)
+            self.Bt[f] = [torch.zeros(args.n_layers, n_slots, r_max, self.columns[t][1], dtype=dtype) for t in targets]
         self.present: list[set[str]] = [set() for _ in range(n_slots)]  # fused projections with weights
+        self.version = [0] * n_slots  # bumped on every write/clear of a slot (stack cache key)
+        self._stack_key: tuple | None = None
+        self._stack: _Stack | None = None
 
     @torch.no_grad()
     def ensure_rank(self, r: int) -> None:
@@ -62,16 +83,21 @@ class LoraBank:
         reads all r_max rows of each slot, so the bank is only as wide as its widest adapter."""
         if r <= self.r_max:
             return
-        for d in (self.A, self.Bt):
-            for f, old in d.items():
-                new = old.new_zeros(old.shape[0], old.shape[1], len(FUSED[f]) * r, old.shape[3])
-                for i in range(len(FUSED[f])):
-                    new[:, :, i * r : i * r + self.r_max] = old[:, :, i * self.r_max : (i + 1) * self.r_max]
-                d[f] = new
+        for f, old in self.A.items():
+            new = old.new_zeros(old.shape[0], old.shape[1], len(FUSED[f]) * r, old.shape[3])
+            for i in range(len(FUSED[f])):
+                new[:, :, i * r : i * r + self.r_max] = old[:, :, i * self.r_max : (i + 1) * self.r_max]
+            self.A[f] = new
+        for f, olds in self.Bt.items():
+            news = [o.new_zeros(o.shape[0], o.shape[1], r, o.shape[3]) for o in olds]
+            for new, o in zip(news, olds):
+                new[:, :, : self.r_max] = o
+            self.Bt[f] = news
         self.r_max = r
+        self._stack_key = self._stack = None
 
     def nbytes_per_slot(self) -> int:
-        return sum(a[:, 0].nbytes + b[:, 0].nbytes for a, b in zip(self.A.values(), self.Bt.values()))
+        return sum(a[:, 0].nbytes + sum(b[:, 0].nbytes for b in bs) for a, bs in zip(self.A.values(), self.Bt.values()))
 
     @torch.no_grad()
     def write(self, slot: int, pairs: dict[tuple[int, str], tuple[Tensor, Tensor]]) -> None:
@@ -83,59 +109,89 @@ class LoraBank:
             if r > self.r_max:
                 raise AdapterError(f"rank {r} exceeds the bank's r_max {self.r_max}")
             f = FUSED_OF[target]
-            row = FUSED[f].index(target) * self.r_max
-            col, width = self.columns[target]
-            self.A[f][layer, slot, row : row + r] = A
-            self.Bt[f][layer, slot, row : row + r, col : col + width] = B.T
+            i = FUSED[f].index(target)
+            self.A[f][layer, slot, i * self.r_max : i * self.r_max + r] = A
+            self.Bt[f][i][layer, slot, :r] = B.T
             self.present[slot].add(f)
+        self.version[slot] += 1
 
     @torch.no_grad()
     def clear(self, slot: int) -> None:
         for f in self.present[slot]:
             self.A[f][:, slot].zero_()
-            self.Bt[f][:, slot].zero_()
+            for b in self.Bt[f]:
+                b[:, slot].zero_()
         self.present[slot] = set()
+        self.version[slot] += 1
 
     def plan(self, slots: Tensor) -> SlotPlan:
         n = slots.shape[0]
-        used = [int(s) for s in torch.unique(slots) if int(s) != 0]
+        used = tuple(int(s) for s in torch.unique(slots) if int(s) != 0)  # ascending
         groups: list[tuple[int, Tensor | slice]] = []
         for s in used:
             idx = (slots == s).nonzero().squeeze(1)
             lo, hi = int(idx[0]), int(idx[-1]) + 1
             groups.append((s, slice(lo, hi) if hi - lo == idx.numel() else idx))
-        top = max(used, default=0)
-        masks = None
+        mask = stack = None
         if used and n <= STACKED_MAX_TOKENS:
-            masks = {}
-            for rows in {len(ts) * self.r_max for ts in FUSED.values()}:
-                # column j of the stacked slots 1..top belongs to slot 1 + j // rows
-                col_slot = torch.arange(top * rows) // rows + 1
-                masks[rows] = (col_slot[None, :] == slots[:, None]).to(self.dtype)  # [N, top * rows]
-        return SlotPlan(slots=slots, groups=groups, top=top, masks=masks,
+            mask = (slots[:, None] == torch.tensor(used)[None, :]).to(self.dtype)[:, :, None]  # [N, P, 1]
+            stack = self._stack_of(used)
+        return SlotPlan(slots=slots, used=used, groups=groups, mask=mask, stack=stack,
                         fused=frozenset().union(*(self.present[s] for s in used)))
 
-    def delta(self, layer: int, fused: str, x: Tensor, plan: SlotPlan) -> Tensor | None:
+    def _stack_of(self, used: tuple[int, ...]) -> _Stack:
+        """The used slots as one stack: bank views if contiguous, else a compact copy, kept until
+        the used set or one of its slots changes (decode steps reuse it)."""
+        lo, hi = used[0], used[-1] + 1
+        if hi - lo == len(used):
+            return _Stack(A={f: a[:, lo:hi].flatten(1, 2) for f, a in self.A.items()},
+                          B={f: [b[:, lo:hi].flatten(1, 2) for b in bs] for f, bs in self.Bt.items()})
+        key = (used, tuple(self.version[s] for s in used))
+        if key != self._stack_key:
+            idx = torch.tensor(used)
+            self._stack = _Stack(A={f: a.index_select(1, idx).flatten(1, 2) for f, a in self.A.items()},
+                                 B={f: [b.index_select(1, idx).flatten(1, 2) for b in bs] for f, bs in self.Bt.items()})
+            self._stack_key = key
+        return self._stack
+
+    def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, plan: SlotPlan) -> None:
+        """y += the LoRA delta of projection `fused` for each token's slot (y: [N, d_out], in place)."""
         if fused not in plan.fused:
-            return None
-        if x.dtype != self.dtype:  # a bf16 model keeps an fp32 bank: small fp32 matmuls are faster here
-            return self.delta(layer, fused, x.to(self.dtype), plan).to(x.dtype)
-        A, Bt = self.A[fused][layer], self.Bt[fused][layer]  # [S, rows, d_in], [S, rows, d_out]
-        if plan.masks is not None:  # few tokens: one masked matmul over the stacked slots 1..top
-            k = plan.top * A.shape[1]
-            a = A[1 : plan.top + 1].reshape(k, -1)  # [top*rows, d_in], a view
-            bt = Bt[1 : plan.top + 1].reshape(k, -1)  # [top*rows, d_out]
-            return ((x @ a.T) * plan.masks[A.shape[1]]) @ bt  # [N, d_out]
-        out = x.new_zeros(x.shape[0], Bt.shape[2])
-        for s, idx in plan.groups:
+            return
+        if x.dtype != self.dtype:
+            x = x.to(self.dtype)
+        n_t, r = len(FUSED[fused]), self.r_max
+        cols = [self.columns[t] for t in FUSED[fused]]
+        if plan.stack is not None:  # few tokens: one shrink over the present slots, masked, then expand
+            p = len(plan.used)
+            a = plan.stack.A[fused][layer]  # [P * n_t * r, d_in]
+            xa = (x @ a.T).view(-1, p, n_t * r) * plan.mask  # [N, P, n_t * r], zero off the token's slot
+            if n_t > 1:  # group the columns by target: [N, n_t, P * r]
+                xa = xa.view(-1, p, n_t, r).transpose(1, 2).reshape(-1, n_t, p * r)
+            else:
+                xa = xa.view(-1, 1, p * r)
+            for i, (c0, w) in enumerate(cols):
+                _addmm(y[:, c0 : c0 + w], xa[:, i], plan.stack.B[fused][i][layer])  # [N, P*r] @ [P*r, w]
+            return
+        A, Bs = self.A[fused][layer], [b[layer] for b in self.Bt[fused]]  # [S, n_t*r, d_in], [S, r, w]
+        for s, idx in plan.groups:  # many tokens (prefill): one shrink and expand per adapter present
             if fused not in self.present[s]:
                 continue
-            d = (x[idx] @ A[s].T) @ Bt[s]  # [n_s, d_out]
-            if isinstance(idx, slice):
-                out[idx] = d
-            else:
-                out.index_copy_(0, idx, d)
-        return out
+            xa = x[idx] @ A[s].T  # [n_s, n_t * r]
+            for i, (c0, w) in enumerate(cols):
+                if isinstance(idx, slice):
+                    _addmm(y[idx, c0 : c0 + w], xa[:, i * r : (i + 1) * r], Bs[i][s])
+                else:
+                    d = xa[:, i * r : (i + 1) * r] @ Bs[i][s]  # [n_s, w]
+                    y[:, c0 : c0 + w].index_add_(0, idx, d.to(y.dtype))
+
+
+def _addmm(out: Tensor, a: Tensor, b: Tensor) -> None:
+    """out += a @ b in place, in out's dtype."""
+    if out.dtype == a.dtype:
+        out.addmm_(a, b)
+    else:
+        out.add_(a @ b)  # an fp32 product into bf16 y: the in-place add casts, no temporary
 
 
 class ReferenceLora:
@@ -158,6 +214,11 @@ class ReferenceLora:
                     hit = True
                 col += w
         return out if hit else None
+
+    def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, slots: Tensor) -> None:
+        d = self.delta(layer, fused, x, slots)
+        if d is not None:
+            y += d.to(y.dtype)
 
 
 class AdapterRegistry:
@@ -253,13 +314,16 @@ class AdapterRegistry:
             info = self.get(name)
             slot = self._resident.get(name)
             if slot is None:
-                if pairs is None:
+                slot = self._take_slot()  # first: with every slot pinned, a staged read stays staged
+                try:
                     fut = self._staging.pop(name, None)
-                    pairs = fut.result() if fut is not None else load_pairs(info, self.args)
-                else:
-                    self._staging.pop(name, None)
-                slot = self._take_slot()
-                self.bank.write(slot, pairs)
+                    if pairs is None:
+                        pairs = fut.result() if fut is not None else load_pairs(info, self.args)
+                    self.bank.write(slot, pairs)
+                except BaseException:
+                    self.bank.clear(slot)
+                    self._free.append(slot)
+                    raise
                 self._resident[name] = slot
             self._resident.move_to_end(name)
             self._pins[slot] = self._pins.get(slot, 0) + 1
@@ -278,8 +342,8 @@ class AdapterRegistry:
                 del self._resident[victim]
                 self.bank.clear(slot)
                 return slot
-        raise AdapterError(
-            f"all {self.bank.n_slots - 1} adapter slots are serving requests; raise max_loras or retry"
+        raise EngineError(
+            OVERLOADED, f"all {self.bank.n_slots - 1} adapter slots are serving requests; raise max_loras or retry"
         )
 
     def _evict(self, name: str) -> None:

@@ -1,7 +1,7 @@
 """A2UI v0.8 client-to-server `userAction`: build, check, feed back to the model, approve.
 
 Knows the userAction shape (client_to_server.json), how a Button's `action.context` resolves
-against a surface's data model (the Python twin of a2ui.js), the conversation message the harness
+against a surface's data model (the Python twin of web/a2ui-card.js), the conversation message the harness
 feeds back to the GenUI specialist, and the `confirm` convention for approving a pending write.
 Knows nothing about the substrate that holds pending writes: it only returns `Approval`.
 """
@@ -48,7 +48,7 @@ def resolve_context(action: dict[str, Any], model: dict[str, Any], ctx: str = "/
 def make_user_action(messages: list[dict[str, Any]], component_id: str, surface_id: str | None = None,
                      *, ctx: str = "/", timestamp: str | None = None,
                      model: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The userAction a click on Button `component_id` produces (what a2ui.js emits)."""
+    """The userAction a click on Button `component_id` produces (what web/a2ui-card.js emits)."""
     for message in messages:
         body = message.get("surfaceUpdate")
         if not body or surface_id not in (None, body.get("surfaceId")):

@@ -1,4 +1,4 @@
-"""`macaronic genui`: validate GenUI output files.
+"""`macaronic genui`: validate GenUI output files (`macaronic genui probe`: see genui/probe.py).
 
 Each file holds a `{text_response, a2ui}` object or a bare A2UI v0.8 message list (near-miss
 JSON is repaired first). Prints one JSON line per file; exits 0 only if every file is valid.
@@ -20,6 +20,7 @@ def parser() -> argparse.ArgumentParser:
                        description="Print one JSON line per file: {file, valid, errors, repaired}.")
     v.add_argument("files", nargs="+", metavar="FILE", help="JSON file ('-' reads stdin)")
     v.add_argument("--warnings", action="store_true", help="include integrity warnings in the output")
+    sub.add_parser("probe", help="the genui specialist on hand-written requests (validity, coverage)", add_help=False)
     return p
 
 
@@ -47,6 +48,10 @@ def validate_file(name: str, with_warnings: bool = False) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["probe"]:
+        from macaronic.genui.probe import main as probe_main
+
+        return probe_main(argv[1:])
     args = parser().parse_args(argv)
     ok = True
     for name in args.files:

@@ -4,7 +4,8 @@ Knows the v0.8 encoding (`contents` entries with `valueString`/`valueNumber`/`va
 `valueMap`, an optional target `path`, `/` or no path replacing the whole model) and how template
 items and relative paths resolve. Like the reference renderer, a `valueString` holding a JSON array
 or object is decoded (v0.8 `valueMap` cannot nest, so the official weather example ships its
-forecast list that way). Knows nothing about components or rendering; a2ui.js mirrors these rules.
+forecast list that way). Knows nothing about components or rendering; the official renderer
+(@a2ui/lit, drawn by web/a2ui-card.js) is checked against them in tests/genui/test_a2ui_official.py.
 """
 
 from __future__ import annotations

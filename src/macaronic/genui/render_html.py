@@ -1,9 +1,10 @@
 """Static HTML for A2UI v0.8 messages: deterministic markup for snapshot tests and previews.
 
-Applies the same data-model and template rules as a2ui.js (via `datamodel.py`), escapes every
+Applies our data-model and template rules (`datamodel.py`), escapes every
 value, and degrades safely on invalid input (unknown ids, cycles, excess depth render as an
 inline error). It renders a snapshot only: no scripts, no event handlers, no live binding;
-Buttons carry their action name in `data-action`. Interactive rendering is web/a2ui.js.
+Buttons carry their action name in `data-action`. Interactive rendering is the
+official renderer in the web chat (web/a2ui-card.js).
 """
 
 from __future__ import annotations

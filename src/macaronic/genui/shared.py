@@ -54,7 +54,3 @@ def load_schema(name: str) -> dict[str, Any] | None:
         return None
     return json.loads(path.read_text(encoding="utf-8"))
 
-
-def a2ui_js() -> Path:
-    """The browser renderer shipped with the package (src/macaronic/web/a2ui.js)."""
-    return Path(__file__).resolve().parents[1] / "web" / "a2ui.js"

@@ -1,8 +1,14 @@
 """The router benchmark: every policy and the cascade, side by side, plus scaling in routes.
 
-Main table: fit on the train split, calibrate on dev, evaluate final decisions on test (family-
-held-out, see data.py); metrics as defined in macaronic.router.metrics. Accuracy and the other
-quality metrics come from one batched pass; p50/p95 come from separate single-turn route() calls.
+Main tables: the router is fitted exactly as the shipped state is (macaronic.router.shipped:
+template train + hand-written train writers, calibrated on both dev parts, fixed threads), and
+the report says whether its state id equals the shipped one. Two held-out sets are reported
+separately: "template" (the template families' test split: family-held-out, see data.py) and
+"hand" (the hand-written test writers: writer-held-out, see handwritten.py). One more row,
+"probe-template", is the probe fitted on the template data alone (the previous shipped setup).
+Metrics as defined in macaronic.router.metrics, per-band accuracy included. Accuracy and the
+other quality metrics come from one batched pass; p50/p95 come from separate single-turn
+route() calls (no feature cache: the full cost a routed turn adds before its answer prefill).
 switch_rate is reported under the configured hysteresis margin and with margin 0.
 
 Scaling (4, 40, 400 routes) uses synthetic routes built from the template families, exactly:
@@ -36,11 +42,12 @@ import numpy as np
 from macaronic.router.conversation import request_text
 from macaronic.router.data import load_routing_data
 from macaronic.router.families import FAMILIES
+from macaronic.router.handwritten import load_handwritten
 from macaronic.router.metrics import evaluate, percentile_ms
 from macaronic.router.router import Router
 from macaronic.router.types import AdapterInfo, Backbone
 
-POLICIES = ("prompted", "embedding", "probe", "arrow", "cascade")
+POLICIES = ("prompted", "embedding", "probe", "head", "arrow", "cascade")
 MODIFIERS = (("garden", "garden project"), ("school", "school assignment"),
              ("shop", "small business"), ("wedding", "wedding"), ("club", "book club"),
              ("team", "soccer team"), ("lab", "research lab"), ("gran", "grandmother"),
@@ -56,12 +63,15 @@ class BenchConfig:
     prompted_scaling_samples: int = 40
     seed: int = 0
     log: Callable[[str], None] | None = None  # progress lines (the CLI sends them to stderr)
+    policies: tuple[str, ...] = POLICIES
+    prompted_samples: int | None = None  # prompted: score this many turns per set (None: all)
 
     def sized(self) -> "BenchConfig":
         if not self.quick:
             return self
         return BenchConfig(True, min(self.latency_samples, 8), self.scaling, self.scaling_policies,
-                           min(self.prompted_scaling_samples, 8), self.seed, self.log)
+                           min(self.prompted_scaling_samples, 8), self.seed, self.log, self.policies,
+                           min(self.prompted_samples or 40, 40))
 
     def say(self, msg: str) -> None:
         if self.log is not None:
@@ -87,39 +97,98 @@ def _timed_routes(router: Router, conversations: list[list[dict]], policy: str) 
     return times
 
 
-def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig(),
-                   features: dict[str, np.ndarray] | None = None) -> dict:
-    """{"policies": {name: metrics}, "fit_s": ..., "state_id": ...} on the role routing data.
-    `features` (text -> pooled row) is filled and reused; pass one dict to share it."""
-    cfg = config.sized()
-    train, dev, test = (load_routing_data(s) for s in ("train", "dev", "test"))
-    if cfg.quick:
-        test = quick_subset(test)
-    features = {} if features is None else features
-    t0 = time.perf_counter()
-    router = Router.fit(backbone, train, dev, bundle, features=features)
-    fit_s = time.perf_counter() - t0
-    cfg.say(f"fitted on {len(train)} train / {len(dev)} dev turns in {fit_s:.1f}s")
-    no_h = router.with_config(hysteresis_margin=0.0)
+def _held_out(quick: bool) -> dict[str, list[dict]]:
+    template, hand = load_routing_data("test"), load_handwritten("test")
+    if quick:
+        template = quick_subset(template)
+        keep = {e["id"] for e in hand if int(e["id"].split("/")[2]) % 3 == 0}
+        hand = [e for e in hand if e["id"].split("/inj")[0] in keep]
+    return {"template": template, "hand": hand}
+
+
+def _policy_metrics(router: Router, test: list[dict], policy: str, cfg: BenchConfig, features, head_cache,
+                    no_h: Router) -> dict:
     rng = random.Random(cfg.seed)
+    if policy == "prompted" and cfg.prompted_samples and len(test) > cfg.prompted_samples:
+        # Expensive (one prefill of the route prompt per turn): a fixed sample, twins kept.
+        ids = {e["id"] for e in rng.sample([e for e in test if e["kind"] != "injection"], cfg.prompted_samples)}
+        test = [e for e in test if e["id"] in ids or e.get("twin") in ids]
+    cache: dict = {}
+    convos = [e["messages"] for e in test]
+    decisions = router.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache)
+    m = evaluate(test, decisions)
+    m["switch_rate_no_hysteresis"] = evaluate(
+        test, no_h.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache))["switch_rate"]
+    if policy == "cascade":
+        m["deferral_rate"] = float(np.mean([d.policy != router.config.cheap_policy for d in decisions
+                                            if d.reason != "sticky-tool"]))
+        m["band_default_rate"] = float(np.mean([d.reason == "band-default" for d in decisions]))
     timed = [e["messages"] for e in rng.sample([e for e in test if e["kind"] != "tool_result"],
-                                              min(cfg.latency_samples, len(test)))]
-    out = {}
-    for policy in POLICIES:
-        cache: dict = {}
-        convos = [e["messages"] for e in test]
-        decisions = router.route_many(convos, policy=policy, features=features, cache=cache)
-        metrics = evaluate(test, decisions)
-        metrics["switch_rate_no_hysteresis"] = evaluate(
-            test, no_h.route_many(convos, policy=policy, features=features, cache=cache))["switch_rate"]
-        if policy == "cascade":
-            metrics["fallback_rate"] = float(np.mean([d.policy == router.config.fallback_policy
-                                                      for d in decisions]))
-        times = _timed_routes(router, timed, policy)
-        metrics["p50_ms"], metrics["p95_ms"] = percentile_ms(times, 50), percentile_ms(times, 95)
-        out[policy] = metrics
-        cfg.say(f"{policy}: accuracy {metrics['accuracy']:.3f}, p50 {metrics['p50_ms']:.1f} ms")
-    return {"policies": out, "fit_s": fit_s, "state_id": router.state.id, "n_test": len(test),
+                                               min(cfg.latency_samples, len(test)))]
+    times = _timed_routes(router, timed, policy)
+    m["p50_ms"], m["p95_ms"] = percentile_ms(times, 50), percentile_ms(times, 95)
+    return m
+
+
+def bench_data(quick: bool = False) -> dict:
+    """{"train", "dev" (what the shipped state is fitted on), "template_train", "template_dev"
+    (the previous setup's data), "held_out": {"template": [...], "hand": [...]}}."""
+    from macaronic.router.data import router_fit_data
+
+    train, dev = router_fit_data()
+    return {"train": train, "dev": dev, "template_train": load_routing_data("train"),
+            "template_dev": load_routing_data("dev"), "held_out": _held_out(quick)}
+
+
+def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig(),
+                   features: dict[str, np.ndarray] | None = None, data: dict | None = None) -> dict:
+    """{"sets": {set: {policy: metrics}}, "fit_s", "state_id", "shipped_state_id", "bands", ...}.
+    `features` (text -> pooled row) is filled and reused; pass one dict to share it. `data` is
+    `bench_data()` unless given (tests pass a slice)."""
+    from macaronic.harness import load_bundle
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.probe import ProbePolicy
+    from macaronic.router.router import training_pairs
+    from macaronic.router.shipped import SHIPPED_DIR, fit_state
+    from macaronic.router.state import RouterState
+
+    cfg = config.sized()
+    bundle = bundle or load_bundle()
+    data = data or bench_data(cfg.quick)
+    features = {} if features is None else features
+    head_cache: dict = {}
+    t0 = time.perf_counter()
+    router = fit_state(backbone, bundle, RouterConfig.from_dict(bundle.router), log=cfg.say,
+                       data=(data["train"], data["dev"]), features=features, head_cache=head_cache)
+    fit_s = time.perf_counter() - t0
+    try:
+        shipped_id = RouterState.load(SHIPPED_DIR).id
+    except (OSError, ValueError):
+        shipped_id = None
+    cfg.say(f"fitted in {fit_s:.1f}s; state {router.state.id[:16]} "
+            f"({'equals' if shipped_id == router.state.id else 'differs from'} the shipped state)")
+    # The previous setup for comparison: the probe fitted on the template data only.
+    ttexts, tlabels = training_pairs(data["template_train"])
+    dtexts, dlabels = training_pairs(data["template_dev"])
+    old_probe = ProbePolicy.fit(router.embed(ttexts, features), tlabels, router.embed(dtexts, features), dlabels,
+                                C=router.config.probe_c)
+    baseline = Router(backbone, bundle, RouterState(probe=old_probe), router.config)
+    out: dict[str, dict] = {}
+    for name, test in data["held_out"].items():
+        rows = {}
+        for policy in cfg.policies:
+            rows[policy] = _policy_metrics(router, test, policy, cfg, features, head_cache,
+                                           router.with_config(hysteresis_margin=0.0))
+            cfg.say(f"{name} / {policy}: accuracy {rows[policy]['accuracy']:.3f}, "
+                    f"macro-F1 {rows[policy]['macro_f1']:.3f}, p50 {rows[policy]['p50_ms']:.1f} ms")
+        rows["probe-template"] = _policy_metrics(baseline, test, "probe", cfg, features, head_cache,
+                                                 baseline.with_config(hysteresis_margin=0.0))
+        out[name] = rows
+    return {"sets": out, "fit_s": fit_s, "state_id": router.state.id, "shipped_state_id": shipped_id,
+            "state_bytes": router.state.nbytes(), "n_train": len(data["train"]), "n_dev": len(data["dev"]),
+            "n_test": {k: len(v) for k, v in data["held_out"].items()},
+            "bands": router.state.bands.rows() if router.state.bands is not None else None,
+            "head": router.state.head.meta() if router.state.head is not None else None,
             "router_config": router.config.to_dict()}
 
 
@@ -179,7 +248,8 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
     features = {} if features is None else features
     for n in cfg.scaling:
         adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed, cfg.quick)
-        router = Router.fit(backbone, train, dev, bundle, adapters=adapters, features=features)
+        router = Router.fit(backbone, train, dev, bundle, adapters=adapters, features=features,
+                            head="head" in cfg.scaling_policies)
         rng = random.Random(cfg.seed)
         if cfg.quick:
             test = rng.sample(test, min(len(test), 80))
@@ -205,7 +275,7 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
                     router.score_texts([t], policy, adapters)  # no feature cache: the full cost
                     times.append((time.perf_counter() - t0) * 1e3)
             acc = float(np.mean([names[i] == e["label"] for i, e in zip(probs.argmax(1), sample)]))
-            part = router.state.probe if policy == "probe" else router.state.embedding
+            part = getattr(router.state, policy, None) or router.state.embedding
             rows.append({"n_adapters": len(adapters), "policy": policy, "accuracy": acc,
                          "n_test": len(sample), "p50_ms": percentile_ms(times, 50),
                          "memory_mb": sum(a.nbytes for a in part.arrays().values()) / 2**20})
@@ -228,22 +298,43 @@ def run_bench(backbone: Backbone, bundle=None, config: BenchConfig = BenchConfig
 
 
 def markdown_table(report: dict) -> str:
-    """The benchmark as markdown: one row per policy, then the scaling rows."""
-    cols = ["accuracy", "macro_f1", "ece", "abstain_rate", "paraphrase_consistency",
+    """The benchmark as markdown: per held-out set one row per policy, per-band accuracy of the
+    cascade, the dev band table, then the scaling rows."""
+    cols = ["n", "accuracy", "macro_f1", "ece", "abstain_rate", "paraphrase_consistency",
             "worst_group_accuracy", "injection_flip_rate", "switch_rate", "switch_rate_no_hysteresis",
             "p50_ms", "p95_ms"]
-    head = ["policy", "acc", "macro-F1", "ECE", "abstain", "para-cons", "worst-kind", "inj-flip",
-            "switch", "switch (no hyst.)", "p50 ms", "p95 ms"]
+    head = ["set", "policy", "turns", "acc", "macro-F1", "ECE", "abstain", "para-cons", "worst-kind",
+            "inj-flip", "switch", "switch (no hyst.)", "p50 ms", "p95 ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, m in report["policies"].items():
-        cells = [f"{m[c]:.1f}" if c.endswith("_ms") else f"{m[c]:.3f}" for c in cols]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for set_name, rows in report["sets"].items():
+        for name, m in rows.items():
+            cells = [str(m[c]) if c == "n" else f"{m[c]:.1f}" if c.endswith("_ms") else f"{m[c]:.3f}" for c in cols]
+            lines.append(f"| {set_name} | {name} | " + " | ".join(cells) + " |")
+    for set_name, rows in report["sets"].items():
+        if "cascade" not in rows:
+            continue
+        bands = rows["cascade"]["bands"]
+        lines += ["", f"Per-band accuracy of the cascade's final decisions on {set_name} "
+                      f"(deferral rate {rows['cascade'].get('deferral_rate', 0):.3f}):", "",
+                  "| confidence | " + " | ".join(f"({b['band'][0]:.2f}, {b['band'][1]:.2f}]" for b in bands) + " |",
+                  "|---|" + "---|" * len(bands),
+                  "| turns | " + " | ".join(str(b["n"]) for b in bands) + " |",
+                  "| accuracy | " + " | ".join("-" if b["accuracy"] is None else f"{b['accuracy']:.3f}" for b in bands) + " |"]
+    if report.get("bands"):
+        opts = list(report["bands"][0]["dev_accuracy"])
+        lines += ["", "Band table fitted on dev (primary's confidence band -> dev accuracy of each option; choice):", "",
+                  "| band | dev turns | " + " | ".join(opts) + " | choice |", "|---|---|" + "---|" * (len(opts) + 1)]
+        for r in report["bands"]:
+            acc = ["-" if r["dev_accuracy"][o] is None else f"{r['dev_accuracy'][o]:.3f}" for o in opts]
+            lines.append(f"| ({r['band'][0]:.2f}, {r['band'][1]:.2f}] | {r['dev_n']} | " + " | ".join(acc)
+                         + f" | {r['choice']} |")
     if report.get("scaling"):
         lines += ["", "| routes | policy | acc | p50 ms | state MB |", "|---|---|---|---|---|"]
         for r in report["scaling"]:
             lines.append(f"| {r['n_adapters']} | {r['policy']} | {r['accuracy']:.3f} | "
                          f"{r['p50_ms']:.1f} | {r['memory_mb']:.3f} |")
-    gold = next(iter(report["policies"].values()), {}).get("gold_switch_rate")
-    if gold is not None:
-        lines += ["", f"Test turns: {report.get('n_test')}; gold switch rate on multi-turn cases: {gold:.3f}."]
+    same = report.get("shipped_state_id") == report.get("state_id")
+    lines += ["", f"Fitted state {str(report.get('state_id'))[:16]} ({report.get('state_bytes', 0) / 1024:.0f} KiB of "
+                  f"arrays), {'identical to' if same else 'NOT identical to'} the shipped state; "
+                  f"train {report.get('n_train')} / dev {report.get('n_dev')} turns; test turns {report.get('n_test')}."]
     return "\n".join(lines) + "\n"

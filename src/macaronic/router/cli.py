@@ -4,10 +4,13 @@
       reads JSON lines {"messages": [...]} on stdin, writes one JSON line per input:
       {"adapter", "confidence", "probs", "policy", "ms", "reason"}
   macaronic route bench --json FILE [--markdown FILE] [--quick] [--tiny]
-  macaronic route fit --out DIR [--tiny]          fit on train/dev and save the router state
+  macaronic route fit [--out DIR] [--check] [--tiny]
+      fit on the shipped routing data (template + hand-written train/dev) and save the state;
+      default --out is the shipped state (specialists/router); --check refits into a temporary
+      directory and compares it byte for byte with the state at --out
 
-Without --state, classify fits the router on the shipped routing data first (a few seconds on
-the default base). Heavy imports stay inside the functions.
+Without --state, classify loads the shipped state (it never fits; a state fitted for another
+base or other adapters is refused with the reason). Heavy imports stay inside the functions.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ def _backbone(tiny: bool):
     return load_default_llm()
 
 
-def _router(llm, bundle, state: str | None):
+def _router(llm, bundle, state: str | None, policy: str | None = None):
     from macaronic.router import Router
-    from macaronic.router.data import load_routing_data
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.shipped import load_shipped
 
-    if state:
-        return Router.load(state, llm, bundle)
-    return Router.fit(llm, load_routing_data("train"), load_routing_data("dev"), bundle)
+    if policy == "prompted":
+        return Router(llm, bundle)
+    return load_shipped(llm, bundle, RouterConfig.from_dict(bundle.router), state)
 
 
 def _bundle(path: str | None):
@@ -45,7 +49,11 @@ def _bundle(path: str | None):
 def classify(args) -> int:
     bundle = _bundle(args.bundle)
     llm = _backbone(args.tiny)
-    router = _router(llm, bundle, args.state)
+    try:
+        router = _router(llm, bundle, args.state, args.policy)
+    except (ValueError, OSError) as e:
+        print(f"macaronic route classify: {e}", file=sys.stderr)
+        return 2
     status = 0
     for n, line in enumerate(sys.stdin, 1):
         if not line.strip():
@@ -70,7 +78,13 @@ def bench(args) -> int:
     llm = _backbone(args.tiny)
     desc = llm.describe() if hasattr(llm, "describe") else {}
     log = lambda msg: print(f"[route bench] {msg}", file=sys.stderr, flush=True)  # noqa: E731
-    report = run_bench(llm, bundle, BenchConfig(quick=args.quick, log=log), description=desc)
+    from macaronic.router.bench import POLICIES
+
+    policies = tuple(args.policies.split(",")) if args.policies else POLICIES
+    scaling = tuple(int(n) for n in args.scaling.split(",")) if args.scaling else ()
+    report = run_bench(llm, bundle, BenchConfig(quick=args.quick, log=log, policies=policies, scaling=scaling,
+                                                prompted_samples=args.prompted_samples),
+                       description=desc)
     report["meta"]["tiny"] = args.tiny
     report["meta"]["bundle_id"] = bundle.id
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
@@ -82,9 +96,28 @@ def bench(args) -> int:
 
 
 def fit(args) -> int:
+    import filecmp
+    import tempfile
+    from pathlib import Path
+
+    from macaronic.router.shipped import SHIPPED_DIR, fit_state, write_shipped
+
     llm = _backbone(args.tiny)
-    router = _router(llm, _bundle(args.bundle), None)
-    print(router.save(args.out))
+    out = Path(args.out) if args.out else SHIPPED_DIR
+    log = lambda msg: print(f"[route fit] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    router = fit_state(llm, _bundle(args.bundle), threads=args.threads, log=log)
+    if not args.check:
+        print(write_shipped(router, out, args.threads))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        state_id = write_shipped(router, tmp, args.threads)
+        names = sorted(p.name for p in Path(tmp).iterdir())
+        _, mismatch, errors = filecmp.cmpfiles(tmp, out, names, shallow=False)
+    print(state_id)
+    if mismatch or errors:
+        print(f"macaronic route fit: the refit differs from {out}: {sorted(mismatch + errors)}", file=sys.stderr)
+        return 1
+    print(f"macaronic route fit: {out} reproduced byte for byte", file=sys.stderr)
     return 0
 
 
@@ -95,13 +128,18 @@ def main(argv: list[str]) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("classify", help="route JSON lines {\"messages\": [...]} from stdin")
     c.add_argument("--policy", choices=POLICIES, default=None, help="default: the bundle's router.json")
-    c.add_argument("--state", help="a saved router state directory (default: fit now)")
+    c.add_argument("--state", help="a saved router state directory (default: the shipped one)")
     b = sub.add_parser("bench", help="benchmark every policy and the cascade")
     b.add_argument("--json", required=True, help="write the report here")
     b.add_argument("--markdown", help="also write the markdown table here")
     b.add_argument("--quick", action="store_true", help="a fifth of the test split, fewer timings")
-    f = sub.add_parser("fit", help="fit on train/dev and save the router state")
-    f.add_argument("--out", required=True)
+    b.add_argument("--policies", help="comma-separated policies (default: all)")
+    b.add_argument("--prompted-samples", type=int, help="score the prompted policy on this many turns per set")
+    b.add_argument("--scaling", default="4,40,400", help="route counts for the scaling rows ('' to skip)")
+    f = sub.add_parser("fit", help="fit on the shipped routing data and save the router state")
+    f.add_argument("--out", help="state directory (default: the shipped specialists/router)")
+    f.add_argument("--check", action="store_true", help="refit and compare byte for byte with --out")
+    f.add_argument("--threads", type=int, default=2, help="torch threads while fitting (default 2)")
     for s in (c, b, f):
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")

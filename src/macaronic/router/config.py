@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-POLICIES = ("prompted", "embedding", "probe", "arrow", "cascade")
+POLICIES = ("prompted", "embedding", "probe", "head", "arrow", "cascade")
 
 
 @dataclass(frozen=True)
 class RouterConfig:
     policy: str = "cascade"  # one of POLICIES
-    cheap_policy: str = "probe"  # cascade: tried first
-    fallback_policy: str = "prompted"  # cascade: used when the cheap one is unsure
+    cheap_policy: str = "probe"  # cascade: the primary, tried first
+    fallback_policy: str = "prompted"  # cascade without a fitted band table (old states) only
+    cascade_candidates: tuple[str, ...] = ("probe", "embedding", "arrow")  # band table options
+    band_alpha: float = 0.05  # a candidate takes a band only if dev beats the primary at this p
     default_route: str = "coding"  # low confidence and ambiguity go here (the original's rule)
     min_confidence: float = 0.4  # below: abstain -> default_route
     cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
@@ -21,6 +23,7 @@ class RouterConfig:
     shortlist_k: int = 8
     embedding_threshold_quantile: float = 0.05
     probe_c: float = 1.0
+    head_views: tuple[str, ...] = ("mean", "last", "chatmean", "chatlast")
     route_adapter: str | None = "chat"  # the adapter that reads the route prompt
     prompt_max_tokens: int = 1536  # prompted: beyond this, list descriptions without rules
 
@@ -28,15 +31,17 @@ class RouterConfig:
     def from_dict(cls, d: dict) -> "RouterConfig":
         known = {f.name for f in fields(cls)}
         errors = [f"unknown router option {k!r}" for k in d if k not in known]
-        cfg = cls(**{k: v for k, v in d.items() if k in known})
+        cfg = cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
         for key in ("policy", "cheap_policy", "fallback_policy"):
             if getattr(cfg, key) not in POLICIES:
                 errors.append(f"{key}={getattr(cfg, key)!r} is not one of {POLICIES}")
-        if "cascade" in (cfg.cheap_policy, cfg.fallback_policy):
+        if "cascade" in (cfg.cheap_policy, cfg.fallback_policy, *cfg.cascade_candidates):
             errors.append("a cascade cannot contain a cascade")
+        errors += [f"cascade_candidates: {c!r} is not one of {POLICIES}" for c in cfg.cascade_candidates
+                   if c not in POLICIES]
         if errors:
             raise ValueError("invalid router config: " + "; ".join(errors))
         return cfg
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

@@ -143,3 +143,20 @@ def load_routing_data(split: str | None = None, seed: int = SEED) -> list[dict]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     return [copy.deepcopy(e) for e in _cached(seed) if split is None or e["split"] == split]
+
+
+def router_fit_data(seed: int = SEED) -> tuple[list[dict], list[dict]]:
+    """(train, dev) the shipped router is fitted on: the template families' train/dev splits
+    plus the hand-written train/dev writers (macaronic.router.handwritten)."""
+    from macaronic.router.handwritten import load_handwritten
+
+    return (load_routing_data("train", seed) + load_handwritten("train"),
+            load_routing_data("dev", seed) + load_handwritten("dev"))
+
+
+def data_hash(*example_lists: list[dict]) -> str:
+    """sha256 of the examples' canonical JSON (what a fitted state's binding records)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(example_lists, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

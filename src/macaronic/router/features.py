@@ -1,7 +1,13 @@
-"""Request features from the frozen base: token ids and mean-pooled hidden states.
+"""Request features from the frozen base: token ids, mean-pooled hidden states, head views.
 
-The router embeds the raw request text (no chat template): the template's fixed tokens would
-dominate a mean over a short request. Long requests keep their head and tail.
+The embedding and probe policies embed the raw request text (no chat template): the template's
+fixed tokens would dominate a mean over a short request. Long requests keep their head and tail.
+
+The route head reads named views (HEAD_VIEWS) of two bare-base forwards: the raw request
+("mean", "last": mean and last-position final hidden state) and the request as a user message
+in the base's chat template ("chatmean", "chatlast"; the last position is the assistant header,
+where the base has read the whole request). A backbone without per-position access (the unit
+test double) gets its pooled state in place of "last" views.
 """
 
 from __future__ import annotations
@@ -28,6 +34,45 @@ def embed_texts(backbone: Backbone, texts: list[str], batch_size: int = 16) -> n
     for i in range(0, len(texts), batch_size):
         batch = [request_ids(backbone, t) for t in texts[i:i + batch_size]]
         rows.append(backbone.pooled_hidden(batch).detach().float().cpu().numpy())
+    if not rows:
+        return np.zeros((0, 0), np.float32)
+    return np.concatenate(rows).astype(np.float32)
+
+
+HEAD_VIEWS = ("mean", "last", "chatmean", "chatlast")
+
+
+def chat_ids(backbone: Backbone, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
+    """The request (cut like `request_ids`) as the only user message in the chat template."""
+    ids = request_ids(backbone, text, max_tokens)
+    if len(ids) < len(backbone.tokenizer.encode(text or " ", add_special_tokens=False)):
+        text = backbone.tokenizer.decode(ids)
+    return list(backbone.encode_chat([{"role": "user", "content": text or " "}], add_generation_prompt=True))
+
+
+def _views(backbone: Backbone, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    if hasattr(backbone, "hidden_views"):
+        mean, last = backbone.hidden_views(batch)
+    else:  # no per-position access: the pooled state stands in for the last position
+        mean = last = backbone.pooled_hidden(batch)
+    return mean.detach().float().cpu().numpy(), last.detach().float().cpu().numpy()
+
+
+def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] = HEAD_VIEWS,
+                  batch_size: int = 16) -> np.ndarray:
+    """[N, len(views) * D] float32: the named views side by side, one row per text."""
+    unknown = [v for v in views if v not in HEAD_VIEWS]
+    if unknown:
+        raise ValueError(f"unknown head views {unknown}; expected some of {HEAD_VIEWS}")
+    rows = []
+    for i in range(0, len(texts), batch_size):
+        chunk = texts[i:i + batch_size]
+        got = {}
+        if {"mean", "last"} & set(views):
+            got["mean"], got["last"] = _views(backbone, [request_ids(backbone, t) for t in chunk])
+        if {"chatmean", "chatlast"} & set(views):
+            got["chatmean"], got["chatlast"] = _views(backbone, [chat_ids(backbone, t) for t in chunk])
+        rows.append(np.concatenate([got[v] for v in views], axis=1))
     if not rows:
         return np.zeros((0, 0), np.float32)
     return np.concatenate(rows).astype(np.float32)

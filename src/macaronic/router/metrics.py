@@ -23,6 +23,9 @@ route and hysteresis), one decision per example, in the order given.
                           with its adapter), the fraction routed to an adapter other than the
                           previous assistant's. gold_switch_rate is the same with the labels;
                           the benchmark reports it with and without hysteresis.
+  bands                   per band of decision confidence (the cascade's band edges), over
+                          scored decisions (tool-sticky ones left out): n, accuracy, mean
+                          confidence.
   p50_ms, p95_ms          median and 95th percentile of single-turn route() wall time, one turn
                           at a time, measured separately from the batched accuracy pass.
 """
@@ -79,6 +82,19 @@ def switch_rate(examples: list[dict], routed: list[str]) -> tuple[float, float]:
             float(np.mean([prev != gold for prev, _, gold in rows])))
 
 
+def band_accuracy(confidences: list[float], correct: list[bool], edges) -> list[dict]:
+    conf, ok = np.asarray(confidences, float), np.asarray(correct, bool)
+    edges = np.asarray(edges, float)
+    band = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, len(edges) - 2)
+    out = []
+    for b in range(len(edges) - 1):
+        m = band == b
+        out.append({"band": [float(edges[b]), float(edges[b + 1])], "n": int(m.sum()),
+                    "accuracy": float(ok[m].mean()) if m.any() else None,
+                    "mean_confidence": float(conf[m].mean()) if m.any() else None})
+    return out
+
+
 def evaluate(examples: list[dict], decisions: list) -> dict:
     """Metrics (see module docstring) for decisions aligned with examples. A decision needs
     .adapter, .confidence and .reason (a RouteDecision)."""
@@ -100,6 +116,9 @@ def evaluate(examples: list[dict], decisions: list) -> dict:
              if e["kind"] == "injection" and e.get("twin") in route_of]
     sw, gold_sw = switch_rate(examples, preds)
     group_acc = {k: float(np.mean(v)) for k, v in sorted(by_kind.items())}
+    from macaronic.router.bands import EDGES
+
+    scored = [(d.confidence, ok) for d, ok in zip(decisions, correct) if d.reason != "sticky-tool"]
     return {
         "n": len(examples),
         "accuracy": float(np.mean(correct)) if correct else 0.0,
@@ -113,4 +132,5 @@ def evaluate(examples: list[dict], decisions: list) -> dict:
         "injection_flip_rate": float(np.mean(flips)) if flips else 0.0,
         "switch_rate": sw,
         "gold_switch_rate": gold_sw,
+        "bands": band_accuracy([c for c, _ in scored], [k for _, k in scored], EDGES),
     }

@@ -3,8 +3,9 @@
 Order of rules for a conversation:
   1. tool stickiness: the latest message is a tool result -> the adapter that issued the call,
      no scoring;
-  2. score the latest user request with the configured policy (a cascade tries the cheap policy
-     and falls back to the prompted one when unsure);
+  2. score the latest user request with the configured policy (a cascade scores with its
+     primary, then, per confidence band, keeps that choice, takes the default route, or asks
+     the policy that dev data showed more accurate in that band: see bands.py);
   3. low confidence (or the policy abstains) -> the default route (coding);
   4. hysteresis: stay on the current adapter unless the winner leads it by the margin.
 
@@ -20,10 +21,12 @@ from dataclasses import replace
 import numpy as np
 
 from macaronic.router.arrow import ArrowPolicy
+from macaronic.router.bands import BandTable
 from macaronic.router.config import RouterConfig
 from macaronic.router.conversation import current_adapter, request_text, tool_caller
 from macaronic.router.embedding import EmbeddingPolicy
-from macaronic.router.features import embed_texts
+from macaronic.router.features import embed_texts, head_features
+from macaronic.router.head import HeadPolicy
 from macaronic.router.probe import ProbePolicy
 from macaronic.router.prompted import PromptedPolicy
 from macaronic.router.state import RouterState
@@ -68,20 +71,51 @@ class Router:
     @classmethod
     def fit(cls, backbone: Backbone, train: list[dict], dev: list[dict], bundle=None,
             config: RouterConfig | None = None, adapters: list[AdapterInfo] | None = None,
-            features: dict[str, np.ndarray] | None = None) -> "Router":
-        """A new router whose embedding, probe and Arrow state is fitted on train, calibrated on
-        dev. `features` (text -> pooled row) may carry precomputed embeddings."""
+            features: dict[str, np.ndarray] | None = None,
+            head_cache: dict[str, np.ndarray] | None = None, data_hash: str | None = None,
+            head: bool = True) -> "Router":
+        """A new router whose embedding, probe, head and Arrow state is fitted on train,
+        calibrated on dev, with the cascade's band table fitted on dev and the state bound to
+        the backbone. `features` (text -> pooled row) and `head_cache` (text -> head row) may
+        carry precomputed features."""
         router = cls(backbone, bundle, None, config, adapters)
         cfg = router.config
+        features = {} if features is None else features
         texts, labels = training_pairs(train)
         dev_texts, dev_labels = training_pairs(dev)
         X, Xd = router.embed(texts, features), router.embed(dev_texts, features)
         emb = EmbeddingPolicy.fit(X, labels, Xd, dev_labels, cfg.embedding_threshold_quantile)
         probe = ProbePolicy.fit(X, labels, Xd, dev_labels, C=cfg.probe_c)
+        head_cache = {} if head_cache is None else head_cache
+        head = HeadPolicy.fit(router.head_embed(texts, head_cache), labels,
+                              router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views) \
+            if head else None
         arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], X.shape[1],
                                           center=X.mean(0)).calibrate(Xd, dev_labels)
-        router.state = RouterState(embedding=emb, probe=probe, arrow=arrow)
+        router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow)
+        if cfg.policy == "cascade" and dev_texts and getattr(router.state, cfg.cheap_policy, None) is not None:
+            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow,
+                                       bands=router.fit_bands(dev_texts, dev_labels, features, head_cache))
+        router.state = router.state.bind(backbone, data_hash)
         return router
+
+    def fit_bands(self, texts: list[str], labels: list[str], features=None, head_cache=None) -> BandTable:
+        """The cascade's band table from dev turns: each option's final decision (after the
+        low-confidence default) against the label, per band of the primary's confidence."""
+        cfg = self.config
+        names = [a.name for a in self.adapters]
+
+        def correct(policy: str) -> tuple[np.ndarray, np.ndarray]:
+            probs, abstain, _ = self.score_texts(texts, policy, features=features, head_cache=head_cache)
+            picks = [decide(dict(zip(names, p)), bool(a), None, cfg)[0] for p, a in zip(probs, abstain)]
+            return probs.max(1), np.array([p == l for p, l in zip(picks, labels)])
+
+        conf, keep = correct(cfg.cheap_policy)
+        options = {"keep": keep, "default": np.array([l == cfg.default_route for l in labels])}
+        for c in cfg.cascade_candidates:
+            if c != cfg.cheap_policy and (c == "prompted" or getattr(self.state, c, None) is not None):
+                options[c] = correct(c)[1]
+        return BandTable.fit(cfg.cheap_policy, conf, options, alpha=cfg.band_alpha)
 
     def save(self, path) -> str:
         return self.state.save(path)
@@ -89,7 +123,10 @@ class Router:
     @classmethod
     def load(cls, path, backbone: Backbone, bundle=None, config: RouterConfig | None = None,
              adapters: list[AdapterInfo] | None = None) -> "Router":
-        return cls(backbone, bundle, RouterState.load(path), config, adapters)
+        """A router on a saved state; refuses (StateMismatch) a state bound to another base or
+        other adapters than the backbone's."""
+        state = RouterState.load(path).check(backbone, f"router state {path}")
+        return cls(backbone, bundle, state, config, adapters)
 
     def with_config(self, **changes) -> "Router":
         """The same fitted router under a changed config (e.g. hysteresis_margin=0)."""
@@ -105,6 +142,15 @@ class Router:
         if missing:
             features.update(zip(missing, embed_texts(self.backbone, missing)))
         return np.stack([features[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    def head_embed(self, texts: list[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        views = self.state.head.views if self.state.head is not None else self.config.head_views
+        if cache is None:
+            return head_features(self.backbone, texts, views)
+        missing = sorted({t for t in texts if t not in cache})
+        if missing:
+            cache.update(zip(missing, head_features(self.backbone, missing, views)))
+        return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def _fitted(self, name: str):
         policy = getattr(self.state, name)
@@ -127,8 +173,10 @@ class Router:
         return np.argsort(-cos, axis=1)[:, : self.config.shortlist_k]
 
     def _score_one_policy(self, name: str, texts: list[str], adapters: list[AdapterInfo],
-                          X: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                          X: np.ndarray | None, head_cache=None) -> tuple[np.ndarray, np.ndarray]:
         names = [a.name for a in adapters]
+        if name == "head":
+            X = self.head_embed(texts, head_cache)
         if name == "prompted":
             if len(adapters) <= self.config.shortlist_above:
                 return self.prompted.predict(self.backbone, texts, adapters)
@@ -148,25 +196,44 @@ class Router:
 
     def score_texts(self, texts: list[str], policy: str | None = None,
                     adapters: list[AdapterInfo] | None = None,
-                    features: dict[str, np.ndarray] | None = None):
+                    features: dict[str, np.ndarray] | None = None, head_cache=None):
         """Batched scoring: (probs [N, K] over `adapters`, abstain [N], policy used per row)."""
         adapters = adapters or self.adapters
         policy = policy or self.config.policy
-        needs_x = policy != "prompted" or len(adapters) > self.config.shortlist_above
-        if policy == "cascade":
-            needs_x = True
-        X = self.embed(texts, features) if needs_x and texts else None
-        if policy != "cascade":
-            probs, abstain = self._score_one_policy(policy, texts, adapters, X)
-            return probs, abstain, [policy] * len(texts)
         cfg = self.config
-        probs, abstain = self._score_one_policy(cfg.cheap_policy, texts, adapters, X)
+        uses = [cfg.cheap_policy] if policy == "cascade" else [policy]
+
+        def pooled(rows: list[str], names: list[str]) -> np.ndarray | None:
+            need = any(n not in ("prompted", "head") or
+                       (n == "prompted" and len(adapters) > cfg.shortlist_above) for n in names)
+            return self.embed(rows, features) if need and rows else None
+
+        X = pooled(texts, uses)
+        if policy != "cascade":
+            probs, abstain = self._score_one_policy(policy, texts, adapters, X, head_cache)
+            return probs, abstain, [policy] * len(texts)
+        probs, abstain = self._score_one_policy(cfg.cheap_policy, texts, adapters, X, head_cache)
         used = [cfg.cheap_policy] * len(texts)
+        bands = self.state.bands
+        if bands is not None and bands.primary == cfg.cheap_policy:
+            choice = bands.decide(probs.max(1)) if len(texts) else []
+            for opt in sorted(set(choice) - {"keep"}):
+                rows = [i for i, c in enumerate(choice) if c == opt]
+                if opt == "default":  # dev showed the default route beats the primary here
+                    abstain[rows] = True
+                    continue
+                sub = [texts[i] for i in rows]
+                p2, a2 = self._score_one_policy(opt, sub, adapters, pooled(sub, [opt]), head_cache)
+                probs[rows], abstain[rows] = p2, a2
+                for i in rows:
+                    used[i] = opt
+            return probs, abstain, used
+        # An old state without a band table: the fixed threshold and fallback policy.
         unsure = np.flatnonzero(abstain | (probs.max(1) < cfg.cascade_threshold))
         if len(unsure):
             sub = [texts[i] for i in unsure]
             p2, a2 = self._score_one_policy(cfg.fallback_policy, sub, adapters,
-                                            None if X is None else X[unsure])
+                                            None if X is None else X[unsure], head_cache)
             probs[unsure], abstain[unsure] = p2, a2
             for i in unsure:
                 used[i] = cfg.fallback_policy
@@ -180,7 +247,7 @@ class Router:
 
     def route_many(self, conversations: list[list[dict]], adapters: list[AdapterInfo] | None = None,
                    policy: str | None = None, features: dict[str, np.ndarray] | None = None,
-                   cache: dict | None = None) -> list[RouteDecision]:
+                   cache: dict | None = None, head_cache: dict | None = None) -> list[RouteDecision]:
         """`route` for many conversations with one batched scoring pass; `ms` is the batch time
         divided evenly. `cache` ((policy, names, text) -> scores) lets callers rescore the same
         texts under another config (e.g. without hysteresis) for free."""
@@ -194,7 +261,7 @@ class Router:
         key = (policy, tuple(names))
         todo = sorted({t for t in texts if (key, t) not in cache})
         if todo:
-            probs, abstain, used = self.score_texts(todo, policy, adapters, features)
+            probs, abstain, used = self.score_texts(todo, policy, adapters, features, head_cache)
             for i, t in enumerate(todo):
                 cache[(key, t)] = (probs[i], bool(abstain[i]), used[i])
         ms = (time.perf_counter() - t0) * 1e3 / max(len(conversations), 1)
@@ -208,6 +275,9 @@ class Router:
             adapter, reason = decide(dist, abstained, current_adapter(convo), self.config)
             if reason == "scored" and policy == "cascade" and used != self.config.cheap_policy:
                 reason = "cascade-fallback"
+            elif reason == "low-confidence-default" and policy == "cascade" and used == self.config.cheap_policy \
+                    and self.state.bands is not None and p.max() >= self.config.min_confidence:
+                reason = "band-default"
             out.append(RouteDecision(adapter, dist, dist[adapter], used, ms, reason))
         return out
 

@@ -53,12 +53,24 @@ class ChatRequest(BaseModel):
     repetition_penalty: float | None = Field(None, gt=0, le=5)
     seed: int | None = Field(None, ge=0, le=SEED_MAX)
     stop: str | list[str] | None = None
-    n: int | None = Field(None, ge=1, le=1)
+    n: int | None = Field(None, ge=1, le=8, description="answers to sample; they share the prompt's prefill")
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = Field(
+        None, description="{'type': 'text' | 'json_object' | 'json_schema', 'json_schema': {...}}: decoded under its grammar")
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     user: str | None = None
+
+    def logprobs_k(self) -> int | None:
+        """None when no logprobs were asked; else how many top alternatives per token."""
+        if not self.logprobs:
+            if self.top_logprobs:
+                raise ValueError("top_logprobs needs logprobs: true")
+            return None
+        return self.top_logprobs or 0
 
     def sampling(self) -> dict:
         return {"max_tokens": self.max_completion_tokens or self.max_tokens, "temperature": self.temperature,
@@ -80,6 +92,11 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    text: dict[str, Any] | None = Field(None, description="{'format': {'type': 'text' | 'json_object' | 'json_schema', ...}}")
+
+    def text_format(self) -> dict | None:
+        fmt = (self.text or {}).get("format") if isinstance(self.text, dict) else None
+        return fmt if isinstance(fmt, dict) else None
 
     def sampling(self) -> dict:
         return {"max_tokens": self.max_output_tokens, "temperature": self.temperature, "top_p": self.top_p,
@@ -94,31 +111,74 @@ def chat_usage(usage: dict) -> dict:
             "prompt_tokens_details": {"cached_tokens": int(usage.get("reused_tokens") or 0)}}
 
 
-def chat_completion(result, model: str, cid: str, created: int) -> dict:
+def logprobs_of(result) -> dict | None:
+    return None if result.logprobs is None else {"content": result.logprobs, "refusal": None}
+
+
+def choice(result, index: int = 0) -> dict:
     message = {"role": "assistant", "content": result.content}
     if result.tool_calls:
         message["tool_calls"] = result.tool_calls
-    return {"id": cid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason, "logprobs": None}],
-            "usage": chat_usage(result.usage), "macaronic": result.macaronic()}
+    return {"index": index, "message": message, "finish_reason": result.finish_reason, "logprobs": logprobs_of(result)}
 
 
-def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None, **extra) -> str:
+def chat_completion(results, model: str, cid: str, created: int) -> dict:
+    """One completion for one TurnResult or a list of them (`n`: usage counts the prompt once)."""
+    results = results if isinstance(results, list) else [results]
+    usage = chat_usage(results[0].usage)
+    usage["completion_tokens"] = sum(int(r.usage.get("completion_tokens") or 0) for r in results)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    out = {"id": cid, "object": "chat.completion", "created": created, "model": model,
+           "choices": [choice(r, i) for i, r in enumerate(results)], "usage": usage,
+           "macaronic": results[0].macaronic()}
+    if len(results) > 1:
+        out["macaronic"]["choices"] = [r.macaronic() for r in results]
+    return out
+
+
+def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None, logprobs: dict | None = None,
+          index: int = 0, **extra) -> str:
     body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}], **extra}
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
-def final_chunks(result, cid: str, created: int, model: str, include_usage: bool) -> str:
+def call_delta(d) -> dict:
+    """A harness CallDelta as one entry of a chunk's `delta.tool_calls`."""
+    if d.id is not None:
+        return {"index": d.index, "id": d.id, "type": "function", "function": {"name": d.name, "arguments": d.arguments}}
+    return {"index": d.index, "function": {"arguments": d.arguments}}
+
+
+def final_chunks(result, cid: str, created: int, model: str, include_usage: bool, streamed_calls: bool = False) -> str:
     delta = {}
-    if result.tool_calls:
+    if result.tool_calls and not streamed_calls:
         delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(result.tool_calls)]
-    out = chunk(cid, created, model, delta, result.finish_reason, macaronic=result.macaronic())
+    # the tokens' logprobs come with the last chunk (text deltas and tokens need not align one to one)
+    out = chunk(cid, created, model, delta, result.finish_reason, logprobs_of(result), macaronic=result.macaronic())
     if include_usage:
         body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
                 "usage": chat_usage(result.usage), "macaronic": result.macaronic()}
         out += f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
     return out
+
+
+def sample_chunks(results: list, cid: str, created: int, model: str, include_usage: bool) -> str:
+    """`n` > 1 with `stream`: each choice as its own chunks (role, content, calls, finish), by index,
+    then one usage chunk. The samples decode together; their chunks are sent once all are done."""
+    out = ""
+    for i, r in enumerate(results):
+        delta = {"role": "assistant", "content": r.content or ""}
+        if r.tool_calls:
+            delta["tool_calls"] = [{"index": j, **c} for j, c in enumerate(r.tool_calls)]
+        out += chunk(cid, created, model, delta, None, logprobs_of(r), index=i)
+        out += chunk(cid, created, model, {}, r.finish_reason, index=i, macaronic=r.macaronic())
+    if include_usage:
+        usage = chat_completion(results, model, cid, created)["usage"]
+        body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+                "usage": usage}
+        out += f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    return out + "data: [DONE]\n\n"
 
 
 def sse_error(message: str, code: str | None = None) -> str:
@@ -168,18 +228,23 @@ def input_messages(inp: str | list[dict]) -> list[dict]:
     return out
 
 
-def output_items(result) -> list[dict]:
+def function_call_item(call: dict, item_id: str | None = None) -> dict:
+    return {"type": "function_call", "id": item_id or new_id("fc_"), "call_id": call["id"], "status": "completed",
+            "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+
+
+def output_items(result, fc_ids: list[str] | None = None) -> list[dict]:
     items = []
     if result.content:
         items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": result.content, "annotations": []}]})
-    for c in result.tool_calls:
-        items.append({"type": "function_call", "id": new_id("fc_"), "call_id": c["id"], "status": "completed",
-                      "name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+    for i, c in enumerate(result.tool_calls):
+        items.append(function_call_item(c, fc_ids[i] if fc_ids else None))
     return items
 
 
-def response_object(rid: str, req: ResponsesRequest, result=None, status: str = "completed") -> dict:
+def response_object(rid: str, req: ResponsesRequest, result=None, status: str = "completed",
+                    fc_ids: list[str] | None = None) -> dict:
     u = result.usage if result is not None else {}
     p, c = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
     incomplete = result is not None and result.finish_reason == "length"
@@ -189,10 +254,10 @@ def response_object(rid: str, req: ResponsesRequest, result=None, status: str = 
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "error": None, "model": req.model, "instructions": req.instructions,
         "previous_response_id": req.previous_response_id,
-        "output": output_items(result) if result is not None else [],
+        "output": output_items(result, fc_ids) if result is not None else [],
         "parallel_tool_calls": True, "tool_choice": req.tool_choice or "auto", "tools": req.tools or [],
         "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
-        "store": req.store, "text": {"format": {"type": "text"}}, "metadata": {},
+        "store": req.store, "text": {"format": req.text_format() or {"type": "text"}}, "metadata": {},
         "usage": {"input_tokens": p, "output_tokens": c, "total_tokens": p + c,
                   "input_tokens_details": {"cached_tokens": int(u.get("reused_tokens") or 0)},
                   "output_tokens_details": {"reasoning_tokens": 0}} if result is not None else None,

@@ -2,20 +2,28 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/{chat.js,chat.css,a2ui.js}. Every answer carries `macaronic`
+GET / (the web chat) and /static/ (the files in STATIC). Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
 
 A pure-ASGI guard in front checks the API key (constant-time compare; the key is never logged),
-caps the body size, and counts requests and latency. A client that disconnects cancels its
-generation. The harness does the work; this module only translates HTTP.
+caps the body size and the time to receive it, counts requests and latency, and is the one
+exception boundary: every request gets an `x-request-id`, every error (404, 405, 413, unparsable
+bodies, validation) the OpenAI shape `{"error": {message, type, param, code}}`, and an unexpected
+exception a 500 in that shape naming the request id, logged with its traceback. Server-side
+details (file paths) stay in the log. `validate.py` checks every field before the harness runs.
+A client that disconnects cancels its generation (status 499, not 500). The harness does the
+work; this module only translates HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
+import re
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +31,23 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from macaronic.serve import api
+from macaronic.serve import api, validate
+from macaronic.serve.callstream import CallDelta
 from macaronic.serve.harness import MoL, TurnError, TurnResult
 from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
-STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui.js": "text/javascript"}
+STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
+          "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
+          "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
 ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
 PROTECTED = ("/v1/", "/metrics")
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
+# absolute paths in engine messages (an adapter's directory): logged, never sent to a client
+SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s'\"():,;]+")
 
 
 @dataclass(frozen=True)
@@ -40,10 +55,31 @@ class ServeConfig:
     api_key: str | None = None
     max_body_bytes: int = 4 << 20
     engine_only: bool = False  # act as a plain multi-LoRA engine (no routing, no harness)
+    body_timeout_s: float = 30.0  # the whole request body must arrive within this
+    body_idle_s: float = 10.0  # and no gap between its parts may be longer
+
+
+def public_message(message: str) -> str:
+    """A server-side error message without server file paths (those go to the log only)."""
+    return SERVER_PATH.sub("<server path>", message)
+
+
+class ErrorResponse(JSONResponse):
+    """The OpenAI error shape; ASCII-escaped, so no text in a message can fail to encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True).encode()
+
+
+def error_response(status: int, message: str, type_: str | None = None, code: str | None = None,
+                   param: str | None = None, headers: dict | None = None) -> ErrorResponse:
+    type_ = type_ or ("invalid_request_error" if status < 500 else "server_error")
+    return ErrorResponse(api.error_body(message, type_, code, param), status_code=status, headers=headers)
 
 
 class Guard:
-    """ASGI middleware: API key, body size limit, request metrics."""
+    """ASGI middleware: request id, API key, body size and time limits, request metrics, and the
+    exception boundary (an exception that escapes the app is logged here with its traceback)."""
 
     def __init__(self, app, config: ServeConfig, metrics: Metrics):
         self.app, self.config, self.metrics = app, config, metrics
@@ -54,10 +90,14 @@ class Guard:
         path, t0, status = scope["path"], time.perf_counter(), [500]
         endpoint = path if path in ENDPOINTS else "/v1/responses/{id}" if path.startswith("/v1/responses/") \
             else "/static" if path.startswith("/static/") else "other"
+        rid = "req_" + secrets.token_hex(12)
+        scope.setdefault("state", {})["request_id"] = rid
+        started = [False]
 
         async def send_(message):
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                status[0], started[0] = message["status"], True
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
             await send(message)
 
         try:
@@ -74,33 +114,57 @@ class Guard:
             except ValueError:
                 return await self._reply(send_, 400, api.error_body("invalid Content-Length header"))
             if declared > limit:
-                return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes"))
+                return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes",
+                                                                    code="request_too_large"))
             chunks, total = [], 0
+            deadline = time.monotonic() + self.config.body_timeout_s
             while True:
-                message = await receive()
+                wait = min(self.config.body_idle_s, deadline - time.monotonic())
+                try:
+                    message = await asyncio.wait_for(receive(), max(wait, 0.001))
+                except asyncio.TimeoutError:  # a slow or stalled client must not hold the connection
+                    return await self._reply(send_, 408, api.error_body(
+                        f"the request body did not arrive in time (idle {self.config.body_idle_s:g} s, "
+                        f"total {self.config.body_timeout_s:g} s)", code="request_timeout"), close=True)
                 if message["type"] != "http.request":
                     return
                 chunks.append(message.get("body", b""))
                 total += len(chunks[-1])
                 if total > limit:
-                    return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes"))
+                    return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes",
+                                                                        code="request_too_large"))
                 if not message.get("more_body"):
                     break
-            replay = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+            data = b"".join(chunks)
+            if data and path.startswith("/v1/"):
+                try:
+                    data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return await self._reply(send_, 400, api.error_body(
+                        f"request body is not valid UTF-8 (byte {e.start})", code="invalid_json"))
+            replay = [{"type": "http.request", "body": data, "more_body": False}]
 
             async def receive_():
                 return replay.pop() if replay else await receive()
 
-            await self.app(scope, receive_, send_)
+            try:
+                await self.app(scope, receive_, send_)
+            except Exception:  # the boundary: log with the traceback; answer 500 if nothing was sent
+                if not scope["state"].get("logged"):
+                    log.exception("request %s %s %s failed", rid, scope.get("method"), path)
+                if not started[0]:
+                    await self._reply(send_, 500, api.error_body(
+                        f"internal server error (request id {rid})", "server_error", "internal_error"))
         finally:
             self.metrics.requests.inc(endpoint, str(status[0]))
             self.metrics.latency.observe(time.perf_counter() - t0, endpoint)
 
     @staticmethod
-    async def _reply(send, status: int, body: dict):
+    async def _reply(send, status: int, body: dict, close: bool = False):
         data = json.dumps(body).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+                    "headers": headers + ([(b"connection", b"close")] if close else [])})
         await send({"type": "http.response.body", "body": data})
 
 
@@ -126,14 +190,51 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
         if first.get("type") == "json_invalid":
-            return JSONResponse(api.error_body("request body is not valid JSON"), status_code=400)
+            return error_response(400, "request body is not valid JSON", code="invalid_json")
         msg = f"{where or 'body'}: {first.get('msg', 'invalid')}"
-        return JSONResponse(api.error_body(msg, param=where or None), status_code=400)
+        return error_response(400, msg, param=where or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400:  # FastAPI could not parse the body (bad JSON, or nested too deep)
+            message, code = "request body could not be parsed as JSON (invalid, or nested too deeply)", "invalid_json"
+        elif exc.status_code == 404:
+            message, code = f"no route {request.url.path!r}", "not_found"
+        elif exc.status_code == 405:
+            message, code = f"method {request.method} is not allowed on {request.url.path!r}", "method_not_allowed"
+        else:
+            message, code = str(exc.detail), HTTP_CODES.get(exc.status_code)
+        return error_response(exc.status_code, message, code=code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(TurnError)
     async def turn_error(request: Request, exc: TurnError):
-        kind = "invalid_request_error" if exc.status < 500 else "server_error"
-        return JSONResponse(api.error_body(str(exc), kind, exc.code, exc.param), status_code=exc.status)
+        return error_response(exc.status, turn_message(request, exc), code=exc.code, param=exc.param)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception):  # Starlette re-raises it to the Guard next
+        rid = getattr(request.state, "request_id", "-")
+        log.error("request %s %s %s failed", rid, request.method, request.url.path, exc_info=exc)
+        request.state.logged = True
+        return error_response(500, f"internal server error (request id {rid})", code="internal_error")
+
+    def turn_message(request: Request, exc: TurnError) -> str:
+        if exc.status < 500:
+            return str(exc)
+        log.error("request %s: %s", getattr(request.state, "request_id", "-"), exc)  # with server paths
+        return public_message(str(exc))
+
+    async def guarded(request: Request, gen, on_error):
+        """An SSE body whose unexpected failure is logged and ends the stream with `on_error(message)`."""
+        try:
+            async for part in gen:
+                yield part
+        except Exception:
+            rid = getattr(request.state, "request_id", "-")
+            log.exception("request %s: stream failed", rid)
+            yield on_error(f"internal server error (request id {rid})")
+        finally:
+            with contextlib.suppress(Exception):
+                await gen.aclose()
 
     @app.get("/health")
     async def health():
@@ -180,19 +281,38 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                 if done:
                     return task.result()
                 if await request.is_disconnected():
-                    task.cancel()
                     return None
         finally:
             metrics.flight(-1)
             if not task.done():
                 task.cancel()
+                # the task must leave the generator before it can be closed (else "aclose(): asynchronous
+                # generator is already running", a 500 for a client that merely went away)
+                with contextlib.suppress(BaseException):
+                    await task
             await gen.aclose()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only)
+        validate.chat(req.model_dump(exclude_none=True), messages, req.tools, req.tool_choice,
+                      engine_only=config.engine_only)
+        try:
+            k = req.logprobs_k()
+        except ValueError as e:
+            raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
+        if (req.n or 1) > 1:
+            results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
+                                        response_format=req.response_format, logprobs=k)
+            later(results[0])
+            if req.stream:
+                usage = bool(req.stream_options and req.stream_options.include_usage)
+                return StreamingResponse(iter([api.sample_chunks(results, cid, created, req.model, usage)]),
+                                         media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return JSONResponse(api.chat_completion(results, req.model, cid, created))
+        gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
+                          response_format=req.response_format, logprobs=k)
         if not req.stream:
             result = await collect(request, gen)
             if result is None:
@@ -206,23 +326,28 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             metrics.flight(+1)
             try:
                 yield api.chunk(cid, created, req.model, {"role": "assistant", "content": ""})
-                item = first
+                item, streamed_calls = first, False
                 while True:
                     if isinstance(item, TurnResult):
-                        yield api.final_chunks(item, cid, created, req.model, include_usage)
+                        yield api.final_chunks(item, cid, created, req.model, include_usage, streamed_calls)
                         later(item)
                         break
-                    yield api.chunk(cid, created, req.model, {"content": item})
+                    if isinstance(item, CallDelta):
+                        streamed_calls = True
+                        yield api.chunk(cid, created, req.model, {"tool_calls": [api.call_delta(item)]})
+                    else:
+                        yield api.chunk(cid, created, req.model, {"content": item})
                     item = await gen.__anext__()
                 yield "data: [DONE]\n\n"
             except TurnError as e:
-                yield api.sse_error(str(e), e.code)
+                yield api.sse_error(turn_message(request, e), e.code)
                 yield "data: [DONE]\n\n"
             finally:
                 metrics.flight(-1)
                 await gen.aclose()
 
-        return StreamingResponse(sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(guarded(request, sse(), lambda m: api.sse_error(m, "internal_error") + "data: [DONE]\n\n"),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/responses")
     async def responses(req: api.ResponsesRequest, request: Request):
@@ -238,11 +363,13 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except (ValueError, AttributeError, TypeError) as e:
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
-        gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice)
+        validate.chat(req.model_dump(exclude_none=True), lead + prior + new, tools, req.tool_choice)
+        gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
+                          response_format=req.text_format())
         rid = api.new_id("resp_")
 
-        def finish(result: TurnResult) -> dict:
-            obj = api.response_object(rid, req, result)
+        def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
+            obj = api.response_object(rid, req, result, fc_ids=fc_ids)
             if req.store:
                 mol.store.save_response(obj, result.messages[len(lead):], req.previous_response_id)
             later(result)
@@ -264,8 +391,20 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                 item=api.message_item(item_id, "", "in_progress"))
                 yield api.event("response.content_part.added", seq := seq + 1, item_id=item_id, output_index=0,
                                 content_index=0, part={"type": "output_text", "text": "", "annotations": []})
-                item = first
+                item, fc_ids = first, []
                 while not isinstance(item, TurnResult):
+                    if isinstance(item, CallDelta):  # a function_call item per call, arguments as they decode
+                        if item.id is not None:
+                            fc_ids.append(api.new_id("fc_"))
+                            yield api.event("response.output_item.added", seq := seq + 1, output_index=1 + item.index,
+                                            item={"type": "function_call", "id": fc_ids[-1], "call_id": item.id,
+                                                  "name": item.name, "arguments": "", "status": "in_progress"})
+                        if item.arguments:
+                            yield api.event("response.function_call_arguments.delta", seq := seq + 1,
+                                            item_id=fc_ids[item.index], output_index=1 + item.index,
+                                            delta=item.arguments)
+                        item = await gen.__anext__()
+                        continue
                     text.append(item)
                     yield api.event("response.output_text.delta", seq := seq + 1, item_id=item_id, output_index=0,
                                     content_index=0, delta=item, logprobs=[])
@@ -277,14 +416,22 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                 content_index=0, part={"type": "output_text", "text": full, "annotations": []})
                 yield api.event("response.output_item.done", seq := seq + 1, output_index=0,
                                 item=api.message_item(item_id, full, "completed"))
-                yield api.event("response.completed", seq := seq + 1, response=finish(item))
+                fc_ids = fc_ids if len(fc_ids) == len(item.tool_calls) else None
+                for i, call in enumerate(item.tool_calls if fc_ids else []):
+                    yield api.event("response.function_call_arguments.done", seq := seq + 1, item_id=fc_ids[i],
+                                    output_index=1 + i, arguments=call["function"]["arguments"])
+                    yield api.event("response.output_item.done", seq := seq + 1, output_index=1 + i,
+                                    item=api.function_call_item(call, fc_ids[i]))
+                yield api.event("response.completed", seq := seq + 1, response=finish(item, fc_ids))
             except TurnError as e:
-                yield api.event("error", seq + 1, message=str(e), code=e.code, param=e.param)
+                yield api.event("error", seq + 1, message=turn_message(request, e), code=e.code, param=e.param)
             finally:
                 metrics.flight(-1)
                 await gen.aclose()
 
-        return StreamingResponse(sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(guarded(request, sse(), lambda m: api.event("error", 0, message=m, code="internal_error",
+                                                                              param=None)),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.get("/v1/responses/{rid}")
     async def get_response(rid: str):
@@ -307,7 +454,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     async def chat_page():
         return FileResponse(WEB / "chat.html", media_type="text/html")
 
-    @app.get("/static/{name}", include_in_schema=False)
+    @app.get("/static/{name:path}", include_in_schema=False)
     async def static(name: str):
         if name not in STATIC or not (WEB / name).is_file():
             raise TurnError(f"no static file {name!r}", 404, "not_found")

@@ -4,7 +4,8 @@
 A backend lists its adapters (name, mode, role, id), describes its base, and streams one
 generation for a list of {role, content} messages with one adapter (None = the bare base):
 `stream()` is an async generator of text deltas ending with a `Generation`. Closing the
-generator early cancels the generation. Bad requests raise `BackendError` before anything runs.
+generator early cancels the generation. Bad requests raise `BackendError` before anything runs;
+engine error codes map to HTTP statuses here and nowhere else (`HTTP_OF_ENGINE_CODE`).
 Knows nothing about routing, views or HTTP.
 """
 
@@ -14,6 +15,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Protocol
 
+from macaronic.engine import errors
+from macaronic.engine.errors import EngineError
 from macaronic.engine.sampling import SamplingParams
 
 
@@ -31,6 +34,8 @@ class Generation:
     finish_reason: str  # stop | length | cancelled | error
     usage: dict = field(default_factory=dict)  # prompt/completion/prefill/reused tokens, ttft_ms, total_ms
     error: str | None = None
+    logprobs: list | None = None  # [{"token", "logprob", "bytes", "top_logprobs"}] when asked
+    loop_period: int | None = None  # the reply was cut as a repetition loop of this many tokens
 
 
 class BackendError(Exception):
@@ -41,6 +46,27 @@ class BackendError(Exception):
         self.status, self.code, self.param = status, code, param
 
 
+# The one place engine error codes become HTTP: code -> (status, OpenAI error code, param).
+HTTP_OF_ENGINE_CODE: dict[str, tuple[int, str, str | None]] = {
+    errors.BAD_PROMPT: (400, "invalid_request", "messages"),
+    errors.CONTEXT_OVERFLOW: (400, "context_length_exceeded", "messages"),
+    errors.BAD_SAMPLING: (400, "invalid_request", None),
+    errors.BAD_REQUEST: (400, "invalid_request", None),
+    errors.UNKNOWN_ADAPTER: (404, "model_not_found", "model"),
+    errors.ADAPTER_LOAD: (500, "adapter_load_failed", "model"),
+    errors.OVERLOADED: (503, "overloaded", None),
+    errors.INTERNAL: (500, "engine_error", None),
+}
+assert set(HTTP_OF_ENGINE_CODE) == set(errors.CODES)
+# codes an engine can report after submit but before any token: still a refusal, not a failed turn
+REFUSED_LATE = frozenset({errors.ADAPTER_LOAD, errors.OVERLOADED, errors.UNKNOWN_ADAPTER})
+
+
+def backend_error(code: str, message: str) -> BackendError:
+    status, openai_code, param = HTTP_OF_ENGINE_CODE.get(code, HTTP_OF_ENGINE_CODE[errors.INTERNAL])
+    return BackendError(message, status, openai_code, param)
+
+
 class Backend(Protocol):
     label: str
 
@@ -48,7 +74,8 @@ class Backend(Protocol):
 
     def base(self) -> dict: ...  # {"id", "fingerprint"}
 
-    def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams) -> AsyncIterator: ...
+    def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,
+               structure=None, logprobs: int | None = None) -> AsyncIterator: ...
 
     def close(self) -> None: ...
 
@@ -67,6 +94,40 @@ class LocalBackend:
     def __init__(self, llm, logits_hook: LogitsHook | None = None):
         self.llm = llm
         self.logits_hook = logits_hook
+        self._grammars = None
+        self._grammars_lock = asyncio.Lock()
+
+    async def grammars(self):
+        """The grammar compiler for this tokenizer (built once, off the event loop)."""
+        async with self._grammars_lock:
+            if self._grammars is None:
+                from macaronic.engine.constraints import Grammars
+
+                llm = self.llm
+                self._grammars = await asyncio.to_thread(Grammars, llm.tokenizer, llm.base.args.vocab_size,
+                                                         llm.engine.default_stop_ids)
+        return self._grammars
+
+    async def processor(self, structure):
+        """A fresh logits processor for a grammar spec (compiled off the event loop, cached)."""
+        from macaronic.engine.constraints import GrammarError
+
+        g = await self.grammars()
+        try:
+            return await asyncio.to_thread(g.processor, structure)
+        except GrammarError as e:
+            raise BackendError(f"the requested structure cannot be compiled: {e}", 400, "invalid_structure") from None
+
+    def token_logprobs(self, entries) -> list[dict]:
+        """Engine (id, logprob, top) tuples -> OpenAI logprob objects (token text and its bytes)."""
+        vocab = self._grammars.info.decoded_vocab if self._grammars is not None else None
+
+        def one(tid: int, lp: float) -> dict:
+            raw = vocab[tid] if vocab is not None and tid < len(vocab) else \
+                self.llm.tokenizer.decode([tid]).encode("utf-8", "replace")
+            return {"token": raw.decode("utf-8", "replace"), "logprob": max(lp, -9999.0), "bytes": list(raw)}
+
+        return [{**one(t, lp), "top_logprobs": [one(i, v) for i, v in top]} for t, lp, top in entries]
 
     def adapters(self) -> dict[str, AdapterMeta]:
         return {i.name: AdapterMeta(i.name, i.mode, i.role, i.id) for i in self.llm.adapters.infos()}
@@ -85,28 +146,71 @@ class LocalBackend:
     def encode(self, messages: list[dict]) -> list[int]:
         return self.llm.encode_chat(messages)
 
-    async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams):
-        ids = self.encode(messages)
-        extra = {}
+    async def _extra(self, messages, adapter, structure, logprobs) -> dict:
+        extra: dict = {} if logprobs is None else {"logprobs": logprobs}
+        if logprobs is not None:
+            await self.grammars()  # its vocabulary gives each token's bytes
+        if structure is not None:
+            extra["logits_processor"] = await self.processor(structure)
         if self.logits_hook is not None:
             proc = self.logits_hook(messages, adapter)
             if proc is not None:
-                extra["logits_processor"] = proc
+                inner = extra.get("logits_processor")
+                # a scripted hook (tests) speaks first; a grammar still masks what it says
+                extra["logits_processor"] = proc if inner is None else (lambda g, lg: inner(g, proc(g, lg)))
+        return extra
+
+    async def sample_n(self, messages: list[dict], adapter: str | None, samplings: list[SamplingParams], *,
+                       structure=None, logprobs: int | None = None) -> list[Generation]:
+        """n samples of one prompt that share its prefill; one Generation each, in order."""
+        ids = self.encode(messages)
+        reqs = []
+        for sp in samplings:
+            extra = await self._extra(messages, adapter, structure, logprobs)
+            reqs.append(self.llm.request(ids, adapter, sp, **extra))
+        try:
+            handles = self.llm.engine.submit_n(reqs, loop=asyncio.get_running_loop())
+        except EngineError as e:
+            raise backend_error(e.code, str(e)) from None
+        out = []
+        try:
+            for h in handles:
+                parts, last = [], None
+                async for ev in h.aiter():
+                    parts.append(ev.text)
+                    last = ev
+                if last.finish_reason == "error" and last.code in REFUSED_LATE:
+                    raise backend_error(last.code, last.error or last.code)
+                out.append(self._generation(h, "".join(parts), last))
+        finally:
+            for h in handles:
+                if not h.done.is_set():
+                    h.cancel()
+        return out
+
+    def _generation(self, h, text: str, ev) -> Generation:
+        return Generation(text, ev.finish_reason, dict(ev.usage or {}), ev.error,
+                          self.token_logprobs(h.logprobs) if h.request.logprobs is not None else None,
+                          h.loop_period)
+
+    async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,
+                     structure=None, logprobs: int | None = None):
+        ids = self.encode(messages)
+        extra = await self._extra(messages, adapter, structure, logprobs)
         try:
             h = self.llm.submit(ids, adapter, sampling, loop=asyncio.get_running_loop(), **extra)
-        except KeyError as e:
-            raise BackendError(str(e.args[0] if e.args else e), 404, "model_not_found", "model") from None
-        except ValueError as e:
-            code = "context_length_exceeded" if "context window" in str(e) else "invalid_request"
-            raise BackendError(str(e), 400, code) from None
+        except EngineError as e:
+            raise backend_error(e.code, str(e)) from None
         parts = []
         try:
             async for ev in h.aiter():
+                if ev.finish_reason == "error" and not parts and ev.code in REFUSED_LATE:
+                    raise backend_error(ev.code, ev.error or ev.code)  # nothing sent yet: a clean refusal
                 if ev.text:
                     parts.append(ev.text)
                     yield ev.text
                 if ev.finish_reason is not None:
-                    yield Generation("".join(parts), ev.finish_reason, dict(ev.usage or {}), ev.error)
+                    yield self._generation(h, "".join(parts), ev)
         finally:
             if not h.done.is_set():
                 h.cancel()  # the consumer went away (client disconnect): stop decoding

@@ -1,18 +1,17 @@
 """`macaronic serve`: parse the command line, assemble engine + bundle + router + store, run uvicorn.
 
-The router policy comes from the bundle's router.json. Policies that need fitted state (probe,
-embedding, arrow; the default cascade uses probe) load `--router-state DIR`, else a state fitted
-once on the shipped routing data and cached under $MACARONIC_HOME/router-state/<key>, where the
-key hashes the base fingerprint, the adapter ids, the bundle id and the data. The first start
-fits it in a background thread while the prompted policy routes, and swaps it in when ready. With a remote
-engine the router runs on a local backbone (the embedded default base unless --base is given).
+The router policy comes from the bundle's router.json. Policies that need fitted state (head,
+probe, embedding, arrow; the default cascade uses the head) load `--router-state DIR`, else the
+state shipped with the specialists (specialists/router, see macaronic.router.shipped), from the
+first request. Nothing is fitted at start-up: a state bound to another base or other adapters is
+refused with the reason (refit with `macaronic route fit --out DIR`, or --router-policy
+prompted). With a remote engine the router runs on a local backbone (the embedded default base
+unless --base is given).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import logging
 import os
 import socket
@@ -84,64 +83,21 @@ def load_local(a):
     return load_llm(a.base, a.adapter_dir, cfg) if (a.base or a.adapter_dir) else load_default_llm(cfg)
 
 
-def router_key(llm, bundle, train, dev) -> str:
-    h = hashlib.sha256()
-    h.update(llm.base.fingerprint.encode())
-    for info in sorted(llm.adapters.infos(), key=lambda i: i.name):
-        h.update(f"{info.name}:{info.id}".encode())
-    h.update(bundle.id.encode())
-    h.update(json.dumps([train, dev], sort_keys=True).encode())
-    return h.hexdigest()[:24]
-
-
 def make_router(llm, bundle, policy: str | None, state_dir: str | None):
-    """(router, fit_later). fit_later is None, or a function that fits the configured policy on the
-    shipped routing data, caches it and returns it: until it returns, the prompted policy (no
-    fitting needed) routes, so the server answers from its first second."""
+    """(router, None): the configured router, on the shipped or given state when the policy needs
+    one. Raises ValueError (StateMismatch) or FileNotFoundError with the reason when that state
+    cannot serve this backbone. (The second item is kept for callers that once fitted here.)"""
     from macaronic.router import Router, RouterConfig
+    from macaronic.router.shipped import load_shipped
 
     if policy == "none":
         return None, None
     cfg = RouterConfig.from_dict(bundle.router)
     cfg = replace(cfg, policy=policy) if policy else cfg
-    needs = {cfg.cheap_policy, cfg.fallback_policy} if cfg.policy == "cascade" else {cfg.policy}
+    needs = {cfg.cheap_policy, *cfg.cascade_candidates} if cfg.policy == "cascade" else {cfg.policy}
     if not needs - {"prompted"}:
         return Router(llm, bundle, config=cfg), None
-    if state_dir:
-        return Router.load(state_dir, llm, bundle, cfg), None
-    from macaronic.engine.base import home
-    from macaronic.router.data import load_routing_data
-
-    train, dev = load_routing_data("train"), load_routing_data("dev")
-    cache = home() / "router-state" / router_key(llm, bundle, train, dev)
-    if (cache / "state.json").is_file():
-        try:
-            return Router.load(cache, llm, bundle, cfg), None
-        except (ValueError, OSError) as e:
-            print(f"macaronic serve: ignoring the cached router state ({e})", file=sys.stderr)
-
-    def fit_later():
-        print(f"macaronic serve: fitting the {cfg.policy} router on {len(train)} routing examples in the "
-              f"background (once; cached in {cache}); the prompted policy routes meanwhile",
-              file=sys.stderr, flush=True)
-        router = Router.fit(llm, train, dev, bundle, cfg)
-        router.save(cache)
-        print(f"macaronic serve: {cfg.policy} router ready", file=sys.stderr, flush=True)
-        return router
-
-    return Router(llm, bundle, config=replace(cfg, policy="prompted")), fit_later
-
-
-def start_fitting(mol, fit_later) -> None:
-    import threading
-
-    def run():
-        try:
-            mol.router = fit_later()
-        except Exception as e:  # keep serving with the prompted router
-            print(f"macaronic serve: router fitting failed ({e}); staying on the prompted policy", file=sys.stderr)
-
-    threading.Thread(target=run, name="router-fit", daemon=True).start()
+    return load_shipped(llm, bundle, cfg, state_dir), None
 
 
 def build(a):
@@ -164,14 +120,12 @@ def build(a):
     else:
         llm = load_local(a)
         backend = LocalBackend(llm)
-    router, fit_later = make_router(llm, bundle, a.router_policy, a.router_state) \
+    router, _ = make_router(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else (None, None)
     store = Store(a.store or home() / "serve" / "state.sqlite")
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit)
     mol = MoL(backend, bundle, router, store, config)
-    if fit_later is not None:
-        start_fitting(mol, fit_later)
     return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only), llm
 
 
@@ -200,6 +154,7 @@ def main(argv: list[str]) -> int:
     import uvicorn
 
     from macaronic.serve.app import create_app
+    from macaronic.serve.http import protocol
 
     app = create_app(mol, serve_config)
     host, port = sock.getsockname()[:2]
@@ -211,7 +166,8 @@ def main(argv: list[str]) -> int:
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
-                                           timeout_graceful_shutdown=5, lifespan="off"))
+                                           timeout_graceful_shutdown=5, lifespan="off",
+                                           http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
     try:
         server.run(sockets=[sock])
     finally:

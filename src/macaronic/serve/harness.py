@@ -34,7 +34,8 @@ from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
-from macaronic.serve import views
+from macaronic.serve import structured, views
+from macaronic.serve.callstream import CallDelta, CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
 
@@ -56,6 +57,8 @@ class HarnessConfig:
     public_name: str = "macaronic"
     summaries: bool = True  # the summary hop for full-mode adapters
     max_tokens_limit: int = 4096
+    constrain: bool = True  # decode tool calls, response_format and GenUI cards under their grammar
+    loop_cut: tuple[int, int] | None = (32, 64)  # (max period, min span) in tokens; None: never cut loops
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,15 @@ class TurnResult:
     genui: dict | None = None  # {valid, errors, repaired, text_response, a2ui}
     tool_error: str | None = None
     summary: str | None = None
+    logprobs: list | None = None  # OpenAI logprob objects, one per generated token, when asked
+    loop_period: int | None = None  # the reply was cut as a repetition loop of this many tokens
+    constrained: str | None = None  # the grammar it decoded under: tools | json | genui
+
+    @property
+    def served_text(self) -> str:
+        """The reply as graders and evaluators should read it: the generated text, except a GenUI
+        card the harness closed (genui/close.py), which is served in its closed form."""
+        return self.content if self.genui is not None and self.genui.get("closed") is not None else self.text
 
     @property
     def needs_summary(self) -> bool:
@@ -100,6 +112,10 @@ class TurnResult:
             out["genui"] = self.genui
         if self.tool_error:
             out["tool_error"] = self.tool_error
+        if self.constrained:
+            out["constrained"] = self.constrained
+        if self.loop_period is not None:
+            out["loop_cut"] = {"period_tokens": self.loop_period}
         return out
 
     def message(self) -> dict:
@@ -261,7 +277,7 @@ class MoL:
             unknown = set(given) - SAMPLING_KEYS
             if unknown:
                 raise TurnError(f"unknown sampling options {sorted(unknown)}")
-            params = {**base, **given}
+            params = {"loop_cut": self.config.loop_cut, **base, **given}
             if isinstance(params.get("stop"), (list, tuple)):
                 params["stop"] = tuple(params["stop"])
             elif isinstance(params.get("stop"), str):
@@ -279,20 +295,31 @@ class MoL:
 
     # ---- the turn ----
 
-    async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
-                      sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
-                      raw: bool = False) -> AsyncIterator[str | TurnResult]:
-        """Text deltas of the answer, then one TurnResult. Closing early cancels the generation.
-        `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
-        an adapter or the base, no routing, parsing or memory."""
+    def structure(self, tools, tool_choice, response_format, role: str | None = None):
+        """The grammar a reply decodes under (serve/structured.py decides); TurnError if unenforceable."""
+        if not self.config.constrain:
+            if response_format is not None:
+                structured.response_schema(response_format)  # still refuse a malformed one
+            return None
+        try:
+            return structured.structure_for(tools=tools, tool_choice=tool_choice, response_format=response_format,
+                                            role=role, genui_schema=self.genui_schema() if role == "genui" else None)
+        except structured.StructureError as e:
+            raise TurnError(str(e), 400, "invalid_structure", e.param) from None
+
+    def genui_schema(self) -> dict:
+        if getattr(self, "_genui_schema", None) is None:
+            from macaronic.genui.grammar import contract_schema
+
+            self._genui_schema = contract_schema()
+        return self._genui_schema
+
+    async def prepare(self, messages, tools, model, sampling, tool_choice, response_format):
+        """Everything before generation: checks, memory, route, sampling, view, structure."""
         try:
             msgs = views.normalize_messages(messages)
         except ValueError as e:
             raise TurnError(str(e), param="messages") from None
-        if raw:
-            async for item in self._raw(msgs, model, sampling):
-                yield item
-            return
         if tools is not None and (not isinstance(tools, list) or any(
                 not isinstance(t, dict) or not isinstance(t.get("function"), dict)
                 or not isinstance(t["function"].get("name"), str) for t in tools)):
@@ -300,21 +327,53 @@ class MoL:
                             param="tools")
         use_tools = bool(tools) and tool_choice != "none"
         self.sampling_for(None, sampling)  # refuse bad sampling before any routing work
+        early = self.structure(tools, tool_choice, response_format)  # refuse bad structure before routing too
         msgs = await self._await_summaries(self.annotate(msgs))
         route = await self.route(msgs, model)
         sp = self.sampling_for(route.specialist, sampling)
         view = views.build_view(msgs, self.bundle, adapter=route.adapter, mode=route.mode,
                                 specialist=route.specialist, tools=tools if use_tools else None)
-        parse_calls = use_tools and route.specialist != "genui"
+        required = early is not None and early.calls_required
+        structure = early
+        if route.specialist == "genui" and not required and response_format is None:
+            structure = self.structure(None, None, None, role="genui")  # genui answers with a card, never calls
+        parse_calls = use_tools and (route.specialist != "genui" or required)
+        return msgs, route, sp, view, structure, parse_calls, tools if parse_calls else None
+
+    async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
+                      sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
+                      raw: bool = False, *, response_format: Any = None,
+                      logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
+        """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
+        Closing early cancels the generation.
+        `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
+        an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
+        if raw:
+            try:
+                msgs = views.normalize_messages(messages)
+            except ValueError as e:
+                raise TurnError(str(e), param="messages") from None
+            async for item in self._raw(msgs, model, sampling, self.structure(None, None, response_format), logprobs):
+                yield item
+            return
+        msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
+            messages, tools, model, sampling, tool_choice, response_format)
         gen: Generation | None = None
         buf, sent, hold = "", 0, False
-        stream = self.backend.stream(view, route.adapter, sp)
+        # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
+        calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
+        stream = self.backend.stream(view, route.adapter, sp, structure=structure.spec if structure else None,
+                                     logprobs=logprobs)
         try:
             async for item in stream:
                 if isinstance(item, Generation):
                     gen = item
                     break
                 buf += item
+                if calls is not None:
+                    for piece in calls.feed(item):
+                        yield piece
+                    continue
                 if hold:
                     continue
                 out = buf[sent:]
@@ -333,9 +392,14 @@ class MoL:
             raise TurnError("the engine ended without a result", 502)
         if gen.finish_reason == "error":
             raise TurnError(f"generation failed: {gen.error}", 500, "engine_error")
-        result = self._finish(msgs, route, view, gen, tools if parse_calls else None)
+        result = self._finish(msgs, route, view, gen, call_tools, structure)
         rest = ""
-        if result.tool_calls:
+        if calls is not None:
+            if len(calls.ids) == len(result.tool_calls):  # the ids the client already saw
+                for c, cid in zip(result.tool_calls, calls.ids):
+                    c["id"] = cid
+            rest = calls.buf if not calls.in_call and not result.tool_calls and calls.buf.strip() else ""
+        elif result.tool_calls or result.tool_error:
             prose, shown = result.content or "", buf[:sent].strip()
             rest = prose[len(shown):] if prose.startswith(shown) else ""
         else:
@@ -344,7 +408,30 @@ class MoL:
             yield rest
         yield result
 
-    async def _raw(self, msgs: list[dict], model: str | None, sampling) -> AsyncIterator[str | TurnResult]:
+    async def asample(self, messages: list[dict], n: int, tools: list[dict] | None = None, model: str | None = None,
+                      sampling: dict | SamplingParams | None = None, tool_choice: Any = None, *,
+                      response_format: Any = None, logprobs: int | None = None) -> list[TurnResult]:
+        """n answers to one turn (one route, one view, one shared prefill): the `n` of Chat Completions.
+        Sample i uses seed + i when a seed is given, so the answers differ and still reproduce."""
+        msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
+            messages, tools, model, sampling, tool_choice, response_format)
+        from dataclasses import replace
+
+        sps = [sp if sp.seed is None else replace(sp, seed=(sp.seed + i) % 2**63) for i in range(n)]
+        if not hasattr(self.backend, "sample_n"):
+            raise TurnError(f"n > 1 is not supported by the {self.backend.label} engine", 400, "unsupported", "n")
+        try:
+            gens = await self.backend.sample_n(view, route.adapter, sps, structure=structure.spec if structure else None,
+                                               logprobs=logprobs)
+        except BackendError as e:
+            raise TurnError(str(e), e.status, e.code, e.param) from None
+        if any(g.finish_reason == "error" for g in gens):
+            raise TurnError(f"generation failed: {next(g.error for g in gens if g.finish_reason == 'error')}", 500,
+                            "engine_error")
+        return [self._finish(msgs, route, view, g, call_tools, structure) for g in gens]
+
+    async def _raw(self, msgs: list[dict], model: str | None, sampling, structure=None,
+                   logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
         adapters = self.backend.adapters()
         if model != self.backend.base()["id"] and model not in adapters:
             raise TurnError(f"unknown model {model!r}; this engine serves {[self.backend.base()['id'], *adapters]}",
@@ -355,7 +442,8 @@ class MoL:
         view = [{"role": m["role"], "content": views.render_assistant(m) if m["role"] == "assistant" else m["content"]}
                 for m in msgs]
         gen = None
-        stream = self.backend.stream(view, adapter, sp)
+        stream = self.backend.stream(view, adapter, sp, structure=structure.spec if structure else None,
+                                     logprobs=logprobs)
         try:
             async for item in stream:
                 if isinstance(item, Generation):
@@ -371,24 +459,40 @@ class MoL:
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
                                                "reused_tokens", "ttft_ms", "total_ms")}
         yield TurnResult(gen.text, gen.text, [], gen.finish_reason, route, usage, self.pair_id, view, "",
-                         msgs + [{"role": "assistant", "content": gen.text}])
+                         msgs + [{"role": "assistant", "content": gen.text}], logprobs=gen.logprobs,
+                         loop_period=gen.loop_period, constrained=structure.kind if structure else None)
 
     def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
-                tools: list[dict] | None) -> TurnResult:
+                tools: list[dict] | None, structure=None) -> TurnResult:
         text, content, calls, tool_error, genui = gen.text, gen.text, [], None, None
         finish = gen.finish_reason
         if tools:
-            from macaronic.substrate.toolcalls import parse_tool_calls
+            from macaronic.substrate.toolcalls import CLOSE, OPEN, parse_tool_calls
 
-            parsed = parse_tool_calls(text, tools)
-            if parsed.error:
-                tool_error = parsed.error
-            elif parsed.tool_calls:
-                calls, content, finish = [dict(c) for c in parsed.tool_calls], parsed.content or None, "tool_calls"
-        if route.specialist == "genui":
+            if structure is not None and structure.kind == "tools" and finish == "length" and (
+                    text.count(OPEN) > text.count(CLOSE) or structure.calls_required):
+                # the grammar admits only given tools with valid arguments; a call the token cap cut
+                # off is reported, never completed by guesswork
+                content = text.split(OPEN)[0].strip() or None
+                tool_error = f"the tool call did not complete within max_tokens ({gen.usage.get('completion_tokens')})"
+            else:
+                parsed = parse_tool_calls(text, tools)
+                if parsed.error:
+                    tool_error = parsed.error
+                elif parsed.tool_calls:
+                    calls, content, finish = [dict(c) for c in parsed.tool_calls], parsed.content or None, "tool_calls"
+        if route.specialist == "genui" and not (structure is not None and structure.kind != "genui"):
             from macaronic.genui.output import parse_genui_output
 
-            genui = parse_genui_output(text).to_dict()
+            out = parse_genui_output(text)
+            genui = out.to_dict()
+            if self.config.constrain and not out.valid:  # integrity and the token cap: close it (genui/close.py)
+                from macaronic.genui.close import card_text, close_card
+
+                closed, fixes = close_card(out.obj, text)
+                content = card_text(closed)
+                genui = {**genui, "valid": True, "errors": [], "closed": fixes, "raw_errors": out.validation.errors,
+                         "text_response": closed["text_response"], "a2ui": closed["a2ui"]}
         prev_user = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
         key = views.content_key(prev_user, content or "", calls)
         self.store.remember(key, route.adapter, route.specialist, None, text if calls else None)
@@ -398,7 +502,8 @@ class MoL:
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
                                                "reused_tokens", "ttft_ms", "total_ms")}
         return TurnResult(text, content, calls, finish, route, usage, self.pair_id, view, key,
-                          msgs + [reply], genui, tool_error)
+                          msgs + [reply], genui, tool_error, logprobs=gen.logprobs, loop_period=gen.loop_period,
+                          constrained=structure.kind if structure else None)
 
     async def summarize(self, result: TurnResult) -> str | None:
         """The hidden summary hop for a full-mode adapter's reply; stored in the memory."""
@@ -427,19 +532,19 @@ class MoL:
             self._pending.pop(result.key, None)
 
     async def aturn(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
-                    sampling: dict | SamplingParams | None = None, tool_choice: Any = None) -> TurnResult:
+                    sampling: dict | SamplingParams | None = None, tool_choice: Any = None, **kw) -> TurnResult:
         result = None
-        async for item in self.astream(messages, tools, model, sampling, tool_choice):
+        async for item in self.astream(messages, tools, model, sampling, tool_choice, **kw):
             if isinstance(item, TurnResult):
                 result = item
         await self.summarize(result)
         return result
 
     def turn(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
-             sampling: dict | SamplingParams | None = None, tool_choice: Any = None) -> TurnResult:
+             sampling: dict | SamplingParams | None = None, tool_choice: Any = None, **kw) -> TurnResult:
         """One turn, synchronously (route, answer, summary). Inside an event loop use `aturn`."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.aturn(messages, tools, model, sampling, tool_choice))
+            return asyncio.run(self.aturn(messages, tools, model, sampling, tool_choice, **kw))
         raise RuntimeError("MoL.turn was called inside a running event loop; await MoL.aturn instead")

@@ -107,7 +107,8 @@ class RemoteBackend:
             out[m["id"]] = AdapterMeta(m["id"], meta.get("mode", "full"), role, meta.get("id"))
         return out
 
-    async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams):
+    async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,
+                     structure=None, logprobs: int | None = None):
         body = {"model": adapter or self._base_entry()["id"], "messages": messages, "stream": True,
                 "stream_options": {"include_usage": True}, "max_tokens": sampling.max_tokens,
                 "temperature": sampling.temperature, "top_p": sampling.top_p}
@@ -119,6 +120,11 @@ class RemoteBackend:
             body["top_k"] = sampling.top_k
         if sampling.repetition_penalty != 1.0:
             body["repetition_penalty"] = sampling.repetition_penalty
+        if structure is not None:  # vLLM's structured-output field; xgrammar on its side too
+            key = {"json_schema": "json", "structural_tag": "structural_tag", "ebnf": "grammar"}[structure.kind]
+            body["structured_outputs"] = {key: json.loads(structure.source) if key == "json" else structure.source}
+        if logprobs is not None:
+            body["logprobs"], body["top_logprobs"] = True, logprobs
         parts: list[str] = []
         finish, usage, mac = None, {}, {}
         async with httpx.AsyncClient(timeout=self.timeout) as client:

@@ -106,9 +106,9 @@ def calls_text(tool_calls: list[dict]) -> str:
     for c in tool_calls:
         try:
             args = json.loads(c["function"]["arguments"] or "{}")
-        except json.JSONDecodeError:
-            args = {"_raw": c["function"]["arguments"]}
-        lines.append(format_tool_call(c["function"]["name"], args if isinstance(args, dict) else {"_value": args}))
+            lines.append(format_tool_call(c["function"]["name"], args if isinstance(args, dict) else {"_value": args}))
+        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: verbatim
+            lines.append(format_tool_call(c["function"]["name"], {"_raw": c["function"]["arguments"]}))
     return "\n".join(lines)
 
 
@@ -160,12 +160,15 @@ def tool_prompt(tools: list[dict]) -> str:
     plus the calling convention. The full JSON-schema listing of the substrate's tools is ~3,100
     tokens, too long for a 135M base on CPU, and the specialists were trained on this form."""
     lines = ["Tools (name(arguments): what it does):"]
-    for t in tools:
+    for t in tools:  # the server validated the schemas (serve/validate.py); stay total on any dict anyway
         fn = t.get("function", t)
-        params = fn.get("parameters") or {}
-        req = set(params.get("required", []))
-        args = ", ".join(a if a in req else a + "?" for a in params.get("properties", {}))
-        lines.append(f"- {fn['name']}({args}): {(fn.get('description') or '').split('.')[0]}.")
+        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        required = params.get("required") if isinstance(params.get("required"), list) else []
+        req = {r for r in required if isinstance(r, str)}
+        desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
+        args = ", ".join(a if a in req else a + "?" for a in props)
+        lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
     lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
                  f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
     return "\n".join(lines)

@@ -7,6 +7,11 @@ Episode controls (`confirm_action`, `reject_action`, `snapshot`, `undo`, `state_
 `close_episode`) are tools too. Results are the substrate's JSON, as text and as structured
 content; substrate errors are tool results with `isError` set, never protocol errors.
 
+Every request line gets an answer: stdin is screened before the SDK sees it (`screen`), and a
+line the SDK would drop silently (not JSON, not a JSON-RPC message, params of the wrong type,
+nested deeper than `MAX_DEPTH`) gets its JSON-RPC error (-32700 parse error, -32600 invalid
+request, -32602 invalid params), with the request's id when one can be found.
+
 Knows nothing about models, prompts or grading.
 """
 
@@ -14,14 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
+import sys
 from collections.abc import Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from macaronic import __version__
 from macaronic.substrate.episode import Episode, EpisodeConfig, Episodes
 from macaronic.substrate.state import StateSpec
 from macaronic.substrate.toolbase import ToolError, error_result, obj, text
-from macaronic.substrate.tools import TOOLS, TOOLS_BY_NAME, schema_errors, write_tools
+from macaronic.substrate.tools import TOOLS, TOOLS_BY_NAME, depth, schema_errors, write_tools
+
+log = logging.getLogger("macaronic.mcp")
+MAX_DEPTH = 64  # of one JSON-RPC message; tool arguments are capped lower (tools.MAX_ARGUMENT_DEPTH)
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 EPISODE_ID = text(64, "id returned by start_episode", min_len=1)
 READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
@@ -125,6 +138,9 @@ def dispatch(episodes: Episodes, config: EpisodeConfig, name: str, arguments: di
         return error_result("not_found", str(e.args[0]) if e.args else "not found")
     except (RuntimeError, ValueError) as e:
         return error_result("invalid_arguments", str(e))
+    except Exception as e:  # a bug must not become a protocol error or a dead session: log it, answer
+        log.exception("tool %s failed", str(name)[:80])
+        return error_result("internal_error", f"{name}: internal error ({type(e).__name__})")
 
 
 def build_server(episodes: Episodes | None = None, config: EpisodeConfig | None = None):
@@ -151,6 +167,121 @@ def build_server(episodes: Episodes | None = None, config: EpisodeConfig | None 
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
+# ---- the transport: every request answered ---------------------------------------------
+
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def screen(line: str) -> dict | None:
+    """None when the SDK can take `line`, else the JSON-RPC error object to answer it with
+    (`{"id": None, ...}` for a notification-like line, which gets no answer)."""
+    import mcp_types as types
+
+    if not line.strip():
+        return None
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        return _error(_id_in_text(line), INVALID_REQUEST, f"message nested deeper than {MAX_DEPTH} levels")
+    except ValueError as e:
+        return _error(None, PARSE_ERROR, f"Parse error: {e}")
+    if not isinstance(msg, dict):
+        return _error(None, INVALID_REQUEST, "a message must be one JSON object (batches are not supported)")
+    rid = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) else None
+    if depth(msg, MAX_DEPTH) > MAX_DEPTH:
+        return _error(rid, INVALID_REQUEST, f"message nested deeper than {MAX_DEPTH} levels")
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except Exception as e:  # pydantic's ValidationError, or its own recursion limit
+        if rid is not None and isinstance(msg.get("method"), str) and msg.get("jsonrpc") == "2.0" \
+                and "params" in msg and not isinstance(msg["params"], dict):
+            return _error(rid, INVALID_PARAMS, "params must be an object")
+        if msg.get("jsonrpc") != "2.0":
+            reason = 'jsonrpc must be "2.0"'
+        elif not isinstance(msg.get("method"), str) and "result" not in msg and "error" not in msg:
+            reason = 'a request needs a "method" string'
+        else:
+            reason = str(e).splitlines()[0][:200]
+        return _error(rid, INVALID_REQUEST, f"Invalid Request: {reason}", notification="id" not in msg
+                      and isinstance(msg.get("method"), str))
+
+
+def _id_in_text(line: str) -> str | int | None:
+    """The top-level "id" of a message too deep to parse, found by scanning (best effort)."""
+    level = 0
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == '"':
+            m = _ID.match(line, i) if level == 1 else None
+            if m:
+                return json.loads(m.group(1))
+            j = i + 1
+            while j < len(line) and line[j] != '"':
+                j += 2 if line[j] == "\\" else 1
+            i = j + 1
+            continue
+        level += c in "[{"
+        level -= c in "]}"
+        if level > 1 and i > 1 << 16:
+            break  # the id comes first in practice; a megabyte of brackets is not worth scanning
+        i += 1
+    return None
+
+
+def _error(rid, code: int, message: str, notification: bool = False) -> dict:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}, "notification": notification}
+
+
+class _Screened:
+    """An async line source for the SDK's stdio transport that answers bad lines itself, through
+    the transport's own write stream (so answers never interleave with the server's)."""
+
+    def __init__(self, source):
+        import anyio
+
+        self.source, self.write, self.ready = source, None, anyio.Event()
+
+    def __aiter__(self):
+        return self._lines()
+
+    async def _lines(self):
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        async for line in self.source:
+            err = screen(line)
+            if err is None:
+                yield line
+                continue
+            if err.pop("notification"):
+                log.warning("dropped a malformed notification: %s", err["error"]["message"])
+                continue
+            await self.ready.wait()
+            try:
+                await self.write.send(SessionMessage(types.JSONRPCError.model_validate(err)))
+            except Exception:  # the session is closing
+                return
+
+
+@asynccontextmanager
+async def screened_stdio(stdin=None, stdout=None):
+    """`mcp.server.stdio.stdio_server`, with every incoming line screened (see `screen`)."""
+    import io
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    if stdin is None:
+        stdin = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    lines = _Screened(stdin)
+    async with stdio_server(stdin=lines, stdout=stdout) as (read, write):
+        lines.write = write
+        lines.ready.set()
+        yield read, write
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="macaronic mcp",
                                 description="Serve the action substrate's tools over MCP stdio.")
@@ -169,13 +300,12 @@ def main(argv: list[str]) -> int:
         print(json.dumps(tool_listing(), indent=2))
         return 0
     import anyio
-    from mcp.server.stdio import stdio_server
 
     config = EpisodeConfig(confirm=frozenset(args.confirm), confirm_all_writes=args.confirm_writes)
     server = build_server(Episodes(max_open=args.max_episodes, default_config=config), config)
 
     async def serve() -> None:
-        async with stdio_server() as (read, write):
+        async with screened_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(serve)

@@ -1,19 +1,25 @@
 /*
- * chat.js: the Macaronic web chat. No build step, no dependencies besides a2ui.js (same server).
+ * chat.js: the Macaronic web chat (an ES module; everything it loads comes from the same server).
  *
  * Streams replies from POST /v1/chat/completions (SSE), shows a badge per turn from the final
  * chunk's `macaronic` metadata (specialist, policy, confidence, prefill/reused tokens), lets the
- * user force an adapter (the model id), renders GenUI replies as A2UI cards and sends a card's
- * button clicks back as a userAction turn. The conversation lives here (Chat Completions is
- * stateless); each assistant message carries back the `adapter` that produced it.
+ * user force an adapter (the model id), renders replies as sanitised markdown (markdown.js), tool
+ * calls as collapsible blocks (the Tools box sends an OpenAI `tools` list with each turn),
+ * GenUI replies that passed the server's validator as A2UI cards
+ * drawn by the official renderer (a2ui-card.js), and sends a card's button clicks back as a
+ * userAction turn. A card that did not validate is refused here, never handed to the renderer.
+ * The conversation lives here (Chat Completions is stateless); each assistant message carries
+ * back the `adapter` that produced it.
  */
-(function () {
-  "use strict";
+import { renderCard } from "./a2ui-card.js";
+import { renderMarkdownInto } from "./markdown.js";
+
+{
 
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
-  const sendBtn = $("send"), stopBtn = $("stop");
-  const state = { messages: [], publicName: "macaronic", busy: false, abort: null };
+  const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools");
+  const state = { messages: [], cards: new Map(), publicName: "macaronic", busy: false, abort: null };
 
   keyBox.value = localStorage.getItem("macaronic-key") || "";
   keyBox.addEventListener("change", () => { localStorage.setItem("macaronic-key", keyBox.value); loadModels(); });
@@ -71,22 +77,87 @@
     div.appendChild(b);
   }
 
+  // A GenUI reply: its text_response as the text, its card drawn only if the server validated it.
+  // Surfaces live for the whole conversation, as in A2UI: updates without a beginRendering for a
+  // surface an earlier reply drew (a dataModelUpdate, a deleteSurface) go to that card; a surface
+  // rendered anew (beginRendering) gets a card in this reply, and the old one stays as it was.
   function card(div, genui) {
-    if (!genui || !Array.isArray(genui.a2ui) || !genui.a2ui.length || !window.A2UI) return;
-    if (genui.text_response) div.querySelector(".text").textContent = genui.text_response;
+    if (!genui) return;
+    if (!genui.valid) { // its text_response if it has one, else the raw reply stays as streamed
+      if (genui.text_response) renderMarkdownInto(div.querySelector(".text"), genui.text_response);
+      const warn = document.createElement("div");
+      warn.className = "refused";
+      warn.textContent = "card refused (did not validate): " + (genui.errors || []).map((x) => x.message).join("; ");
+      div.appendChild(warn);
+      return;
+    }
+    renderMarkdownInto(div.querySelector(".text"), genui.text_response || ""); // the card replaces the raw JSON
+    if (genui.closed && genui.closed.length) {
+      const note = document.createElement("div");
+      note.className = "closed-note";
+      note.textContent = `card closed by the harness (${genui.closed.length} fix${genui.closed.length > 1 ? "es" : ""})`;
+      note.title = genui.closed.join(", ");
+      div.appendChild(note);
+    }
+    const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
+    const sidOf = (m) => Object.values(m || {})[0]?.surfaceId;
+    const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
+    const fresh = [];
+    let updated = 0;
+    for (const m of messages) {
+      const sid = sidOf(m), old = state.cards.get(sid);
+      if (!old || redrawn.has(sid)) { fresh.push(m); continue; }
+      try { old.process([m]); updated++; } catch (e) { div.appendChild(document.createTextNode("card error: " + e.message)); }
+      if (m.deleteSurface) state.cards.delete(sid);
+    }
+    if (updated && !fresh.length) {
+      const note = document.createElement("div");
+      note.className = "closed-note";
+      note.textContent = "updated a card above";
+      div.appendChild(note);
+    }
+    if (!fresh.length) return;
     const box = document.createElement("div");
     box.className = "card";
     div.appendChild(box);
     try {
-      window.A2UI.render(box, genui.a2ui, { onAction: (message) => send(message) });
+      const handle = renderCard(box, fresh, { onAction: (message) => send(message) });
+      for (const m of fresh) {
+        const sid = Object.values(m || {})[0]?.surfaceId;
+        if (m.deleteSurface) state.cards.delete(sid); else state.cards.set(sid, handle);
+      }
     } catch (e) {
       box.textContent = "card error: " + e.message;
     }
-    if (!genui.valid) {
-      const warn = document.createElement("div");
-      warn.className = "badge";
-      warn.textContent = "card did not validate: " + (genui.errors || []).map((x) => x.message).join("; ");
-      div.appendChild(warn);
+  }
+
+  // Tool calls as collapsible blocks: the name in the summary, the arguments (pretty JSON) inside.
+  function toolCalls(div, calls) {
+    for (const c of calls) {
+      const box = document.createElement("details");
+      box.className = "tool-call";
+      const head = document.createElement("summary");
+      head.textContent = "tool call · " + c.function.name;
+      const pre = document.createElement("pre");
+      const code = document.createElement("code");
+      let args = c.function.arguments || "";
+      try { args = JSON.stringify(JSON.parse(args), null, 2); } catch (e) { /* shown as sent */ }
+      code.textContent = args;
+      pre.appendChild(code);
+      box.append(head, pre);
+      div.appendChild(box);
+    }
+  }
+
+  // Streamed tool calls arrive in pieces keyed by `index` (name first, arguments as they decode).
+  function mergeCalls(calls, deltas) {
+    for (const d of deltas) {
+      const i = d.index ?? calls.length;
+      const c = calls[i] || (calls[i] = { id: "", type: "function", function: { name: "", arguments: "" } });
+      if (d.id) c.id = d.id;
+      if (d.type) c.type = d.type;
+      if (d.function?.name) c.function.name += d.function.name;
+      if (d.function?.arguments) c.function.arguments += d.function.arguments;
     }
   }
 
@@ -121,6 +192,10 @@
   // `what` is a string (typed message) or an A2UI {userAction} from a card's button.
   async function send(what) {
     if (state.busy) return;
+    let tools = null;
+    if (toolsBox.value.trim()) {
+      try { tools = JSON.parse(toolsBox.value); } catch (e) { bubble("assistant error", "tools: not JSON: " + e.message); return; }
+    }
     const isAction = typeof what !== "string";
     const content = isAction ? JSON.stringify(what) : what;
     state.messages.push({ role: "user", content });
@@ -131,12 +206,14 @@
     const textEl = div.querySelector(".text");
     setBusy(true);
     state.abort = new AbortController();
-    let text = "", meta = null, calls = null;
+    let text = "", meta = null, frame = 0;
+    const calls = [];
+    const paint = () => { frame = 0; renderMarkdownInto(textEl, text); log.scrollTop = log.scrollHeight; };
     try {
       const r = await fetch("/v1/chat/completions", {
         method: "POST", headers: headers(), signal: state.abort.signal,
         body: JSON.stringify({ model: select.value || state.publicName, messages: state.messages, stream: true,
-          stream_options: { include_usage: true } }),
+          stream_options: { include_usage: true }, ...(tools ? { tools } : {}) }),
       });
       if (!r.ok) throw new Error((await r.json()).error.message);
       for await (const chunk of sse(r)) {
@@ -144,18 +221,15 @@
         if (chunk.macaronic) meta = chunk.macaronic;
         for (const choice of chunk.choices || []) {
           const delta = choice.delta || {};
-          if (delta.content) { text += delta.content; textEl.textContent = text; log.scrollTop = log.scrollHeight; }
-          if (delta.tool_calls) calls = delta.tool_calls.map(({ index, ...c }) => c);
+          if (delta.content) { text += delta.content; frame = frame || requestAnimationFrame(paint); }
+          if (delta.tool_calls) mergeCalls(calls, delta.tool_calls);
         }
       }
-      if (calls) {
-        const pre = document.createElement("div");
-        pre.className = "calls";
-        pre.textContent = calls.map((c) => `${c.function.name}(${c.function.arguments})`).join("\n");
-        div.appendChild(pre);
-      }
+      if (frame) cancelAnimationFrame(frame);
+      paint();
+      if (calls.length) toolCalls(div, calls);
       const reply = { role: "assistant", content: text || null };
-      if (calls) reply.tool_calls = calls;
+      if (calls.length) reply.tool_calls = calls;
       if (meta) { reply.adapter = meta.adapter; card(div, meta.genui); badge(div, meta); }
       state.messages.push(reply);
     } catch (e) {
@@ -181,8 +255,8 @@
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   stopBtn.addEventListener("click", () => state.abort && state.abort.abort());
-  $("clear").addEventListener("click", () => { state.messages = []; log.textContent = ""; });
+  $("clear").addEventListener("click", () => { state.messages = []; state.cards.clear(); log.textContent = ""; });
 
   window.MacaronicChat = { state, send };
   loadModels();
-})();
+}

@@ -1,0 +1,156 @@
+"""Grammar-constrained decoding: compiled grammars cached by content, one matcher per request.
+
+A `GrammarSpec` is plain data: a kind (`json_schema`, `structural_tag`, `ebnf`) and its source
+text. `Grammars(tokenizer, vocab_size, stop_ids)` compiles specs with xgrammar (a compiled
+grammar is cached by the sha256 of its spec, least recently used dropped first) and
+`Grammars.processor(spec)` returns a fresh `Constrained` for one request: the engine's
+`logits_processor(generated_ids, logits)` hook, which feeds the matcher the tokens generated so
+far, fills the packed bitmask and sets every disallowed logit to -inf. A grammar that has
+accepted its end allows only the stop tokens, so the engine ends the request there.
+
+Compilation is the slow part (0.01-1 s) and happens on the caller's thread, before submission;
+the engine thread only fills masks. Knows token ids and grammar text; nothing about chat
+templates, tools, schemas' meaning or HTTP (callers build the grammar text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+KINDS = ("json_schema", "structural_tag", "ebnf")
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    kind: str  # one of KINDS
+    source: str  # JSON schema text, structural-tag JSON text, or EBNF
+    separators: tuple[str, str] = (", ", ": ")  # json_schema only: item and key separators
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.kind}\0{self.separators}\0{self.source}".encode()).hexdigest()
+
+
+class GrammarError(ValueError):
+    """A grammar xgrammar cannot compile (an unsupported schema feature, bad EBNF)."""
+
+
+def control_free_mask(info, vocab_size: int) -> torch.Tensor:
+    """Packed bitmask [ceil(V/32)] allowing every token except those whose bytes hold a control
+    character. xgrammar's JSON string rule admits raw bytes 0x00-0x1f (only CR/LF are excluded),
+    which JSON forbids."""
+    allowed = torch.ones(vocab_size, dtype=torch.bool)  # allowed: [V]
+    stops = set(info.stop_token_ids) | set(info.special_token_ids)
+    for i, token in enumerate(info.decoded_vocab[:vocab_size]):
+        if i not in stops and any(b < 0x20 and b not in (0x0A,) for b in token):
+            allowed[i] = False
+    return pack_bits(allowed)
+
+
+def pack_bits(allowed: torch.Tensor) -> torch.Tensor:
+    """A bool vector [V] -> xgrammar's packed int32 words [ceil(V/32)]."""
+    v = allowed.shape[0]
+    padded = torch.zeros(-(-v // 32) * 32, dtype=torch.int64)
+    padded[:v] = allowed.long()
+    bits = padded.view(-1, 32) << torch.arange(32, dtype=torch.int64)  # bits: [W, 32]
+    words = bits.sum(dim=1)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # words: [W]
+
+
+class Grammars:
+    """Compiles grammar specs for one tokenizer; thread-safe; bounded cache."""
+
+    def __init__(self, tokenizer, vocab_size: int, stop_token_ids, max_cached: int = 64):
+        import xgrammar as xgr
+
+        self.vocab_size = vocab_size
+        self.stop_token_ids = sorted(set(int(t) for t in stop_token_ids))
+        self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
+                                                       stop_token_ids=self.stop_token_ids)
+        self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False)
+        self.static_mask = control_free_mask(self.info, vocab_size)
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_cached = max_cached
+        self.stats = {"compiled": 0, "hits": 0}
+
+    def compile(self, spec: GrammarSpec):
+        """The compiled grammar for `spec` (from the cache when seen before). GrammarError if invalid."""
+        key = spec.key
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                self.stats["hits"] += 1
+                return self._cache[key]
+        try:
+            if spec.kind == "json_schema":
+                compiled = self.compiler.compile_json_schema(spec.source, any_whitespace=False,
+                                                             separators=spec.separators, strict_mode=True)
+            elif spec.kind == "structural_tag":
+                compiled = self.compiler.compile_structural_tag(spec.source)
+            elif spec.kind == "ebnf":
+                compiled = self.compiler.compile_grammar(spec.source)
+            else:
+                raise GrammarError(f"unknown grammar kind {spec.kind!r}; expected one of {KINDS}")
+        except GrammarError:
+            raise
+        except Exception as e:  # xgrammar raises RuntimeError/ValueError subclasses with its reason
+            raise GrammarError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
+        with self._lock:
+            self._cache[key] = compiled
+            self.stats["compiled"] += 1
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+        return compiled
+
+    def processor(self, spec: GrammarSpec) -> "Constrained":
+        return Constrained(self.compile(spec), self.vocab_size, self.static_mask)
+
+
+class Constrained:
+    """One request's grammar state, as the engine's logits processor."""
+
+    def __init__(self, compiled, vocab_size: int, static_mask: torch.Tensor | None = None):
+        import xgrammar as xgr
+
+        self.matcher = xgr.GrammarMatcher(compiled)
+        self.vocab_size = vocab_size
+        self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)  # bitmask: [1, W]
+        self.static_mask = static_mask
+        self.seen = 0
+        self.mask_s = 0.0  # time spent in mask work, for the benchmark
+
+    def accept(self, generated: list[int]) -> None:
+        for tok in generated[self.seen:]:
+            if not self.matcher.accept_token(int(tok)):
+                raise RuntimeError(f"grammar rejected token {tok} it had allowed")
+        self.seen = len(generated)
+
+    def allowed(self) -> torch.Tensor:
+        """The packed mask [W] of tokens allowed next."""
+        self.matcher.fill_next_token_bitmask(self.bitmask, 0)
+        if self.static_mask is not None:
+            self.bitmask[0] &= self.static_mask
+        return self.bitmask[0]
+
+    @property
+    def terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def __call__(self, generated: list[int], logits: torch.Tensor) -> torch.Tensor:
+        import time
+
+        import xgrammar as xgr
+
+        t0 = time.perf_counter()
+        self.accept(generated)
+        out = logits.float().clone().view(1, -1)  # out: [1, V]
+        self.allowed()
+        xgr.apply_token_bitmask_inplace(out, self.bitmask, vocab_size=self.vocab_size)
+        self.mask_s += time.perf_counter() - t0
+        return out.view(-1)

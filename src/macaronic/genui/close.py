@@ -1,0 +1,170 @@
+"""Close a GenUI answer into a valid card: the last step of structure by construction.
+
+The grammar (`genui.grammar`) makes every complete reply schema-valid; what no grammar can say
+(ids unique, every child defined, no cycles, a `beginRendering` whose root exists, bindings that
+resolve) and a reply the token cap cut off are closed here, deterministically, by removing the
+smallest offending piece the validator points at, one error at a time:
+
+- a dangling or cycle-closing entry of a children list -> that entry;
+- a duplicate id, or a component the schema or an integrity rule rejects -> that component;
+- a surface with no `beginRendering` (or a root that does not exist) -> one pointing at the
+  first component no other component names;
+- a message the schema rejects -> that message;
+- nothing left to show -> one Text card carrying the reply's text.
+
+It never invents content beyond that fallback Text. Knows the validator's error paths and the
+A2UI message shapes; nothing about models or decoding.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+from macaronic.genui.validate import validate
+
+COMPONENT = re.compile(r"^/a2ui/(\d+)/surfaceUpdate/components/(\d+)(/.*)?$")
+LIST_ENTRY = re.compile(r"^/a2ui/(\d+)/surfaceUpdate/components/(\d+)/component/[^/]+/children/explicitList/(\d+)$")
+MESSAGE = re.compile(r"^/a2ui/(\d+)(/.*)?$")
+REF_KEYS = ("child", "entryPointChild", "contentChild")
+MAX_STEPS = 256
+FALLBACK_SURFACE = "main"
+
+
+def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
+    """A valid `{text_response, a2ui}` card from `obj` (parsed, maybe partial) and the list of
+    fixes applied (empty when it was valid already)."""
+    fixes: list[str] = []
+    card = envelope(obj, text, fixes)
+    for _ in range(MAX_STEPS):
+        result = validate(card)
+        if result.valid:
+            return card, fixes
+        if not fix_one(card, result.errors[0], fixes):
+            break
+    fixes.append("fallback_text_card")
+    return fallback(card.get("text_response") or text), fixes
+
+
+def envelope(obj: Any, text: str, fixes: list[str]) -> dict:
+    if not isinstance(obj, dict):
+        fixes.append("no_json_object")
+        return fallback(text)
+    tr = obj.get("text_response")
+    if not isinstance(tr, str):
+        fixes.append("text_response_set")
+        tr = text if isinstance(text, str) and not text.lstrip().startswith("{") else ""
+    msgs = obj.get("a2ui")
+    if not isinstance(msgs, list):
+        fixes.append("a2ui_list_set")
+        msgs = []
+    return {"text_response": tr, "a2ui": copy.deepcopy([m for m in msgs if isinstance(m, dict)])}
+
+
+def fix_one(card: dict, error: dict, fixes: list[str]) -> bool:
+    path, message = error.get("path", ""), error.get("message", "")
+    msgs = card["a2ui"]
+    if "no beginRendering" in message or "/beginRendering/root" in path or "root" in message and "beginRendering" in path:
+        sid = surface_of(msgs, path)
+        if sid is not None and set_root(msgs, sid):
+            fixes.append("begin_rendering_set")
+            return True
+    if m := LIST_ENTRY.match(path):
+        i, j, k = (int(x) for x in m.groups())
+        items = component_props(msgs[i]["surfaceUpdate"]["components"][j])["children"]["explicitList"]
+        fixes.append(f"child_dropped:{items[k]}")
+        del items[k]
+        return True
+    if m := COMPONENT.match(path):
+        i, j = int(m.group(1)), int(m.group(2))
+        comps = msgs[i]["surfaceUpdate"]["components"]
+        if j < len(comps):
+            cid = comps[j].get("id") if isinstance(comps[j], dict) else None
+            del comps[j]
+            drop_refs(msgs, cid, keep_duplicates=any(isinstance(c, dict) and c.get("id") == cid for c in comps))
+            fixes.append(f"component_dropped:{cid}")
+            return True
+    if m := MESSAGE.match(path):
+        i = int(m.group(1))
+        if i < len(msgs):
+            fixes.append(f"message_dropped:{next(iter(msgs[i]), '?')}")
+            del msgs[i]
+            return True
+    return False
+
+
+def component_props(entry: dict) -> dict:
+    comp = entry.get("component") or {}
+    return next(iter(comp.values())) if comp else {}
+
+
+def drop_refs(msgs: list[dict], cid: str | None, keep_duplicates: bool) -> None:
+    """After a component is gone, remove the list entries that named it (single-child fields
+    are left for the validator to report, so their owner goes next)."""
+    if cid is None or keep_duplicates:
+        return
+    for m in msgs:
+        for entry in (m.get("surfaceUpdate") or {}).get("components") or []:
+            if not isinstance(entry, dict):
+                continue
+            props = component_props(entry)
+            children = props.get("children") if isinstance(props, dict) else None
+            if isinstance(children, dict) and isinstance(children.get("explicitList"), list):
+                children["explicitList"] = [c for c in children["explicitList"] if c != cid]
+
+
+def surface_of(msgs: list[dict], path: str) -> str | None:
+    m = MESSAGE.match(path)
+    if m and int(m.group(1)) < len(msgs):
+        body = next(iter(msgs[int(m.group(1))].values()), None)
+        if isinstance(body, dict) and isinstance(body.get("surfaceId"), str):
+            return body["surfaceId"]
+    return next((b["surfaceId"] for msg in msgs for b in msg.values()
+                 if isinstance(b, dict) and isinstance(b.get("surfaceId"), str)), None)
+
+
+def set_root(msgs: list[dict], sid: str) -> bool:
+    """Point the surface's beginRendering (added if missing) at its first unreferenced component."""
+    entries = [e for msg in msgs if isinstance(msg.get("surfaceUpdate"), dict)
+               and msg["surfaceUpdate"].get("surfaceId") == sid
+               for e in msg["surfaceUpdate"].get("components") or [] if isinstance(e, dict)]
+    ids = [e.get("id") for e in entries if isinstance(e.get("id"), str)]
+    named = set()
+    for e in entries:
+        props = component_props(e)
+        if not isinstance(props, dict):
+            continue
+        named.update(props[k] for k in REF_KEYS if isinstance(props.get(k), str))
+        children = props.get("children")
+        if isinstance(children, dict):
+            named.update(c for c in children.get("explicitList") or [] if isinstance(c, str))
+            tpl = children.get("template")
+            if isinstance(tpl, dict) and isinstance(tpl.get("componentId"), str):
+                named.add(tpl["componentId"])
+    roots = [i for i in ids if i not in named]
+    if not roots:
+        return False
+    begin = next((msg["beginRendering"] for msg in msgs if isinstance(msg.get("beginRendering"), dict)
+                  and msg["beginRendering"].get("surfaceId") == sid), None)
+    if begin is None:
+        msgs.append({"beginRendering": {"surfaceId": sid, "root": roots[0]}})
+    elif begin.get("root") == roots[0]:
+        return False
+    else:
+        begin["root"] = roots[0]
+    return True
+
+
+def fallback(text: str) -> dict:
+    shown = text.strip() or "(no card)"
+    return {"text_response": text, "a2ui": [
+        {"surfaceUpdate": {"surfaceId": FALLBACK_SURFACE, "components": [
+            {"id": "text", "component": {"Text": {"text": {"literalString": shown}}}}]}},
+        {"beginRendering": {"surfaceId": FALLBACK_SURFACE, "root": "text"}}]}
+
+
+def card_text(card: dict) -> str:
+    """The closed card as the genui specialist writes it (compact JSON)."""
+    return json.dumps(card, ensure_ascii=False, separators=(",", ":"))

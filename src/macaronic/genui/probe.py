@@ -1,0 +1,90 @@
+"""`macaronic genui probe`: the genui specialist on hand-written requests, through the served harness.
+
+Each request (`macaronic/data/genui_requests.json`, written by hand, not from the task
+templates; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
+request: whether the raw generation validates (schema + integrity), whether the served card does
+(after the harness closed it), which fixes closing needed, whether it fell back to a text card,
+and which of the components a fitting card would use (`expects`) it contains. `--no-constraints`
+answers without grammars or closing, the comparison row. Writes JSON; prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+
+def components_of(card: dict) -> set[str]:
+    out = set()
+    for m in card.get("a2ui") or []:
+        for e in ((m or {}).get("surfaceUpdate") or {}).get("components") or []:
+            if isinstance(e, dict) and isinstance(e.get("component"), dict):
+                out.update(e["component"])
+    return out
+
+
+def score(request: dict, result) -> dict:
+    from macaronic.genui.output import parse_genui_output
+
+    raw = parse_genui_output(result.text)
+    served = parse_genui_output(result.content or "")
+    used = components_of(served.obj) if served.valid and isinstance(served.obj, dict) else set()
+    fixes = (result.genui or {}).get("closed") or []
+    return {"id": request["id"], "raw_valid": raw.valid, "served_valid": served.valid, "closed": fixes,
+            "fallback": "fallback_text_card" in fixes, "finish_reason": result.finish_reason,
+            "tokens": result.usage.get("completion_tokens"), "components": sorted(used),
+            "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3)}
+
+
+async def answer_all(mol, requests: list[dict], max_tokens: int) -> list:
+    return await asyncio.gather(*[
+        mol.aturn([{"role": "user", "content": r["text"]}], model="genui",
+                  sampling={"max_tokens": max_tokens, "temperature": 0.0}) for r in requests])
+
+
+def summary(rows: list[dict]) -> dict:
+    n = len(rows)
+    mean = lambda k: round(sum(float(r[k]) for r in rows) / n, 3)  # noqa: E731
+    return {"n": n, "raw_valid": mean("raw_valid"), "served_valid": mean("served_valid"),
+            "fallback": mean("fallback"), "coverage": mean("coverage"),
+            "length_cut": round(sum(r["finish_reason"] == "length" for r in rows) / n, 3)}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="macaronic genui probe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--requests", type=Path, default=None, help="JSON {requests: [{id, text, expects}]}")
+    p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
+    p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
+    p.add_argument("--max-tokens", type=int, default=768)
+    p.add_argument("--limit", type=int, default=None, help="only the first N requests")
+    a = p.parse_args(argv)
+    src = a.requests.read_text() if a.requests else \
+        resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
+    requests = json.loads(src)["requests"][: a.limit]
+    from macaronic.engine.llm import EngineConfig, load_default_llm
+    from macaronic.serve.harness import HarnessConfig, MoL
+
+    t0 = time.perf_counter()
+    llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
+    try:
+        mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
+        results = asyncio.run(answer_all(mol, requests, a.max_tokens))
+    finally:
+        llm.close()
+    rows = [score(r, res) for r, res in zip(requests, results)]
+    out = {"command": "macaronic genui probe " + " ".join(argv), "constrained": not a.no_constraints,
+           "seconds": round(time.perf_counter() - t0, 1), "summary": summary(rows), "rows": rows}
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

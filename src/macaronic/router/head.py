@@ -1,0 +1,87 @@
+"""Route head: a trained linear head over the base's features of the request, C chosen on dev.
+
+The head is multinomial logistic regression like the probe, but it reads a richer feature
+vector (`features.head_features`: named views of one or two bare-base forwards, e.g. the mean
+hidden state of the raw request and the last hidden state of the request in the chat
+template), is trained on the template data *and* the hand-written train split, and picks its
+regularisation C on dev (macro-F1, ties to the stronger regularisation) before a dev-fitted
+temperature calibrates it. Stored as plain arrays; prediction is one matmul.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from macaronic.router.features import fit_temperature, softmax
+
+C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+
+
+def _macro_f1(y: np.ndarray, p: np.ndarray, k: int) -> float:
+    f1 = []
+    for c in range(k):
+        tp, fp, fn = int(((p == c) & (y == c)).sum()), int(((p == c) & (y != c)).sum()), int(((p != c) & (y == c)).sum())
+        f1.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(f1))
+
+
+@dataclass(frozen=True, eq=False)
+class HeadPolicy:
+    routes: tuple[str, ...]
+    views: tuple[str, ...]  # which feature views, in order (see features.HEAD_VIEWS)
+    mean: np.ndarray  # [F]
+    scale: np.ndarray  # [F]
+    coef: np.ndarray  # [K, F]
+    intercept: np.ndarray  # [K]
+    temperature: float = 1.0
+    c: float = 1.0
+    name: ClassVar[str] = "head"
+
+    @classmethod
+    def fit(cls, X: np.ndarray, labels: list[str], X_dev: np.ndarray, dev_labels: list[str],
+            views: tuple[str, ...], grid=C_GRID, seed: int = 0) -> "HeadPolicy":
+        from sklearn.linear_model import LogisticRegression
+
+        routes = tuple(sorted(set(labels)))
+        y = np.array([routes.index(l) for l in labels])
+        keep = [i for i, l in enumerate(dev_labels) if l in routes]
+        yd = np.array([routes.index(dev_labels[i]) for i in keep], dtype=np.int64)
+        Xd = X_dev[keep]
+        mean, scale = X.mean(0), X.std(0) + 1e-6
+        Z, Zd = (X - mean) / scale, (Xd - mean) / scale
+        best = None
+        for c in grid:
+            clf = LogisticRegression(C=c, max_iter=3000, random_state=seed).fit(Z, y)
+            score = _macro_f1(yd, clf.predict(Zd), len(routes)) if len(yd) else 0.0
+            if best is None or score > best[0] + 1e-9:
+                best = (score, c, clf)
+        _, c, clf = best
+        coef, intercept = clf.coef_, clf.intercept_
+        if len(routes) == 2:
+            coef = np.concatenate([-coef / 2, coef / 2])
+            intercept = np.concatenate([-intercept / 2, intercept / 2])
+        head = cls(routes, tuple(views), mean.astype(np.float32), scale.astype(np.float32),
+                   coef.astype(np.float32), intercept.astype(np.float32), 1.0, float(c))
+        t = fit_temperature(head.logits(Xd), yd) if len(yd) else 1.0
+        return cls(routes, head.views, head.mean, head.scale, head.coef, head.intercept, t, float(c))
+
+    def logits(self, X: np.ndarray) -> np.ndarray:
+        return ((X - self.mean) / self.scale) @ self.coef.T + self.intercept  # [N, K]
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return softmax(self.logits(X), self.temperature), np.zeros(len(X), bool)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
+
+    def meta(self) -> dict:
+        return {"routes": list(self.routes), "views": list(self.views), "temperature": self.temperature,
+                "c": self.c}
+
+    @classmethod
+    def from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> "HeadPolicy":
+        return cls(tuple(meta["routes"]), tuple(meta["views"]), arrays["mean"], arrays["scale"],
+                   arrays["coef"], arrays["intercept"], float(meta["temperature"]), float(meta["c"]))

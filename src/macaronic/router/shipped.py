@@ -1,0 +1,66 @@
+"""The router state shipped with the specialists: where it lives, how it is rebuilt and loaded.
+
+`specialists/router/` holds the fitted state (state.json + one npz per policy, content-
+addressed, bound to the base fingerprint and the adapter ids it was fitted with) and
+`provenance.json` (the command, thread count and library versions that produced it; not part
+of the id). `macaronic route fit` (scripts/fit_router) rebuilds it from the shipped routing data
+at a fixed thread count; the same inputs give the same bytes. Serving and `route classify` load
+it as is and never fit: a state that does not match the backbone is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"
+FIT_THREADS = 2
+
+
+def load_shipped(backbone, bundle=None, config=None, path: str | Path | None = None):
+    """The router on the shipped (or given) state; StateMismatch names what differs."""
+    from macaronic.router.router import Router
+
+    root = Path(path) if path is not None else SHIPPED_DIR
+    if not (root / "state.json").is_file():
+        raise FileNotFoundError(f"no router state in {root}; build it with `macaronic route fit`")
+    return Router.load(root, backbone, bundle, config)
+
+
+def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, log=None,
+              data: tuple[list[dict], list[dict]] | None = None, features=None, head_cache=None):
+    """A router fitted on the shipped routing data (or `data` = (train, dev)), deterministically
+    (fixed torch threads)."""
+    import torch
+
+    from macaronic.router.data import data_hash, router_fit_data
+    from macaronic.router.router import Router
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        train, dev = data or router_fit_data()
+        if log:
+            log(f"fitting on {len(train)} train / {len(dev)} dev turns at {threads} threads")
+        return Router.fit(backbone, train, dev, bundle, config, features=features, head_cache=head_cache,
+                          data_hash=data_hash(train, dev))
+    finally:
+        torch.set_num_threads(before)
+
+
+def write_shipped(router, out: str | Path, threads: int = FIT_THREADS) -> str:
+    import numpy
+    import sklearn
+    import torch
+
+    out = Path(out)
+    state_id = router.save(out)
+    prov = {"state_id": state_id, "command": "macaronic route fit", "torch_threads": threads,
+            "torch": torch.__version__, "numpy": numpy.__version__, "sklearn": sklearn.__version__,
+            "machine": platform.machine(),
+            "bands": router.state.bands.rows() if router.state.bands is not None else None,
+            "head": {"views": list(router.state.head.views), "c": router.state.head.c}
+            if router.state.head is not None else None}
+    (out / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
+    return state_id

@@ -1,0 +1,214 @@
+"""Which grammar a reply decodes under: tool calls, `response_format`, GenUI cards.
+
+One function, `structure_for(...)`, turns a request's `tools` + `tool_choice`, its
+`response_format` and the answering role into a `Structure`: the grammar spec (plain data for
+`macaronic.engine.constraints`) and what the harness must expect of the text.
+
+- Tools (`tool_choice` auto): free text, and wherever the model opens `<tool_call>` the call is
+  forced to `{"name": <a given name>, "arguments": <that tool's schema>}` in the canonical layout
+  the agent specialist is trained on (`substrate.toolcalls.format_tool_call`: keys sorted, `", "`
+  and `": "`). `required`: one or more calls and nothing else; a named function: exactly one
+  call of it; `none`: no tools at all.
+- `response_format` json_object / json_schema: the reply is one JSON value of that schema (with
+  tools in auto, either that JSON value or calls).
+- The genui role, unless the client gave a `response_format`: the GenUI output contract
+  (`genui.grammar.contract_schema`), compact separators.
+
+Schemas are checked before compiling: a keyword the grammar cannot enforce is a `StructureError`
+naming it (the server answers 400), never silently ignored. Knows JSON Schema, the tool-call text
+format and the OpenAI request fields; nothing about engines, routing or HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from macaronic.engine.constraints import GrammarSpec
+from macaronic.substrate.toolcalls import CLOSE, OPEN
+
+# JSON Schema keywords the grammar enforces, plus annotations that change nothing.
+ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "enum", "const",
+            "anyOf", "oneOf", "$ref", "$defs", "definitions", "minItems", "maxItems", "minLength", "maxLength",
+            "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minProperties",
+            "maxProperties"}
+ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
+               "readOnly", "writeOnly", "strict", "nullable"}
+# Validated after decoding, not by the grammar: kept out of a tool's grammar, checked by the
+# tool-call parser (jsonschema) against the full schema. In a response_format they are a 400.
+CHECKED_AFTER = {"uniqueItems", "multipleOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                 "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "allOf",
+                 "unevaluatedProperties", "unevaluatedItems"}
+MAX_SCHEMA_BYTES = 64 * 1024
+CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes them
+
+
+class StructureError(ValueError):
+    """A request whose structure the harness cannot enforce; `param` names the field."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Structure:
+    spec: GrammarSpec
+    kind: str  # "tools" | "json" | "genui"
+    tool_names: tuple[str, ...] = ()
+    calls_required: bool = False  # required / named function: the reply is calls only
+    json_alternative: bool = False  # tools in auto with a response_format: JSON or calls
+
+
+# ---- schema checks ---------------------------------------------------------------------------
+
+def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
+    """Refuse a schema the grammar cannot enforce exactly; names the first offending keyword.
+    `lenient` (tool parameters): any other keyword passes: CHECKED_AFTER ones are validated after
+    decoding, unknown ones (e.g. BFCL's `optional`) are annotations by JSON Schema's own rule."""
+    if not isinstance(schema, dict):
+        raise StructureError(f"{where} must be a JSON Schema object, got {type(schema).__name__}", where)
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        raise StructureError(f"{where} is larger than {MAX_SCHEMA_BYTES} bytes", where)
+
+    def walk(node: Any, path: str, depth: int) -> None:
+        if depth > 32:
+            raise StructureError(f"{where}: schema nested deeper than 32 levels at {path}", where)
+        if isinstance(node, bool):
+            return
+        if not isinstance(node, dict):
+            raise StructureError(f"{where}: expected a schema object at {path}", where)
+        for key, value in node.items():
+            if lenient and key not in ENFORCED:
+                continue
+            if key not in ENFORCED and key not in ANNOTATIONS:
+                raise StructureError(f"{where}: unsupported JSON Schema feature {key!r} at {path or '/'}", where)
+            if key in ("properties", "$defs", "definitions"):
+                if not isinstance(value, dict):
+                    raise StructureError(f"{where}: {key!r} must be an object at {path or '/'}", where)
+                for name, sub in value.items():
+                    walk(sub, f"{path}/{key}/{name}", depth + 1)
+            elif key in ("anyOf", "oneOf", "prefixItems"):
+                if not isinstance(value, list) or not value:
+                    raise StructureError(f"{where}: {key!r} must be a non-empty list at {path or '/'}", where)
+                for i, sub in enumerate(value):
+                    walk(sub, f"{path}/{key}/{i}", depth + 1)
+            elif key in ("items", "additionalProperties") and not isinstance(value, bool):
+                walk(value, f"{path}/{key}", depth + 1)
+            elif key == "required" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise StructureError(f"{where}: 'required' must be a list of names at {path or '/'}", where)
+
+    walk(schema, "", 0)
+
+
+def sorted_schema(schema: Any) -> Any:
+    """The schema with every object's properties in sorted order (the grammar then writes keys
+    sorted, as the canonical tool-call layout and so the agent's training data do), keeping only
+    the keywords the grammar enforces (the rest is checked after decoding or is annotation)."""
+    if isinstance(schema, list):
+        return [sorted_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: ({n: sorted_schema(d) for n, d in v.items()} if k in ("$defs", "definitions") and isinstance(v, dict)
+               else sorted_schema(v)) for k, v in schema.items() if k in ENFORCED}
+    if isinstance(schema.get("properties"), dict):
+        out["properties"] = {k: sorted_schema(schema["properties"][k]) for k in sorted(schema["properties"])}
+    return out
+
+
+# ---- tools -----------------------------------------------------------------------------------
+
+def parameters_of(tool: dict) -> dict:
+    params = tool["function"].get("parameters")
+    return {"type": "object", "properties": {}} if params in (None, {}) else params
+
+
+def call_tag(tool: dict) -> dict:
+    """One structural tag: the call's fixed head, its arguments under the tool's schema, its tail."""
+    import xgrammar as xgr
+
+    name = tool["function"]["name"]
+    args = json.dumps(sorted_schema(parameters_of(tool)))
+    try:
+        ebnf = str(xgr.Grammar.from_json_schema(args, any_whitespace=False, separators=(", ", ": "),
+                                                strict_mode=True))
+    except Exception as e:
+        raise StructureError(f"tools: the parameters of {name!r} cannot be compiled: {str(e).splitlines()[0]}",
+                             "tools") from None
+    head = OPEN + json.dumps({"name": name}, ensure_ascii=False)[:-1] + ', "arguments": '
+    return {"type": "tag", "begin": head, "content": {"type": "grammar", "grammar": ebnf}, "end": "}" + CLOSE}
+
+
+def choose_tools(tools: list[dict], tool_choice: Any) -> tuple[list[dict], str]:
+    """The tools the reply may call and the simplified choice: auto | required | forced."""
+    if tool_choice in (None, "auto"):
+        return tools, "auto"
+    if tool_choice == "none":
+        return [], "auto"
+    if tool_choice == "required":
+        if not tools:
+            raise StructureError("tool_choice 'required' needs at least one tool", "tool_choice")
+        return tools, "required"
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        fn = tool_choice.get("function") if isinstance(tool_choice.get("function"), dict) else tool_choice
+        name = fn.get("name")
+        chosen = [t for t in tools if t["function"]["name"] == name]
+        if not chosen:
+            raise StructureError(f"tool_choice names {name!r}, which is not among the given tools "
+                                 f"{[t['function']['name'] for t in tools]}", "tool_choice")
+        return chosen[:1], "forced"
+    raise StructureError("tool_choice must be 'none', 'auto', 'required' or "
+                         "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
+
+
+# ---- response_format ---------------------------------------------------------------------------
+
+def response_schema(response_format: Any, where: str = "response_format") -> dict | None:
+    """The JSON schema a `response_format` (Chat Completions) or `text.format` (Responses) asks for."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
+        raise StructureError(f"{where} must be an object with a 'type'", where)
+    kind = response_format["type"]
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        body = response_format.get("json_schema", response_format)  # Responses puts the fields flat
+        if not isinstance(body, dict) or "schema" not in body:
+            raise StructureError(f"{where}.json_schema needs a 'schema'", where)
+        check_schema(body["schema"], f"{where}.json_schema.schema")
+        return body["schema"]
+    raise StructureError(f"{where}.type {kind!r} is not supported; use text, json_object or json_schema", where)
+
+
+# ---- the one decision --------------------------------------------------------------------------
+
+def structure_for(*, tools: list[dict] | None = None, tool_choice: Any = None, response_format: Any = None,
+                  role: str | None = None, genui_schema: dict | None = None) -> Structure | None:
+    """The grammar one reply decodes under, or None for free text."""
+    schema = response_schema(response_format)
+    chosen, choice = choose_tools(list(tools or []), tool_choice)
+    for t in chosen:
+        check_schema(parameters_of(t), f"tools[{t['function']['name']}].function.parameters", lenient=True)
+    names = tuple(t["function"]["name"] for t in chosen)
+    if chosen:
+        tags = [call_tag(t) for t in chosen]
+        calls = {"type": "tags_with_separator", "tags": tags, "separator": CALL_SEPARATOR, "at_least_one": True,
+                 "stop_after_first": choice == "forced"}
+        if choice != "auto":
+            fmt = calls
+        elif schema is not None:
+            fmt = {"type": "or", "elements": [calls, {"type": "json_schema", "json_schema": schema}]}
+        else:
+            fmt = {"type": "triggered_tags", "triggers": [OPEN], "tags": tags}
+        spec = GrammarSpec("structural_tag", json.dumps({"type": "structural_tag", "format": fmt}))
+        return Structure(spec, "tools", names, calls_required=choice != "auto",
+                         json_alternative=choice == "auto" and schema is not None)
+    if schema is not None:
+        return Structure(GrammarSpec("json_schema", json.dumps(schema)), "json")
+    if role == "genui" and genui_schema is not None:
+        return Structure(GrammarSpec("json_schema", json.dumps(genui_schema), (",", ":")), "genui")
+    return None

@@ -1,0 +1,139 @@
+"""The hand-written routing data, the band table, deterministic state files, the binding check,
+and the state shipped with the specialists."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from macaronic.router.bands import BandTable, sign_test_p
+from macaronic.router.conversation import request_text
+from macaronic.router.data import load_routing_data
+from macaronic.router.handwritten import load_handwritten, parse
+from macaronic.router.shipped import SHIPPED_DIR
+from macaronic.router.state import RouterState, StateMismatch
+
+
+def test_handwritten_data_has_600_turns_split_by_writer():
+    data = load_handwritten()
+    assert len(data) >= 600
+    split_of = {}
+    for e in data:
+        assert split_of.setdefault(e["writer"], e["split"]) == e["split"]  # a writer lives in one split
+        assert e["label"] in ("chat", "agent", "coding", "genui")
+    for split in ("train", "dev", "test"):
+        part = [e for e in data if e["split"] == split]
+        assert set(Counter(e["label"] for e in part)) == {"chat", "agent", "coding", "genui"}
+        assert {"hand", "injection", "multiturn"} <= {e["kind"] for e in part}
+    ids = {e["id"] for e in data}
+    assert all(e["twin"] in ids for e in data if e["kind"] == "injection")
+
+
+def test_handwritten_test_turns_are_not_in_any_training_data():
+    test = {request_text(e["messages"]) for e in load_handwritten("test")}
+    seen = {request_text(e["messages"]) for e in load_handwritten("train") + load_handwritten("dev")
+            + load_routing_data("train") + load_routing_data("dev")}
+    assert not test & seen
+
+
+def test_handwritten_parser_reports_every_error_at_once():
+    text = "@writer w1 train | x\nchat| fine\nbogus| no\nagent inj| no separator\n@writer w2 nowhere | y\n"
+    with pytest.raises(ValueError) as e:
+        parse(text)
+    msg = str(e.value)
+    assert ":3:" in msg and ":4:" in msg and ":5:" in msg
+
+
+def test_sign_test():
+    assert sign_test_p(0, 0) == 1.0
+    assert sign_test_p(5, 0) == pytest.approx(1 / 32)
+    assert sign_test_p(3, 3) > 0.5
+
+
+def test_band_table_defers_only_to_an_option_dev_shows_better():
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.3, 1.0, 400)
+    keep = rng.uniform(size=400) < conf  # a calibrated primary
+    worse = keep & (rng.uniform(size=400) < 0.5)  # never right where the primary is wrong
+    better_low = np.where(conf < 0.6, True, keep)  # right on every low-confidence turn
+    table = BandTable.fit("head", conf, {"keep": keep, "default": np.zeros(400, bool),
+                                         "worse": worse, "better": better_low})
+    chosen = dict(zip(map(tuple, zip(table.edges[:-1], table.edges[1:])), table.decide((table.edges[:-1] + table.edges[1:]) / 2)))
+    assert "worse" not in chosen.values() and "default" not in chosen.values()
+    assert chosen[(0.0, 0.5)] == "better" and chosen[(0.5, 0.6)] == "better"
+    assert all(v == "keep" for (lo, _), v in chosen.items() if lo >= 0.6)
+
+
+def test_state_files_are_the_same_bytes_each_save(fitted, tmp_path):
+    a, b = fitted.save(tmp_path / "a"), fitted.save(tmp_path / "b")
+    assert a == b == fitted.state.id
+    for f in sorted((tmp_path / "a").iterdir()):
+        assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+
+
+def test_a_state_bound_to_another_base_is_refused(fitted, tmp_path):
+    from macaronic.router import Router
+
+    assert fitted.state.mismatches(fitted.backbone) == []
+    other = replace(fitted.state, binding={**fitted.state.binding, "base": "0" * 64})
+    other.save(tmp_path / "s")
+    with pytest.raises(StateMismatch, match="fitted on base 0000"):
+        Router.load(tmp_path / "s", fitted.backbone, fitted.bundle)
+    moved = replace(fitted.state, binding={**fitted.state.binding, "adapters": {"chat": "f" * 64}})
+    assert any("adapter 'chat'" in m for m in moved.mismatches(fitted.backbone))
+
+
+def test_the_shipped_state_is_small_complete_and_bound():
+    state = RouterState.load(SHIPPED_DIR)
+    assert state.head is not None and state.bands is not None and state.probe is not None
+    assert state.bands.primary == "head"
+    assert sum(f.stat().st_size for f in SHIPPED_DIR.iterdir()) < 2 << 20
+    b = state.binding
+    assert len(b["base"]) == 64 and set(b["adapters"]) == {"chat", "agent", "coding", "genui"}
+    from macaronic.engine.adapters import dir_sha256
+
+    for name, adapter_id in b["adapters"].items():
+        assert dir_sha256(SHIPPED_DIR.parent / name) == adapter_id
+    from macaronic.router.data import data_hash, router_fit_data
+
+    assert b["data"] == data_hash(*router_fit_data())  # refit after changing the routing data
+    prov = json.loads((SHIPPED_DIR / "provenance.json").read_text())
+    assert prov["state_id"] == state.id
+
+
+def test_serving_a_tiny_model_with_the_shipped_state_is_refused():
+    from macaronic.harness import load_bundle
+    from macaronic.serve.build import make_router
+    from macaronic.testing import tiny_llm
+
+    llm = tiny_llm()
+    try:
+        with pytest.raises(StateMismatch, match="does not match this backbone.*macaronic route fit"):
+            make_router(llm, load_bundle(), None, None)
+        router, _ = make_router(llm, load_bundle(), "prompted", None)  # needs no fitted state
+        assert router.config.policy == "prompted"
+    finally:
+        llm.close()
+
+
+def test_route_classify_refuses_a_mismatched_state_with_the_reason():
+    p = subprocess.run([sys.executable, "-m", "macaronic.cli", "route", "classify", "--tiny"],
+                       input='{"messages": [{"role": "user", "content": "hi"}]}\n',
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "does not match this backbone" in p.stderr, p.stderr[-2000:]
+
+
+def test_route_classify_routes_from_the_shipped_state_on_the_real_base():
+    turns = [("Who are you?", "chat"), ("remind me to call mum at 6", "agent"),
+             ("why does my python say IndentationError", "coding")]
+    lines = "".join(json.dumps({"messages": [{"role": "user", "content": t}]}) + "\n" for t, _ in turns)
+    p = subprocess.run([sys.executable, "-m", "macaronic.cli", "route", "classify"], input=lines,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [o["adapter"] for o in out] == [label for _, label in turns]
+    assert all(o["policy"] in ("head", "probe", "embedding", "arrow") for o in out)
