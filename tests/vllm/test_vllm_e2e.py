@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -49,6 +50,11 @@ def test_vllm_serves_the_exported_adapters_and_the_front_sees_them_full_mode(vll
     assert {k for k, v in front.items() if v["kind"] == "adapter"} == ROLES
     # plain LoRA on vLLM: every adapter is a full-mode adapter with its role from its name
     assert all(front[r]["mode"] == "full" and front[r]["role"] == r for r in ROLES)
+    # vLLM names each adapter's directory (`root`); the front, on the same machine, hashes it
+    from macaronic.engine.adapters import dir_sha256
+
+    roots = {m["id"]: m["root"] for m in models if m.get("parent")}
+    assert {r: front[r]["id"] for r in ROLES} == {r: dir_sha256(Path(roots[r])) for r in ROLES}
     assert front["macaronic"]["kind"] == "routed"
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -224,6 +225,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="512/2k history only, 1 repetition")
     ap.add_argument("--tokens", type=int, default=64, help="tokens per decode stream (default 64)")
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers below are stopped on a kill
     from rich.progress import Progress
 
     from macaronic.bench import machine

@@ -3,8 +3,11 @@
 Adapters are model ids, as vLLM serves them (`--enable-lora --lora-modules chat=DIR ...`; its
 /v1/models lists them with `parent` = the base) and as SGLang does (`--lora-paths`). A
 `macaronic serve --engine-only` instance is such an engine too, and its /v1/models entries also
-carry `macaronic: {mode, role, id}`; from vLLM or SGLang every adapter counts as `full` mode (KV
-per adapter) with its role taken from its name when the name is a bundle role.
+carry `macaronic: {mode, role, id}`. From vLLM or SGLang an adapter counts as `full` mode (KV per
+adapter; vLLM refuses Activated LoRA, so `macaronic export vllm` writes plain LoRA) with its role
+from its name when the name is a bundle role. When vLLM's model card names a `root` directory this
+machine can read (front and engine on one machine, or a shared export), its macaronic.json gives
+the role and mode (the export writes the served mode there) and its content hash the adapter id.
 
 Token accounting: the engine's `macaronic` usage when it sends one, else vLLM's
 `usage.prompt_tokens_details.cached_tokens` as reused tokens. Closing `stream()` early closes
@@ -33,6 +36,24 @@ def parse_engine_url(url: str) -> str:
     return f"{scheme}://{u.hostname}:{u.port}{u.path.rstrip('/').removesuffix('/v1')}"
 
 
+def local_meta(root: str) -> dict:
+    """{mode, role, id} of an adapter directory named by the engine, when it is readable here."""
+    from pathlib import Path
+
+    from macaronic.engine.adapters import dir_sha256
+
+    path = Path(root)
+    try:
+        if not (path / "adapter_config.json").is_file():
+            return {}
+        meta = json.loads((path / "macaronic.json").read_text()) if (path / "macaronic.json").is_file() else {}
+        cfg = json.loads((path / "adapter_config.json").read_text())
+        mode = meta.get("mode") or ("turn" if cfg.get("alora_invocation_tokens") else "full")
+        return {"mode": mode if mode in ("full", "turn") else "full", "role": meta.get("role"), "id": dir_sha256(path)}
+    except (OSError, ValueError):
+        return {}
+
+
 class RemoteBackend:
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 600.0, roles: tuple[str, ...] = ()):
         self.url = parse_engine_url(url)
@@ -55,6 +76,8 @@ class RemoteBackend:
         self._models = r.json().get("data", [])
         if not self._models:
             raise RuntimeError(f"the engine at {self.url} serves no models")
+        self._local = {m["id"]: local_meta(m["root"]) for m in self._models
+                       if m.get("parent") and not m.get("macaronic") and isinstance(m.get("root"), str)}
 
     def _base_entry(self) -> dict:
         for m in self._models:
@@ -79,6 +102,7 @@ class RemoteBackend:
             meta = m.get("macaronic") or {}
             if meta and meta.get("kind") != "adapter":
                 continue  # a macaronic server's routed public name is no adapter
+            meta = meta or self._local.get(m["id"]) or {}
             role = meta.get("role") or (m["id"] if m["id"] in self.roles else None)
             out[m["id"]] = AdapterMeta(m["id"], meta.get("mode", "full"), role, meta.get("id"))
         return out
