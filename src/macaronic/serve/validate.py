@@ -46,7 +46,8 @@ def body(value: Any) -> None:
     while stack:
         v, where, d = stack.pop()
         if d > MAX_DEPTH:
-            raise bad(f"{where or 'body'}: nested deeper than {MAX_DEPTH} levels", where or None)
+            at = where if len(where) <= 80 else where[:77] + "..."
+            raise bad(f"{at or 'body'}: nested deeper than {MAX_DEPTH} levels", at or None)
         if isinstance(v, str):
             _text(v, where)
         elif isinstance(v, dict):
