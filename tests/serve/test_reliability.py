@@ -113,6 +113,15 @@ def test_deeply_nested_tool_arguments_are_400(server, model):
     shallow = '{"a": ' + "[" * 10 + "]" * 10 + "}"
     r = post(server.url, "/v1/chat/completions", {"model": model, "max_tokens": 2, "messages": convo_with_call(shallow)})
     assert r.status_code == 200, r.text
+    # JSON contents are parsed too (tool results, A2UI userAction events): found by the fuzz test
+    deep_result = convo_with_call("{}")
+    deep_result[2]["content"] = deep
+    r = post(server.url, "/v1/chat/completions", {"model": model, "max_tokens": 2, "messages": deep_result})
+    assert is_openai_error(r, 400)["param"] == "messages[2].content"
+    action = '{"userAction": ' + "[" * 3000 + "]" * 3000 + "}"
+    r = post(server.url, "/v1/chat/completions", {"model": model, "max_tokens": 2,
+                                                "messages": [{"role": "user", "content": action}]})
+    assert is_openai_error(r, 400)["param"] == "messages[0].content"
     # arguments that are not JSON at all pass through verbatim (a model may have written them)
     r = post(server.url, "/v1/chat/completions", {"model": model, "max_tokens": 2, "messages": convo_with_call("{oops")})
     assert r.status_code == 200, r.text

@@ -8,7 +8,7 @@ What is checked, in order:
   draft 2020-12 metaschema), the name like OpenAI's (`^[A-Za-z0-9_-]{1,64}$`), the description text;
 - `tool_choice`: none | auto | required, or a named function that is among `tools`;
 - `messages` (through `views.normalize_messages`), then tool-call arguments (at most
-  `MAX_ARGUMENT_DEPTH` deep) and pairing: a `tool` message must answer a call of the assistant
+  `MAX_ARGUMENT_DEPTH` deep), JSON contents (at most `MAX_DEPTH`) and pairing: a `tool` message must answer a call of the assistant
   message that opens its run of tool messages, by `tool_call_id`, as OpenAI requires.
 
 Raises `TurnError` (status 400). Knows the OpenAI wire format; knows nothing about the app, the
@@ -46,7 +46,8 @@ def body(value: Any) -> None:
     while stack:
         v, where, d = stack.pop()
         if d > MAX_DEPTH:
-            raise bad(f"{where or 'body'}: nested deeper than {MAX_DEPTH} levels", where or None)
+            at = where if len(where) <= 80 else where[:77] + "..."
+            raise bad(f"{at or 'body'}: nested deeper than {MAX_DEPTH} levels", at or None)
         if isinstance(v, str):
             _text(v, where)
         elif isinstance(v, dict):
@@ -145,22 +146,24 @@ def messages(value: Any, *, paired: bool = True) -> list[dict]:
     for i, m in enumerate(msgs):
         for j, c in enumerate(m.get("tool_calls") or []):
             arguments(c["function"]["arguments"], f"messages[{i}].tool_calls[{j}].function.arguments")
+        if m["content"].lstrip()[:1] in ("{", "["):  # the harness parses JSON content (tool results, A2UI events)
+            arguments(m["content"], f"messages[{i}].content", MAX_DEPTH)
     if paired:
         pairing(msgs)
     return msgs
 
 
-def arguments(text: str, where: str) -> None:
-    """A call's arguments: any string (a model may have written broken JSON), but parsed JSON may
-    not nest deeper than MAX_ARGUMENT_DEPTH (rendering it would exhaust the recursion limit)."""
+def arguments(text: str, where: str, limit: int = MAX_ARGUMENT_DEPTH) -> None:
+    """A call's arguments (or a JSON content): any string (a model may have written broken JSON),
+    but parsed JSON may not nest deeper than `limit` (rendering it would exhaust the recursion limit)."""
     try:
         parsed = json.loads(text or "{}")
     except RecursionError:
-        raise bad(f"{where}: nested deeper than {MAX_ARGUMENT_DEPTH} levels", where) from None
+        raise bad(f"{where}: JSON nested deeper than {limit} levels", where) from None
     except ValueError:
         return
-    if depth(parsed, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
-        raise bad(f"{where}: nested deeper than {MAX_ARGUMENT_DEPTH} levels", where)
+    if depth(parsed, limit) > limit:
+        raise bad(f"{where}: JSON nested deeper than {limit} levels", where)
 
 
 def pairing(msgs: list[dict]) -> None:

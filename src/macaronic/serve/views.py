@@ -138,7 +138,7 @@ def render_tool(m: dict) -> str:
     try:
         obj = json.loads(m["content"])
         body = json.dumps(obj, ensure_ascii=False, sort_keys=True) if isinstance(obj, dict) else m["content"]
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the recursion limit
         body = m["content"]
     return f"{RESULT_OPEN}{body}{RESULT_CLOSE}"
 
