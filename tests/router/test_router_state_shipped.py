@@ -86,6 +86,12 @@ def test_a_state_bound_to_another_base_is_refused(fitted, tmp_path):
         Router.load(tmp_path / "s", fitted.backbone, fitted.bundle)
     moved = replace(fitted.state, binding={**fitted.state.binding, "adapters": {"chat": "f" * 64}})
     assert any("adapter 'chat'" in m for m in moved.mismatches(fitted.backbone))
+    moved.save(tmp_path / "m")
+    # Head, probe and embedding read the bare base: other adapters do not invalidate them ...
+    Router.load(tmp_path / "m", fitted.backbone, fitted.bundle, replace(fitted.config, policy="probe"))
+    # ... but a config that routes through the adapter-derived Arrow prototypes is refused.
+    with pytest.raises(StateMismatch, match="adapter 'chat'"):
+        Router.load(tmp_path / "m", fitted.backbone, fitted.bundle, replace(fitted.config, policy="arrow"))
 
 
 def test_the_shipped_state_is_small_complete_and_bound():
