@@ -2,6 +2,7 @@
 and the state shipped with the specialists."""
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -85,6 +86,12 @@ def test_a_state_bound_to_another_base_is_refused(fitted, tmp_path):
         Router.load(tmp_path / "s", fitted.backbone, fitted.bundle)
     moved = replace(fitted.state, binding={**fitted.state.binding, "adapters": {"chat": "f" * 64}})
     assert any("adapter 'chat'" in m for m in moved.mismatches(fitted.backbone))
+    moved.save(tmp_path / "m")
+    # Head, probe and embedding read the bare base: other adapters do not invalidate them ...
+    Router.load(tmp_path / "m", fitted.backbone, fitted.bundle, replace(fitted.config, policy="probe"))
+    # ... but a config that routes through the adapter-derived Arrow prototypes is refused.
+    with pytest.raises(StateMismatch, match="adapter 'chat'"):
+        Router.load(tmp_path / "m", fitted.backbone, fitted.bundle, replace(fitted.config, policy="arrow"))
 
 
 def test_the_shipped_state_is_small_complete_and_bound():
@@ -120,10 +127,13 @@ def test_serving_a_tiny_model_with_the_shipped_state_is_refused():
         llm.close()
 
 
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
 def test_route_classify_refuses_a_mismatched_state_with_the_reason():
     p = subprocess.run([sys.executable, "-m", "macaronic.cli", "route", "classify", "--tiny"],
                        input='{"messages": [{"role": "user", "content": "hi"}]}\n',
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=ENV)
     assert p.returncode == 2 and "does not match this backbone" in p.stderr, p.stderr[-2000:]
 
 
@@ -132,7 +142,7 @@ def test_route_classify_routes_from_the_shipped_state_on_the_real_base():
              ("why does my python say IndentationError", "coding")]
     lines = "".join(json.dumps({"messages": [{"role": "user", "content": t}]}) + "\n" for t, _ in turns)
     p = subprocess.run([sys.executable, "-m", "macaronic.cli", "route", "classify"], input=lines,
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=ENV)
     assert p.returncode == 0, p.stderr[-2000:]
     out = [json.loads(l) for l in p.stdout.splitlines()]
     assert [o["adapter"] for o in out] == [label for _, label in turns]

@@ -65,13 +65,15 @@ class BenchConfig:
     log: Callable[[str], None] | None = None  # progress lines (the CLI sends them to stderr)
     policies: tuple[str, ...] = POLICIES
     prompted_samples: int | None = None  # prompted: score this many turns per set (None: all)
+    refit: bool = True  # False: evaluate the shipped state instead of refitting it
+    cache: str | None = None  # npz of request features reused across runs (see FeatureCache)
 
     def sized(self) -> "BenchConfig":
         if not self.quick:
             return self
         return BenchConfig(True, min(self.latency_samples, 8), self.scaling, self.scaling_policies,
                            min(self.prompted_scaling_samples, 8), self.seed, self.log, self.policies,
-                           min(self.prompted_samples or 40, 40))
+                           min(self.prompted_samples or 40, 40), self.refit, self.cache)
 
     def say(self, msg: str) -> None:
         if self.log is not None:
@@ -130,6 +132,46 @@ def _policy_metrics(router: Router, test: list[dict], policy: str, cfg: BenchCon
     return m
 
 
+class FeatureCache:
+    """Request features (pooled rows and head rows, by text) kept in one npz between runs, so a
+    rerun on the loaded box does not recompute them. Timed routes never read it."""
+
+    def __init__(self, path: str | None):
+        self.path, self.pooled, self.head = path, {}, {}
+        if path:
+            from pathlib import Path
+
+            if Path(path).is_file():
+                with np.load(path, allow_pickle=False) as z:
+                    self.pooled = dict(zip(z["pooled_texts"].tolist(), z["pooled"]))
+                    self.head = dict(zip(z["head_texts"].tolist(), z["head"]))
+
+    def save(self) -> None:
+        if not self.path:
+            return
+        def arr(d):
+            return np.stack(list(d.values())) if d else np.zeros((0, 0), np.float32)
+        np.savez(self.path, pooled_texts=np.array(list(self.pooled), dtype=str), pooled=arr(self.pooled),
+                 head_texts=np.array(list(self.head), dtype=str), head=arr(self.head))
+
+
+def precompute(backbone: Backbone, config: BenchConfig, bundle=None) -> int:
+    """Fill the feature cache for every text the benchmark scores; returns the number of texts."""
+    from macaronic.harness import load_bundle
+
+    data, cache = bench_data(config.quick), FeatureCache(config.cache)
+    router = Router(backbone, bundle or load_bundle())
+    fit_parts = ("train", "dev", "template_train", "template_dev") if config.refit else ()
+    texts = sorted({request_text(e["messages"]) for k in fit_parts for e in data[k]}
+                   | {request_text(e["messages"]) for v in data["held_out"].values() for e in v})
+    for i in range(0, len(texts), 128):
+        router.embed(texts[i:i + 128], cache.pooled)
+        router.head_embed(texts[i:i + 128], cache.head)
+        cache.save()
+        config.say(f"features for {min(i + 128, len(texts))} / {len(texts)} texts")
+    return len(texts)
+
+
 def bench_data(quick: bool = False) -> dict:
     """{"train", "dev" (what the shipped state is fitted on), "template_train", "template_dev"
     (the previous setup's data), "held_out": {"template": [...], "hand": [...]}}."""
@@ -155,11 +197,17 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     cfg = config.sized()
     bundle = bundle or load_bundle()
     data = data or bench_data(cfg.quick)
-    features = {} if features is None else features
-    head_cache: dict = {}
+    cache = FeatureCache(cfg.cache)
+    features = cache.pooled if features is None else features
+    head_cache = cache.head
     t0 = time.perf_counter()
-    router = fit_state(backbone, bundle, RouterConfig.from_dict(bundle.router), log=cfg.say,
-                       data=(data["train"], data["dev"]), features=features, head_cache=head_cache)
+    if cfg.refit:
+        router = fit_state(backbone, bundle, RouterConfig.from_dict(bundle.router), log=cfg.say,
+                           data=(data["train"], data["dev"]), features=features, head_cache=head_cache)
+    else:
+        from macaronic.router.shipped import load_shipped
+
+        router = load_shipped(backbone, bundle, RouterConfig.from_dict(bundle.router))
     fit_s = time.perf_counter() - t0
     try:
         shipped_id = RouterState.load(SHIPPED_DIR).id
@@ -167,12 +215,13 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
         shipped_id = None
     cfg.say(f"fitted in {fit_s:.1f}s; state {router.state.id[:16]} "
             f"({'equals' if shipped_id == router.state.id else 'differs from'} the shipped state)")
-    # The previous setup for comparison: the probe fitted on the template data only.
-    ttexts, tlabels = training_pairs(data["template_train"])
-    dtexts, dlabels = training_pairs(data["template_dev"])
-    old_probe = ProbePolicy.fit(router.embed(ttexts, features), tlabels, router.embed(dtexts, features), dlabels,
-                                C=router.config.probe_c)
-    baseline = Router(backbone, bundle, RouterState(probe=old_probe), router.config)
+    baseline = None
+    if cfg.refit:  # the previous setup for comparison: the probe fitted on the template data only
+        ttexts, tlabels = training_pairs(data["template_train"])
+        dtexts, dlabels = training_pairs(data["template_dev"])
+        old_probe = ProbePolicy.fit(router.embed(ttexts, features), tlabels, router.embed(dtexts, features),
+                                    dlabels, C=router.config.probe_c)
+        baseline = Router(backbone, bundle, RouterState(probe=old_probe), router.config)
     out: dict[str, dict] = {}
     for name, test in data["held_out"].items():
         rows = {}
@@ -181,10 +230,12 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
                                            router.with_config(hysteresis_margin=0.0))
             cfg.say(f"{name} / {policy}: accuracy {rows[policy]['accuracy']:.3f}, "
                     f"macro-F1 {rows[policy]['macro_f1']:.3f}, p50 {rows[policy]['p50_ms']:.1f} ms")
-        rows["probe-template"] = _policy_metrics(baseline, test, "probe", cfg, features, head_cache,
-                                                 baseline.with_config(hysteresis_margin=0.0))
+        if baseline is not None:
+            rows["probe-template"] = _policy_metrics(baseline, test, "probe", cfg, features, head_cache,
+                                                     baseline.with_config(hysteresis_margin=0.0))
         out[name] = rows
-    return {"sets": out, "fit_s": fit_s, "state_id": router.state.id, "shipped_state_id": shipped_id,
+    cache.save()
+    return {"sets": out, "refit": cfg.refit, "fit_s": fit_s, "state_id": router.state.id, "shipped_state_id": shipped_id,
             "state_bytes": router.state.nbytes(), "n_train": len(data["train"]), "n_dev": len(data["dev"]),
             "n_test": {k: len(v) for k, v in data["held_out"].items()},
             "bands": router.state.bands.rows() if router.state.bands is not None else None,

@@ -82,9 +82,15 @@ def bench(args) -> int:
 
     policies = tuple(args.policies.split(",")) if args.policies else POLICIES
     scaling = tuple(int(n) for n in args.scaling.split(",")) if args.scaling else ()
-    report = run_bench(llm, bundle, BenchConfig(quick=args.quick, log=log, policies=policies, scaling=scaling,
-                                                prompted_samples=args.prompted_samples),
-                       description=desc)
+    config = BenchConfig(quick=args.quick, log=log, policies=policies, scaling=scaling,
+                         prompted_samples=args.prompted_samples, refit=not args.shipped, cache=args.cache,
+                         latency_samples=args.latency_samples)
+    if args.precompute:
+        from macaronic.router.bench import precompute
+
+        print(precompute(llm, config, bundle))
+        return 0
+    report = run_bench(llm, bundle, config, description=desc)
     report["meta"]["tiny"] = args.tiny
     report["meta"]["bundle_id"] = bundle.id
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
@@ -105,7 +111,12 @@ def fit(args) -> int:
     llm = _backbone(args.tiny)
     out = Path(args.out) if args.out else SHIPPED_DIR
     log = lambda msg: print(f"[route fit] {msg}", file=sys.stderr, flush=True)  # noqa: E731
-    router = fit_state(llm, _bundle(args.bundle), threads=args.threads, log=log)
+    from macaronic.router.bench import FeatureCache
+
+    cache = FeatureCache(args.cache)
+    router = fit_state(llm, _bundle(args.bundle), threads=args.threads, log=log, features=cache.pooled,
+                       head_cache=cache.head)
+    cache.save()
     if not args.check:
         print(write_shipped(router, out, args.threads))
         return 0
@@ -130,16 +141,21 @@ def main(argv: list[str]) -> int:
     c.add_argument("--policy", choices=POLICIES, default=None, help="default: the bundle's router.json")
     c.add_argument("--state", help="a saved router state directory (default: the shipped one)")
     b = sub.add_parser("bench", help="benchmark every policy and the cascade")
-    b.add_argument("--json", required=True, help="write the report here")
+    b.add_argument("--json", default="route-bench.json", help="write the report here")
     b.add_argument("--markdown", help="also write the markdown table here")
     b.add_argument("--quick", action="store_true", help="a fifth of the test split, fewer timings")
     b.add_argument("--policies", help="comma-separated policies (default: all)")
     b.add_argument("--prompted-samples", type=int, help="score the prompted policy on this many turns per set")
     b.add_argument("--scaling", default="4,40,400", help="route counts for the scaling rows ('' to skip)")
+    b.add_argument("--latency-samples", type=int, default=30, help="single-turn timed routes per policy and set")
+    b.add_argument("--shipped", action="store_true", help="evaluate the shipped state instead of refitting it")
+    b.add_argument("--cache", help="npz of request features kept between runs (timed routes never use it)")
+    b.add_argument("--precompute", action="store_true", help="only fill --cache, then exit")
     f = sub.add_parser("fit", help="fit on the shipped routing data and save the router state")
     f.add_argument("--out", help="state directory (default: the shipped specialists/router)")
     f.add_argument("--check", action="store_true", help="refit and compare byte for byte with --out")
-    f.add_argument("--threads", type=int, default=2, help="torch threads while fitting (default 2)")
+    f.add_argument("--threads", type=int, default=1, help="torch threads while fitting (default 1)")
+    f.add_argument("--cache", help="request features from an earlier run (route bench --cache format)")
     for s in (c, b, f):
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")

@@ -28,8 +28,11 @@ def request_ids(backbone: Backbone, text: str, max_tokens: int = MAX_TOKENS) -> 
     return ids
 
 
-def embed_texts(backbone: Backbone, texts: list[str], batch_size: int = 16) -> np.ndarray:
-    """[N, D] float32 mean-pooled final hidden states of the bare base, one row per text."""
+def embed_texts(backbone: Backbone, texts: list[str], batch_size: int = 1) -> np.ndarray:
+    """[N, D] float32 mean-pooled final hidden states of the bare base, one row per text.
+
+    One forward per text by default: a text's row then does not depend on which texts share its
+    batch (BLAS blocking changes with the batch's shape), so a fitted state reproduces bit for bit."""
     rows = []
     for i in range(0, len(texts), batch_size):
         batch = [request_ids(backbone, t) for t in texts[i:i + batch_size]]
@@ -59,8 +62,9 @@ def _views(backbone: Backbone, batch: list[list[int]]) -> tuple[np.ndarray, np.n
 
 
 def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] = HEAD_VIEWS,
-                  batch_size: int = 16) -> np.ndarray:
-    """[N, len(views) * D] float32: the named views side by side, one row per text."""
+                  batch_size: int = 1) -> np.ndarray:
+    """[N, len(views) * D] float32: the named views side by side, one row per text (one forward
+    per text and view group by default, as in `embed_texts`)."""
     unknown = [v for v in views if v not in HEAD_VIEWS]
     if unknown:
         raise ValueError(f"unknown head views {unknown}; expected some of {HEAD_VIEWS}")

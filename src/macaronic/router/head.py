@@ -49,11 +49,11 @@ class HeadPolicy:
         y = np.array([routes.index(l) for l in labels])
         keep = [i for i, l in enumerate(dev_labels) if l in routes]
         yd = np.array([routes.index(dev_labels[i]) for i in keep], dtype=np.int64)
-        Xd = X_dev[keep]
+        Xd = X_dev[keep] if len(keep) else np.zeros((0, X.shape[1]), X.dtype)
         mean, scale = X.mean(0), X.std(0) + 1e-6
         Z, Zd = (X - mean) / scale, (Xd - mean) / scale
         best = None
-        for c in grid:
+        for c in (grid if len(yd) else (1.0,)):  # no dev turns: nothing to choose C on
             clf = LogisticRegression(C=c, max_iter=3000, random_state=seed).fit(Z, y)
             score = _macro_f1(yd, clf.predict(Zd), len(routes)) if len(yd) else 0.0
             if best is None or score > best[0] + 1e-9:

@@ -123,10 +123,26 @@ class Router:
     @classmethod
     def load(cls, path, backbone: Backbone, bundle=None, config: RouterConfig | None = None,
              adapters: list[AdapterInfo] | None = None) -> "Router":
-        """A router on a saved state; refuses (StateMismatch) a state bound to another base or
-        other adapters than the backbone's."""
-        state = RouterState.load(path).check(backbone, f"router state {path}")
-        return cls(backbone, bundle, state, config, adapters)
+        """A router on a saved state; refuses (StateMismatch) a state bound to another base, or to
+        other adapters when the config can route through the adapter-derived (Arrow) part.
+        Head, probe and embedding read the bare base, so they hold for any adapter set."""
+        state = RouterState.load(path)
+        router = cls(backbone, bundle, state, config, adapters)
+        state.check(backbone, f"router state {path}", adapters=router.reads_adapter_state())
+        return router
+
+    def reads_adapter_state(self) -> bool:
+        """Whether the configured policy can route through the Arrow prototypes."""
+        cfg, bands = self.config, self.state.bands
+        if cfg.policy == "arrow":
+            return True
+        if cfg.policy != "cascade":
+            return False
+        if cfg.cheap_policy == "arrow":
+            return True
+        if bands is not None and bands.primary == cfg.cheap_policy:
+            return any(bands.options[int(c)] == "arrow" for c in bands.choice)
+        return cfg.fallback_policy == "arrow"
 
     def with_config(self, **changes) -> "Router":
         """The same fitted router under a changed config (e.g. hysteresis_margin=0)."""

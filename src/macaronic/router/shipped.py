@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"
-FIT_THREADS = 2
+FIT_THREADS = 1
 
 
 def load_shipped(backbone, bundle=None, config=None, path: str | Path | None = None):

@@ -79,15 +79,16 @@ class RouterState:
             b["data"] = data_hash
         return RouterState(**{k: getattr(self, k) for k in KINDS}, binding=b)
 
-    def mismatches(self, backbone) -> list[str]:
-        """What differs between the binding and `backbone` (empty: it matches or is unbound)."""
+    def mismatches(self, backbone, adapters: bool = True) -> list[str]:
+        """What differs between the binding and `backbone` (empty: it matches or is unbound).
+        `adapters=False` skips the adapter ids (for a config that never routes through Arrow)."""
         out = []
         if not self.binding:
             return out
         fp = backbone_fingerprint(backbone)
         if self.binding.get("base") != fp:
             out.append(f"fitted on base {str(self.binding.get('base'))[:16]}, this backbone is {str(fp)[:16]}")
-        want = self.binding.get("adapters") or {}
+        want = (self.binding.get("adapters") or {}) if adapters else {}
         have = adapter_ids(backbone, want)
         for name in sorted(want):
             if want[name] != have.get(name):
@@ -95,8 +96,8 @@ class RouterState:
                            f"{str(have.get(name))[:16] if have.get(name) else 'none'}")
         return out
 
-    def check(self, backbone, where: str = "router state") -> "RouterState":
-        errors = self.mismatches(backbone)
+    def check(self, backbone, where: str = "router state", adapters: bool = True) -> "RouterState":
+        errors = self.mismatches(backbone, adapters)
         if errors:
             raise StateMismatch(f"{where} (id {self.id[:16]}) does not match this backbone: " + "; ".join(errors)
                                 + ". Refit it with `macaronic route fit --out DIR` and pass that directory, "
