@@ -318,12 +318,17 @@ def probe(limit: int | None = None) -> str:  # pragma: no cover - runs the real 
                                            "--disable-background-networking", "--disable-component-update",
                                            "--disable-sync"])
         r = OfficialRenderer(browser)
+        cards = {}
         for req, res in zip(requests, results):
             genui = res.genui or {}
-            got = r.render(genui.get("a2ui") or [])
-            rows.append((req["id"], validate(genui).valid if genui else False, got.clean, bool(got.text),
+            card = {"text_response": genui.get("text_response", ""), "a2ui": genui.get("a2ui") or []}
+            cards[req["id"]] = card
+            got = r.render(card["a2ui"])
+            rows.append((req["id"], validate(card).valid, got.clean, bool(got.text),
                          "fallback_text_card" in (genui.get("closed") or []), got.threw or (got.errors[:1] or [""])[0]))
         browser.close()
+    if os.environ.get("MACARONIC_PROBE_CARDS"):  # keep the served cards, to look at the failures
+        Path(os.environ["MACARONIC_PROBE_CARDS"]).write_text(json.dumps(cards, indent=1) + "\n")
     lines = [f"{len(rows)} requests: ours valid {sum(x[1] for x in rows)}, official renders {sum(x[2] for x in rows)}, "
              f"with text {sum(x[3] for x in rows)}, fallback text cards {sum(x[4] for x in rows)}", "",
              "| request | ours | official | text drawn | fallback | renderer error |", "|---|---|---|---|---|---|"]
