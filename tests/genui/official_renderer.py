@@ -8,6 +8,7 @@ errors and warnings, the surfaces drawn and their text (read through the shadow 
 
     python tests/genui/official_renderer.py           # the disagreement table (docs/BENCHMARKS.md)
     python tests/genui/official_renderer.py --bench   # official renderer vs a2ui.js, ms per card
+    python tests/genui/official_renderer.py --probe   # the genui specialist's served cards, drawn
 """
 
 from __future__ import annotations
@@ -288,6 +289,56 @@ def bench(reps: int = 5) -> str:  # pragma: no cover - a report, run by hand
     return "\n".join(lines)
 
 
+def probe(limit: int | None = None) -> str:  # pragma: no cover - runs the real specialist, minutes
+    """The shipped genui specialist on the hand-written requests of `macaronic genui probe`
+    (macaronic/data/genui_requests.json), through the served harness with constraints on, each
+    served card then drawn by the official renderer."""
+    import asyncio
+    import json
+    from importlib import resources
+
+    from macaronic.engine.llm import EngineConfig, load_default_llm
+    from macaronic.genui.probe import answer_all
+    from macaronic.genui.validate import validate
+    from macaronic.serve.harness import HarnessConfig, MoL
+    from playwright.sync_api import sync_playwright
+
+    requests = json.loads(resources.files("macaronic").joinpath("data/genui_requests.json").read_text())["requests"]
+    requests = requests[:limit]
+    llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
+    try:
+        mol = MoL.from_llm(llm, config=HarnessConfig(summaries=False))
+        results = asyncio.run(answer_all(mol, requests, 768))
+    finally:
+        llm.close()
+    rows = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                           "--disable-background-networking", "--disable-component-update",
+                                           "--disable-sync"])
+        r = OfficialRenderer(browser)
+        cards = {}
+        for req, res in zip(requests, results):
+            genui = res.genui or {}
+            card = {"text_response": genui.get("text_response", ""), "a2ui": genui.get("a2ui") or []}
+            cards[req["id"]] = card
+            got = r.render(card["a2ui"])
+            rows.append((req["id"], validate(card).valid, got.clean, bool(got.text),
+                         "fallback_text_card" in (genui.get("closed") or []), got.threw or (got.errors[:1] or [""])[0]))
+        browser.close()
+    if os.environ.get("MACARONIC_PROBE_CARDS"):  # keep the served cards, to look at the failures
+        Path(os.environ["MACARONIC_PROBE_CARDS"]).write_text(json.dumps(cards, indent=1) + "\n")
+    lines = [f"{len(rows)} requests: ours valid {sum(x[1] for x in rows)}, official renders {sum(x[2] for x in rows)}, "
+             f"with text {sum(x[3] for x in rows)}, fallback text cards {sum(x[4] for x in rows)}", "",
+             "| request | ours | official | text drawn | fallback | renderer error |", "|---|---|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} | {f[:80]} |" for a, b, c, d, e, f in rows]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.path.insert(0, str(Path(__file__).parent))
-    print(bench() if "--bench" in sys.argv else table())
+    if "--probe" in sys.argv:
+        print(probe(int(sys.argv[sys.argv.index("--limit") + 1]) if "--limit" in sys.argv else None))
+    else:
+        print(bench() if "--bench" in sys.argv else table())

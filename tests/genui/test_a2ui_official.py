@@ -268,3 +268,20 @@ def test_recorded_specialist_replies_as_served_today_all_render(official):
         if not got.clean:
             failures.append((name, reply.get("closed"), got.threw, got.errors[:1]))
     assert not failures, failures[:5]
+
+
+def test_a_surface_whose_components_arrive_in_two_messages(official):
+    """Hand-written: the root's child is defined in a second surfaceUpdate. Valid for the spec and
+    for us; the renderer alone refuses it (it checks each message by itself); a2ui-card.js merges
+    a surface's surfaceUpdates of one batch, and then it renders."""
+    messages = [
+        {"surfaceUpdate": {"surfaceId": "s", "components": [
+            {"id": "root", "component": {"Card": {"child": "hello"}}}]}},
+        {"surfaceUpdate": {"surfaceId": "s", "components": [
+            {"id": "hello", "component": {"Text": {"text": {"literalString": "Hello in two parts"}}}}]}},
+        {"beginRendering": {"surfaceId": "s", "root": "root"}}]
+    assert validate(messages).valid
+    raw = official.render(messages, as_is=True)
+    assert raw.threw and "references non-existent component ID 'hello'" in raw.threw
+    got = official.render(messages)
+    assert got.clean and "Hello in two parts" in got.text

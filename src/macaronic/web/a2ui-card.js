@@ -133,6 +133,31 @@ export function disambiguate(messages, state = { to: new Map(), back: new Map() 
   return out;
 }
 
+// The renderer also checks each surfaceUpdate message alone (web_core's zod schema): a child
+// defined in a later surfaceUpdate of the same surface makes the whole card throw, while the spec
+// and our validator let a surface's components arrive over several messages. Within one batch the
+// chat merges a surface's surfaceUpdates into one (first position, last definition of an id wins).
+export function mergeSurfaceUpdates(messages) {
+  const merged = new Map(); // surfaceId -> the merged message
+  const out = [];
+  for (const m of messages) {
+    const su = m && m.surfaceUpdate;
+    if (!su || !Array.isArray(su.components)) { out.push(m); continue; }
+    const into = merged.get(su.surfaceId);
+    if (!into) {
+      const copy = { surfaceUpdate: { ...su, components: [...su.components] } };
+      merged.set(su.surfaceId, copy);
+      out.push(copy);
+      continue;
+    }
+    for (const c of su.components) {
+      const at = into.surfaceUpdate.components.findIndex((x) => x && c && x.id === c.id);
+      if (at >= 0) into.surfaceUpdate.components[at] = c; else into.surfaceUpdate.components.push(c);
+    }
+  }
+  return out;
+}
+
 class MacaronicCard extends LitElement {
   static properties = { processor: { attribute: false } };
 
@@ -180,11 +205,12 @@ class MacaronicCard extends LitElement {
 customElements.define("macaronic-a2ui", MacaronicCard);
 
 /** Render `messages` (a v0.8 server-to-client list) into `container`; throws on a message the
- * processor rejects. `asIs: true` skips the id disambiguation (to measure the renderer alone). */
+ * processor rejects. `asIs: true` hands the messages over untouched (no merging of a surface's
+ * surfaceUpdates, no id disambiguation), to measure the renderer alone. */
 export function renderCard(container, messages, { onAction, asIs = false } = {}) {
   const el = document.createElement("macaronic-a2ui");
   el.onAction = onAction || null;
-  const prepare = (list) => (asIs ? list : disambiguate(list, el.renames));
+  const prepare = (list) => (asIs ? list : disambiguate(mergeSurfaceUpdates(list), el.renames));
   el.processor.processMessages(prepare(messages));
   container.replaceChildren(el);
   return {
