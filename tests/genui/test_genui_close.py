@@ -81,3 +81,26 @@ def test_parse_then_close_matches_what_the_harness_returns():
     assert parse_genui_output(good).valid
     closed, fixes = close_card(json.loads(good), good)
     assert fixes == [] and card_text(closed) == good
+
+
+def test_a_closed_card_with_no_words_shows_its_text_response():
+    card = {"text_response": "Your flight AF123 leaves at 10:40.", "a2ui": [
+        {"surfaceUpdate": {"surfaceId": "s", "components": [
+            {"id": "root", "component": {"Column": {"children": {"explicitList": ["ghost", "box"]}}}},
+            {"id": "box", "component": {"Row": {"children": {"explicitList": ["gone"]}}}}]}}]}
+    closed, fixes = close_card(card)
+    assert validate(closed).valid and "text_response_shown" in fixes
+    texts = [c for m in closed["a2ui"] if "surfaceUpdate" in m for c in m["surfaceUpdate"]["components"]
+             if "Text" in c["component"]]
+    assert texts and texts[0]["component"]["Text"]["text"]["literalString"] == "Your flight AF123 leaves at 10:40."
+    root = next(m["beginRendering"]["root"] for m in closed["a2ui"] if "beginRendering" in m)
+    top = next(c for m in closed["a2ui"] if "surfaceUpdate" in m for c in m["surfaceUpdate"]["components"]
+               if c["id"] == root)
+    assert top["component"]["Column"]["children"]["explicitList"][0] == texts[0]["id"]
+
+
+def test_a_valid_card_without_words_is_not_touched():
+    card = {"text_response": "x", "a2ui": [
+        {"surfaceUpdate": {"surfaceId": "s", "components": [{"id": "d", "component": {"Divider": {}}}]}},
+        {"beginRendering": {"surfaceId": "s", "root": "d"}}]}
+    assert validate(card).valid and close_card(card) == (card, [])

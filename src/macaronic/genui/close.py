@@ -10,9 +10,11 @@ smallest offending piece the validator points at, one error at a time:
 - a surface with no `beginRendering` (or a root that does not exist) -> one pointing at the
   first component no other component names;
 - a message the schema rejects -> that message;
-- nothing left to show -> one Text card carrying the reply's text.
+- nothing left to show -> one Text card carrying the reply's text;
+- a valid card that shows no words at all (only empty containers) after closing -> the reply's
+  own `text_response` as a Text at the top of its root.
 
-It never invents content beyond that fallback Text. Knows the validator's error paths and the
+It never invents content: the only text it adds is the reply's own `text_response`. Knows the validator's error paths and the
 A2UI message shapes; nothing about models or decoding.
 """
 
@@ -41,6 +43,11 @@ def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
     for _ in range(MAX_STEPS):
         result = validate(card)
         if result.valid:
+            if fixes and not shows_words(card) and card["text_response"].strip():
+                worded = with_text(card)
+                if worded is not None and validate(worded).valid:
+                    fixes.append("text_response_shown")
+                    return worded, fixes
             return card, fixes
         if not fix_one(card, result.errors[0], fixes):
             break
@@ -155,6 +162,42 @@ def set_root(msgs: list[dict], sid: str) -> bool:
     else:
         begin["root"] = roots[0]
     return True
+
+
+def shows_words(card: dict) -> bool:
+    """Whether any component carries a literal string a person would read (a Text, a label...)."""
+    def walk(v) -> bool:
+        if isinstance(v, dict):
+            return any((k == "literalString" and isinstance(x, str) and x.strip()) or walk(x) for k, x in v.items())
+        return any(walk(x) for x in v) if isinstance(v, list) else False
+
+    return any(walk(e.get("component")) for m in card["a2ui"] if isinstance(m.get("surfaceUpdate"), dict)
+               for e in m["surfaceUpdate"].get("components") or [] if isinstance(e, dict))
+
+
+def with_text(card: dict) -> dict | None:
+    """A copy of `card` whose first surface shows its text_response first: a Text put at the head of
+    a Column/Row root's children, or a new Column root holding the Text and the old root."""
+    out = copy.deepcopy(card)
+    begin = next((m["beginRendering"] for m in out["a2ui"] if isinstance(m.get("beginRendering"), dict)), None)
+    update = next((m["surfaceUpdate"] for m in out["a2ui"] if isinstance(m.get("surfaceUpdate"), dict)
+                   and m["surfaceUpdate"].get("surfaceId") == (begin or {}).get("surfaceId")), None)
+    if begin is None or update is None:
+        return None
+    comps = update["components"]
+    ids = {c.get("id") for c in comps if isinstance(c, dict)}
+    tid = next(f"text_response{i or ''}" for i in range(len(ids) + 2) if f"text_response{i or ''}" not in ids)
+    comps.append({"id": tid, "component": {"Text": {"text": {"literalString": card["text_response"].strip()}}}})
+    root = next((c for c in comps if c.get("id") == begin["root"]), None)
+    kind = next(iter(root["component"]), None) if root else None
+    children = root["component"][kind].get("children") if kind in ("Column", "Row") else None
+    if isinstance(children, dict) and isinstance(children.get("explicitList"), list):
+        children["explicitList"].insert(0, tid)
+        return out
+    cid = next(f"card_root{i or ''}" for i in range(len(ids) + 2) if f"card_root{i or ''}" not in ids)
+    comps.append({"id": cid, "component": {"Column": {"children": {"explicitList": [tid, begin["root"]]}}}})
+    begin["root"] = cid
+    return out
 
 
 def fallback(text: str) -> dict:
