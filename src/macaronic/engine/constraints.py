@@ -40,28 +40,6 @@ class GrammarError(ValueError):
     """A grammar xgrammar cannot compile (an unsupported schema feature, bad EBNF)."""
 
 
-def control_free_mask(info, vocab_size: int) -> torch.Tensor:
-    """Packed bitmask [ceil(V/32)] allowing every token except those whose bytes hold a control
-    character. xgrammar's JSON string rule admits raw bytes 0x00-0x1f (only CR/LF are excluded),
-    which JSON forbids."""
-    allowed = torch.ones(vocab_size, dtype=torch.bool)  # allowed: [V]
-    stops = set(info.stop_token_ids) | set(info.special_token_ids)
-    for i, token in enumerate(info.decoded_vocab[:vocab_size]):
-        if i not in stops and any(b < 0x20 and b not in (0x0A,) for b in token):
-            allowed[i] = False
-    return pack_bits(allowed)
-
-
-def pack_bits(allowed: torch.Tensor) -> torch.Tensor:
-    """A bool vector [V] -> xgrammar's packed int32 words [ceil(V/32)]."""
-    v = allowed.shape[0]
-    padded = torch.zeros(-(-v // 32) * 32, dtype=torch.int64)
-    padded[:v] = allowed.long()
-    bits = padded.view(-1, 32) << torch.arange(32, dtype=torch.int64)  # bits: [W, 32]
-    words = bits.sum(dim=1)
-    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # words: [W]
-
-
 class Grammars:
     """Compiles grammar specs for one tokenizer; thread-safe; bounded cache."""
 
@@ -73,7 +51,6 @@ class Grammars:
         self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size,
                                                        stop_token_ids=self.stop_token_ids)
         self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False)
-        self.static_mask = control_free_mask(self.info, vocab_size)
         self._cache: OrderedDict[str, object] = OrderedDict()
         self._lock = threading.Lock()
         self.max_cached = max_cached
@@ -109,19 +86,19 @@ class Grammars:
         return compiled
 
     def processor(self, spec: GrammarSpec) -> "Constrained":
-        return Constrained(self.compile(spec), self.vocab_size, self.static_mask)
+        # xgrammar's JSON string rule already excludes raw control bytes; no extra static mask
+        return Constrained(self.compile(spec), self.vocab_size)
 
 
 class Constrained:
     """One request's grammar state, as the engine's logits processor."""
 
-    def __init__(self, compiled, vocab_size: int, static_mask: torch.Tensor | None = None):
+    def __init__(self, compiled, vocab_size: int):
         import xgrammar as xgr
 
         self.matcher = xgr.GrammarMatcher(compiled)
         self.vocab_size = vocab_size
         self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)  # bitmask: [1, W]
-        self.static_mask = static_mask
         self.seen = 0
         self.mask_s = 0.0  # time spent in mask work, for the benchmark
 
@@ -134,8 +111,6 @@ class Constrained:
     def allowed(self) -> torch.Tensor:
         """The packed mask [W] of tokens allowed next."""
         self.matcher.fill_next_token_bitmask(self.bitmask, 0)
-        if self.static_mask is not None:
-            self.bitmask[0] &= self.static_mask
         return self.bitmask[0]
 
     @property
