@@ -79,8 +79,10 @@ _TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array"
 
 def to_json_schema(schema):
     if isinstance(schema, dict):
-        out = {k: to_json_schema(v) for k, v in schema.items() if k != "type"}
-        if "type" in schema:
+        # a `properties` map is keyed by argument names, which may be "type" themselves
+        out = {k: ({n: to_json_schema(v2) for n, v2 in v.items()} if k == "properties" and isinstance(v, dict)
+                   else to_json_schema(v)) for k, v in schema.items() if k != "type"}
+        if isinstance(schema.get("type"), str):
             t = _TYPES.get(schema["type"], schema["type"])
             if t is not None:
                 out["type"] = t
