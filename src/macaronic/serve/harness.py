@@ -17,7 +17,10 @@ evaluator calls it directly, the server calls the streaming twin `MoL.astream` a
 3. **Answer** from the adapter's view (views.py: `turn` mode shares the whole history exactly,
    `full` mode gets its own view with other adapters' segments folded into their summaries).
    GenUI answers are parsed, repaired and validated (text + A2UI messages); with `tools`, tool
-   calls are parsed into OpenAI `tool_calls` against the client's tool schemas.
+   calls are parsed into OpenAI `tool_calls` against the client's tool schemas. With constraints on
+   (the default) the reply decodes under the grammar `serve/structured.py` picks: tool calls name
+   a given tool with schema-valid arguments, a `response_format` is met, and a GenUI card is
+   closed into a valid one (`genui/close.py`).
 4. **Summary** (only `full`-mode adapters): a 1-2 sentence hidden summary, kept in the memory.
 
 Knows the bundle, the router and a backend; knows nothing about HTTP.
@@ -153,6 +156,7 @@ class MoL:
         self.backend, self.bundle, self.router, self.config = backend, bundle, router, config
         self.store = store or Store(":memory:")
         self._pending: dict[str, asyncio.Future] = {}
+        self._genui_schema: dict | None = None
         by_role = {}
         for role in bundle.role_names:
             a = self.adapter_for_role(role)
@@ -308,7 +312,7 @@ class MoL:
             raise TurnError(str(e), 400, "invalid_structure", e.param) from None
 
     def genui_schema(self) -> dict:
-        if getattr(self, "_genui_schema", None) is None:
+        if self._genui_schema is None:  # built on first use: most servers never draw a card
             from macaronic.genui.grammar import contract_schema
 
             self._genui_schema = contract_schema()
