@@ -148,18 +148,21 @@ def choose_tools(tools: list[dict], tool_choice: Any) -> tuple[list[dict], str]:
         return [], "auto"
     if tool_choice == "required":
         if not tools:
-            raise StructureError("tool_choice 'required' needs at least one tool", "tool_choice")
+            raise StructureError("tool_choice 'required' needs tools", "tool_choice")
         return tools, "required"
     if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
         fn = tool_choice.get("function") if isinstance(tool_choice.get("function"), dict) else tool_choice
         name = fn.get("name")
+        if not isinstance(name, str):
+            raise StructureError("tool_choice: the function needs a name", "tool_choice")
         chosen = [t for t in tools if t["function"]["name"] == name]
         if not chosen:
-            raise StructureError(f"tool_choice names {name!r}, which is not among the given tools "
-                                 f"{[t['function']['name'] for t in tools]}", "tool_choice")
+            raise StructureError(f"tool_choice names {name[:64]!r}, which is not among the tools "
+                                 f"{[t['function']['name'] for t in tools][:16]}", "tool_choice")
         return chosen[:1], "forced"
-    raise StructureError("tool_choice must be 'none', 'auto', 'required' or "
-                         "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
+    shown = tool_choice[:64] if isinstance(tool_choice, str) else type(tool_choice).__name__
+    raise StructureError("tool_choice must be one of none, auto, required or "
+                         f"{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {shown!r}", "tool_choice")
 
 
 # ---- response_format ---------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from macaronic.substrate.tools import depth
 MAX_DEPTH = 64  # any JSON value in a request; no real schema or conversation nests deeper
 MAX_ARGUMENT_DEPTH = 32  # a tool call's arguments, once parsed
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-TOOL_CHOICES = ("none", "auto", "required")
 
 
 def bad(message: str, param: str | None = None, code: str | None = None) -> TurnError:
@@ -113,24 +112,14 @@ def schema(value: Any, where: str) -> None:
 
 
 def tool_choice(value: Any, given: list[dict] | None, param: str = "tool_choice") -> None:
-    """none | auto | required, or {"type": "function", "function": {"name"}} (Responses: {"type", "name"})."""
-    if value is None:
-        return
-    names = {t["function"]["name"] for t in given or []}
-    if isinstance(value, str):
-        if value not in TOOL_CHOICES:
-            raise bad(f"{param} must be one of {', '.join(TOOL_CHOICES)} or a named function, got {_short(value)}",
-                      param)
-        if value == "required" and not names:
-            raise bad(f"{param} 'required' needs tools", param)
-        return
-    if not isinstance(value, dict) or value.get("type") != "function":
-        raise bad(f"{param} must be a string or {{\"type\": \"function\", \"function\": {{\"name\"}}}}", param)
-    fn = value.get("function") if isinstance(value.get("function"), dict) else value
-    if not isinstance(fn.get("name"), str):
-        raise bad(f"{param}: the function needs a name", param)
-    if fn["name"] not in names:
-        raise bad(f"{param} names {_short(fn['name'])}, which is not among the tools", param)
+    """none | auto | required, or {"type": "function", "function": {"name"}} (Responses: {"type", "name"}):
+    the rule lives in serve/structured.py (choose_tools), which also builds the grammar from it."""
+    from macaronic.serve.structured import StructureError, choose_tools
+
+    try:
+        choose_tools(list(given or []), value)
+    except StructureError as e:
+        raise bad(str(e), param) from None
 
 
 # ---- messages ----------------------------------------------------------------------------
