@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import time
@@ -242,13 +241,9 @@ def markdown(r: dict) -> str:
 
 
 def write_markdown(path: Path, r: dict) -> None:
-    body = f"{START}\n## Engine benchmarks\n\n{markdown(r)}\n{END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n\nEvery figure here comes from a command quoted with it.\n\n"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + body + "\n"
-    path.write_text(text)
+    from macaronic.bench.docs import write_section
+
+    write_section(path, START, END, "Engine benchmarks", markdown(r))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -317,10 +316,6 @@ def markdown(r: dict) -> str:
 
 
 def write_markdown(path: Path, r: dict) -> None:
-    body = f"{START}\n## vLLM as a peer (`macaronic bench vllm`)\n\n{markdown(r)}\n{END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: body, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + body + "\n"
-    path.write_text(text)
+    from macaronic.bench.docs import write_section
+
+    write_section(path, START, END, "vLLM as a peer (`macaronic bench vllm`)", markdown(r))
