@@ -48,9 +48,12 @@ def test_budget_and_plan():
     assert Budget.parse("samples=3,train_steps=10") == Budget(samples=3, train_steps=10)
     with pytest.raises(ValueError):
         Budget.parse("sample=3")
-    plan = Plan(generations=(("router_refit",), ('{"harness_edit": {"file": "x"}}',)))
-    assert plan.steps(1) == ("router_refit",) and plan.steps(5) == plan.steps(2)
-    assert step_spec(plan.steps(2)[0]) == ("harness_edit", {"file": "x"})
+    plan = Plan(generations=(('{"operator": "router_refit", "steps": ["router_refit"]}',),
+                             ('{"operator": "e", "steps": ["{\\"harness_edit\\": {\\"file\\": \\"x\\"}}"]}',)))
+    assert plan.candidates(1)[0]["steps"] == ["router_refit"] and plan.candidates(5) == plan.candidates(2)
+    assert step_spec(plan.candidates(2)[0]["steps"][0]) == ("harness_edit", {"file": "x"})
+    with pytest.raises(ValueError, match="unknown operators"):
+        Plan.load(None, "prompt,telepathy")
 
 
 def test_rft_data_is_graded_successes_in_the_served_layout():

@@ -224,7 +224,8 @@ def contract_parser() -> argparse.ArgumentParser:
         description="Check or seal a contract file. `check` runs the layers parse, schema, sources, "
                     "hashes and exits 0 (ok), 1 (bad contract) or 2 (environment: a source is missing "
                     "here). `seal` fills in the sealed test manifests of a draft; publish the result "
-                    "and never edit it again (a change is a new version).")
+                    "and never edit it again (a change is a new version). `macaronic contract strata --help`: "
+                    "freeze the strata from a k-sample reference evaluation.")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="run every check layer")
     c.add_argument("file", type=Path)
@@ -237,6 +238,10 @@ def contract_parser() -> argparse.ArgumentParser:
 
 
 def contract_main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "strata":
+        from macaronic.contract.strata import main
+
+        return main(argv[1:])
     args = contract_parser().parse_args(argv)
     from macaronic.contract import spec as cspec
     from macaronic.contract.sealed import SplitLoader
