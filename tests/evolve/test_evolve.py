@@ -96,6 +96,8 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     assert s1["cand-02"]["verdict"] == "neutral" and s1["cand-02"]["components"] == ["prompt:chat"]
     assert gens[1]["candidate"]["name"] == "cand-01"  # one positive: it goes to the gate alone
     assert gens[1]["suites"]["mixed"]["delta"] > 0 and summary["champion"] == gens[1]["pair_id"]
+    # the refit reaches only the routed suite: the gate reuses the champion's agent rows
+    assert json.loads((work / "gen-001" / "eval.json.gate.json").read_text())["reused_suites"] == ["agent"]
     # generation 2: the harmful edit is rejected on dev and the sealed test is not read again
     s2 = {s["name"]: s for s in gens[2]["screens"]}
     assert s2["cand-01"]["verdict"] == "harmful" and s2["cand-01"]["pooled"]["delta"] < 0

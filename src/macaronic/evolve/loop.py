@@ -57,7 +57,7 @@ def gen_dir(workdir: Path, g: int) -> Path:
 
 
 def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent: Path | None = None,
-             quiet: bool = True, answerer: str = "harness") -> dict:
+             quiet: bool = True, answerer: str = "harness", reuse_unreached: bool = False) -> dict:
     """`macaronic eval` in its own process; rerunning after a crash resumes its task log."""
     if out.exists():
         return json.loads(out.read_text())
@@ -68,7 +68,7 @@ def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent:
     if (workdir / "strata.json").exists():
         cmd += ["--strata", str(workdir / "strata.json")]
     if parent is not None:
-        cmd += ["--parent", str(parent)]
+        cmd += ["--parent", str(parent)] + (["--reuse-unreached"] if reuse_unreached else [])
     for p in priors:
         cmd += ["--prior", p]
     if quiet:
@@ -307,7 +307,8 @@ class Run:
         self.hooks.log(f"gen {g}: sealed gate for {cand.name} ({child.id[:12]}) against {champ.id[:12]}")
         cdir = d / cand.name
         report = run_eval(self.contract_path, self.workdir, cdir / "pair.json", d / "eval.json",
-                          parent=_manifest_path(self.workdir, champ.id), answerer=self.answerer)
+                          parent=_manifest_path(self.workdir, champ.id), answerer=self.answerer,
+                          reuse_unreached=True)
         gate_doc = json.loads((d / "eval.json.gate.json").read_text())
         changes_doc = json.loads((cdir / "changes.json").read_text())
         self.lin.record(key=f"gen-{g}", pair_id=child.id, parent_id=champ.id, generation=g, decision=report["decision"],

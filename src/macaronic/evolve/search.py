@@ -26,13 +26,13 @@ through the hooks.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from macaronic.contract.evaluate import ResultLog, read_rows, run_units
 from macaronic.contract.report import task_scores
 from macaronic.contract.stats import paired_bootstrap
+from macaronic.pairs.reach import components_between, reached_suites, routed_suites  # noqa: F401 (the loop's)
 
 VERDICTS = ("positive", "neutral", "harmful")
 
@@ -53,61 +53,6 @@ class Candidate:
     @classmethod
     def from_dict(cls, d: dict) -> "Candidate":
         return cls(d["name"], d["operator"], d["parent"], tuple(d["steps"]), tuple(d["components"]), d.get("note", ""))
-
-
-# ---- which suites a change can reach --------------------------------------------------------
-
-def routed_suites(contract) -> set[str]:
-    return {s.name for s in contract.suites if s.role is None and not s.report_only}
-
-
-def reached_suites(contract, components) -> set[str]:
-    """Dev suites whose replies a change to `components` can alter: a role's own suite and every
-    routed suite for prompt/decoding/adapter changes, the routed suites for the router, all for
-    anything else."""
-    gated = {s.name for s in contract.suites if not s.report_only}
-    out: set[str] = set()
-    for c in components:
-        kind, _, role = c.partition(":")
-        if kind == "router":
-            out |= routed_suites(contract)
-        elif kind in ("prompt", "decoding", "adapter") and role:
-            out |= {s.name for s in contract.suites if s.role == role and not s.report_only} | routed_suites(contract)
-        else:
-            return gated
-    return out & gated
-
-
-def components_between(a, b) -> set[str]:
-    """What differs between two pair manifests, as components (adapters by role; harness files)."""
-    import hashlib
-
-    out = {f"adapter:{r}" for r in set(a.adapters) | set(b.adapters)
-           if (a.adapters.get(r) or {}).get("id") != (b.adapters.get(r) or {}).get("id")}
-    ha, hb = Path(a.harness["path"]), Path(b.harness["path"])
-
-    def files(h: Path) -> dict[str, str]:
-        return {str(p.relative_to(h)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(h.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-    fa, fb = files(ha), files(hb)
-    for name in sorted(set(fa) | set(fb)):
-        if fa.get(name) == fb.get(name):
-            continue
-        if name.startswith("roles/") and name.endswith(".md"):
-            out.add(f"prompt:{Path(name).stem}")
-        elif name == "decoding.json":
-            da, db = (json.loads((h / name).read_text()) if (h / name).is_file() else {} for h in (ha, hb))
-            for role in set(da.get("roles", {})) | set(db.get("roles", {})):
-                if da.get("roles", {}).get(role) != db.get("roles", {}).get(role):
-                    out.add(f"decoding:{role}")
-            if {k: v for k, v in da.items() if k != "roles"} != {k: v for k, v in db.items() if k != "roles"}:
-                out.add("all")
-        elif name == "router.json" or name.startswith(("router_state/", "route/")):
-            out.add("router")
-        else:
-            out.add("all")
-    return out
 
 
 # ---- dev screening ----------------------------------------------------------------------------
@@ -219,12 +164,3 @@ def sealed_reads(audit_path: Path) -> dict:
     return {"evaluations": len(runs), "by_purpose": {p: sum(1 for _, q in runs if q == p) for p in ("evaluator", "strata")},
             "suite_reads": len(allowed),
             "refused": sum(1 for r in rows if r["split"] == "test" and not r["allowed"])}
-
-
-def read_dev(workdir: Path, sha: str) -> list[dict]:
-    return read_rows(workdir / "dev.jsonl", sha)
-
-
-def remove_tree(p: Path) -> None:
-    if p.exists():
-        shutil.rmtree(p)
