@@ -440,6 +440,13 @@ def _check_contract_unchanged(lin: Lineage, contract) -> None:
                              f"this file has {contract.sha256[:12]}: a changed contract needs a new version")
 
 
+def _screen_view(sc: dict) -> dict:
+    c = sc["detail"]["candidate"]
+    return {"name": c["name"], "operator": sc["operator"], "pair_id": sc["pair_id"], "parent_id": sc["parent_id"],
+            "components": sc["components"], "verdict": sc["verdict"], "pooled": sc["detail"]["result"]["pooled"],
+            "suites": sc["suites"], "note": c.get("note", "")}
+
+
 def summary(contract, workdir: Path, lin: Lineage) -> dict:
     """report.json's content: per generation, the pair, parent, changes, decision, suites, strata
     (from the sealed evaluation when the generation had one), the screens and the sealed-read count."""
@@ -456,12 +463,13 @@ def summary(contract, workdir: Path, lin: Lineage) -> dict:
                      "suites": rep["suites"] if rep else {}, "strata": rep["strata"] if rep else {},
                      "cost": rep["cost"] if rep else {},
                      "candidate": (r["training_config"] or {}).get("candidate"),
-                     "screens": [{"name": sc["detail"]["candidate"]["name"], "operator": sc["operator"],
-                                  "pair_id": sc["pair_id"], "parent_id": sc["parent_id"],
-                                  "components": sc["components"], "verdict": sc["verdict"],
-                                  "pooled": sc["detail"]["result"]["pooled"], "suites": sc["suites"],
-                                  "note": sc["detail"]["candidate"].get("note", "")}
-                                 for sc in lin.screens(g)] if g > 0 else []})
+                     "screens": [_screen_view(sc) for sc in lin.screens(g)] if g > 0 else []})
+    recorded = {g["generation"] for g in gens}
+    for g in sorted({sc["generation"] for sc in lin.screens()} - recorded):  # a generation cut short
+        gens.append({"generation": g, "pair_id": lin.alias("champion"), "parent_id": lin.alias("champion"),
+                     "changes": [], "decision": "in progress", "failed_rules": [], "suites": {}, "strata": {},
+                     "cost": {}, "candidate": None,
+                     "screens": [_screen_view(sc) for sc in lin.screens(g)]})
     gens.sort(key=lambda x: x["generation"])
     members = archive.members(lin.screens(), champion_dev_scores(contract, workdir, lin))
     strata = json.loads((workdir / "strata.json").read_text()) if (workdir / "strata.json").exists() else None

@@ -38,7 +38,7 @@ def transfer(contract, workdir: Path, summary: dict) -> dict:
         return {"rows": out, "strata": strata_doc.get("k")}
     ref = task_scores(contract, _rows(workdir / "gen-000" / "eval.json.tasks.jsonl", contract.sha256, g0[0]["pair_id"]))
     for g in summary["generations"]:
-        if g["generation"] == 0 or g["decision"] == "kept":
+        if g["generation"] == 0 or g["decision"] in ("kept", "in progress"):
             continue
         d = workdir / f"gen-{g['generation']:03d}"
         child = task_scores(contract, _rows(d / "eval.json.tasks.jsonl", contract.sha256, g["pair_id"]))
@@ -97,6 +97,8 @@ def markdown(summary: dict, tr: dict) -> str:
         what = "; ".join(_change(ch) for ch in g["changes"]) or ("(reference)" if g["generation"] == 0 else "-")
         if g["decision"] == "kept":
             what = "no dev-positive candidate: sealed test not read"
+        elif g["decision"] == "in progress":
+            what = "cut short: screening unfinished, no decision"
         out.append(f"| {g['generation']} | `{g['pair_id'][:10]}` | {g['decision']} | {', '.join(g['failed_rules']) or '-'} | {what} |")
     rows = tr["rows"]
     if rows:
@@ -173,7 +175,7 @@ def plot(summary: dict, tr: dict, out: str | Path) -> Path:
         ax.axhline(0, color="k", lw=0.5)
         ax.set_xlabel("generation (gated candidates only)")
         ax.set_ylabel("Δ vs generation 0 on the sealed test (95% CI)")
-        if names:
+        if names and rows:
             ax.legend(fontsize=8)
     a2.set_title("compounding: per suite")
     a3.set_title("transfer: per stratum (k-sample reference)")
