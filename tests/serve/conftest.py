@@ -39,7 +39,7 @@ def scripted(local_llm):
     from macaronic.harness import load_bundle
     from macaronic.router import Router, RouterConfig
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
 
     bundle = load_bundle()
     script = Script(local_llm.tokenizer)

@@ -51,7 +51,7 @@ class LocalRunner:
 
     def route(self, messages: list[dict]) -> tuple[str, dict]:
         d = self.router.route(messages)
-        return d.adapter, {"adapter": d.adapter, "confidence": round(float(d.confidence), 4),
+        return d.role, {"adapter": d.role, "confidence": round(float(d.confidence), 4),
                            "policy": d.policy, "reason": d.reason}
 
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
@@ -91,13 +91,13 @@ def _plain(m: dict) -> dict:
 
 
 class HarnessRunner(LocalRunner):
-    """Replies through the per-turn harness (`macaronic.serve.harness.MoL.turn`): the served
+    """Replies through the per-turn harness (`macaronic.serve.mol.MoL.turn`): the served
     behaviour itself (own views, summaries, tool-call parsing, GenUI repair), with this pair's
     bundle and router. Agent and routed turns get the substrate's tools, as a client would send."""
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import MoL
+        from macaronic.serve.mol import MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
 
@@ -120,8 +120,8 @@ class HarnessRunner(LocalRunner):
 
 def _for_harness(m: dict) -> dict:
     out = {"role": m["role"], "content": m["content"]}
-    if m["role"] == "assistant" and m.get("adapter"):
-        out["adapter"] = m["adapter"]
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
     return out
 
 
@@ -130,7 +130,7 @@ class FreeHarnessRunner(HarnessRunner):
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import HarnessConfig, MoL
+        from macaronic.serve.mol import HarnessConfig, MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router, config=HarnessConfig(constrain=False))
 

@@ -41,7 +41,7 @@ def _messages(spec: str, where: str) -> list[dict]:
             role, text = part[2:].split("]:", 1)
             if role not in ROLES:
                 raise ValueError(f"{where}: unknown assistant role {role!r}")
-            out.append({"role": "assistant", "content": _unescape(text), "adapter": role})
+            out.append({"role": "assistant", "content": _unescape(text), "specialist": role})
         else:
             raise ValueError(f"{where}: a multi-turn part must start with 'u:' or 'a[role]:': {part[:40]!r}")
     if not out or out[-1]["role"] != "user":
