@@ -2,8 +2,10 @@
 
 `HarnessRunner` (the default) goes through the served per-turn harness, `MoL.turn`. `LocalRunner`
 is the small direct path behind the same Answerer protocol, one forced adapter per turn (or a
-routed one when the suite asks for routing): system prompt = the bundle's identity + role prompt (+ the tool list for agent turns), decoding
-from the bundle's decoding.json capped by the contract's max_tokens, and for routed turns the
+routed one when the suite asks for routing). Both render the prompt with the one renderer
+(`macaronic.prompts`), so a turn's prompt token ids are the same on either path, in serving and in
+training: agent and routed turns get the substrate's tools as a client would send them; decoding
+comes from the bundle's decoding.json capped by the contract's max_tokens; routed turns use the
 bundle's router (a fitted state in `<bundle>/router_state/` when present, else the prompted
 policy, which needs no fitting). It keeps no history of its own: callers pass the conversation.
 """
@@ -58,36 +60,45 @@ class LocalRunner:
               tools: list[dict] | None = None) -> Reply:
         from macaronic.engine.sampling import SamplingParams
 
+        tools = default_tools(role, tools)
         route = None
         if role is None:
             role, route = self.route(messages)
-        system = system_prompt(self.bundle, role, tools)
         dec = self.bundle.decoding_for(role)
         sampling = SamplingParams(max_tokens=min(int(dec.get("max_tokens", max_tokens)), max_tokens),
                                   temperature=float(dec.get("temperature", 0.0)),
                                   top_p=float(dec.get("top_p", 1.0)), seed=seed)
         adapter = role if role in self.llm.adapters.names() else None  # a pair may lack a specialist
-        convo = [{"role": "system", "content": system}] + [_plain(m) for m in messages]
-        text, usage = self.llm.chat(convo, adapter, sampling)
+        text, usage = self.llm.chat(self.prompt(messages, role, tools), adapter, sampling)
         return Reply(text=text, role=role, tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
                      route=route)
 
+    def prompt(self, messages: list[dict], role: str, tools: list[dict] | None) -> list[dict]:
+        """The layout messages `role` answers from (the one renderer)."""
+        from macaronic.prompts import conversation
 
-def system_prompt(bundle, role: str, tools: list[dict] | None = None) -> str:
-    """What the answerer puts first: identity + role prompt, plus the tool list on agent turns.
-    Successor training uses the same text, so trained and served prompts match."""
-    system = bundle.system_prompt(role)
-    if role == "agent" or tools is not None:
-        from macaronic.substrate.toolcalls import format_tool_prompt
-        from macaronic.substrate.tools import TOOLS
-
-        system += "\n\n" + format_tool_prompt(tools if tools is not None else TOOLS)
-    return system
+        return conversation(self.bundle, role, [for_renderer(m, self.bundle) for m in messages], tools)
 
 
-def _plain(m: dict) -> dict:
-    # Tool results travel as a user-side message for chat templates without a tool role.
-    return {"role": m["role"], "content": m["content"]} if m["role"] != "tool" else {"role": "user", "content": m["content"]}
+def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | None:
+    """The tools a turn is shown when the suite names none: the substrate's, for agent and routed
+    turns (as the harness's clients send them); none otherwise."""
+    if tools is None and role in (None, "agent"):
+        from macaronic.substrate.tools import openai_tools
+
+        return openai_tools()
+    return tools
+
+
+def for_renderer(m: dict, bundle) -> dict:
+    """A suite's message as the renderer reads it: an assistant reply names the role that gave it
+    (`specialist`, from the adapter named by role, as the harness annotates it)."""
+    out = {"role": m["role"], "content": m["content"]}
+    if m["role"] == "assistant" and m.get("adapter"):
+        out["adapter"] = m["adapter"]
+        if m["adapter"] in bundle.role_names:
+            out["specialist"] = m["adapter"]
+    return out
 
 
 class HarnessRunner(LocalRunner):
@@ -103,10 +114,7 @@ class HarnessRunner(LocalRunner):
 
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
               tools: list[dict] | None = None) -> Reply:
-        from macaronic.substrate.tools import openai_tools
-
-        if tools is None and role in (None, "agent"):
-            tools = openai_tools()
+        tools = default_tools(role, tools)
         cap = max_tokens
         if role is not None:
             cap = min(int(self.bundle.decoding_for(role).get("max_tokens", max_tokens)), max_tokens)

@@ -25,8 +25,16 @@ def _agent_reward(g: dict) -> float:
     return 1.0 if g["pass"] else 0.5 if g["tool"] else 0.25 if g["parsed"] else 0.0
 
 
-def prompts_for(role: str, llm_tok, n: int, seed: int):
+def rollout_prompt(tok, role: str, user: str) -> list[int]:
+    """The token ids a rollout for `role` starts from: the served prompt of a first turn (the one
+    renderer, with the substrate's tools for agent, as the SFT data has them)."""
+    from macaronic.prompts import encode
     from macaronic.train import builders
+
+    return encode(tok, builders._conv(role, user), add_generation_prompt=True)
+
+
+def prompts_for(role: str, llm_tok, n: int, seed: int):
     from macaronic.train.check import score
     from macaronic.train.examples import user_marker
 
@@ -62,8 +70,7 @@ def prompts_for(role: str, llm_tok, n: int, seed: int):
 
     out = []
     for u, r, t in zip(user, rew, tasks):
-        ids = llm_tok.apply_chat_template(list(builders._conv(role, u)), add_generation_prompt=True, tokenize=True)
-        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        ids = rollout_prompt(llm_tok, role, u)
         start = max((i for i in range(len(ids) - len(marker) + 1) if ids[i:i + len(marker)] == marker), default=0)
         out.append(Prompt(tuple(ids), start, r, getattr(t, "id", "")))
     return out
