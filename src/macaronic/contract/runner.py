@@ -92,12 +92,12 @@ def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | No
 
 def for_renderer(m: dict, bundle) -> dict:
     """A suite's message as the renderer reads it: an assistant reply names the role that gave it
-    (`specialist`, from the adapter named by role, as the harness annotates it)."""
+    (`specialist`: given, or from an adapter named by role, as the harness annotates it)."""
     out = {"role": m["role"], "content": m["content"]}
-    if m["role"] == "assistant" and m.get("adapter"):
-        out["adapter"] = m["adapter"]
-        if m["adapter"] in bundle.role_names:
-            out["specialist"] = m["adapter"]
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
+        if "specialist" not in out and out.get("adapter") in bundle.role_names:
+            out["specialist"] = out["adapter"]
     return out
 
 
