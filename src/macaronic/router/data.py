@@ -26,9 +26,9 @@ import random
 from functools import lru_cache
 
 from macaronic.router.families import FAMILIES, HAND, INJECTIONS, REPLIES, TOOL_CALLS, Family
+from macaronic.splits import SPLITS
 
 ROLES = ("chat", "agent", "coding", "genui")
-SPLITS = ("train", "dev", "test")
 SEED = 20250501
 
 

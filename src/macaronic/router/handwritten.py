@@ -20,9 +20,10 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from macaronic.splits import SPLITS
+
 DATA = Path(__file__).with_name("handwritten.txt")
 ROLES = ("chat", "agent", "coding", "genui")
-SPLITS = ("train", "dev", "test")
 SEP = " ¦ "
 
 
