@@ -53,7 +53,7 @@ class LocalRunner:
 
     def route(self, messages: list[dict]) -> tuple[str, dict]:
         d = self.router.route(messages)
-        return d.adapter, {"adapter": d.adapter, "confidence": round(float(d.confidence), 4),
+        return d.role, {"adapter": d.role, "confidence": round(float(d.confidence), 4),
                            "policy": d.policy, "reason": d.reason}
 
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
@@ -92,23 +92,23 @@ def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | No
 
 def for_renderer(m: dict, bundle) -> dict:
     """A suite's message as the renderer reads it: an assistant reply names the role that gave it
-    (`specialist`, from the adapter named by role, as the harness annotates it)."""
+    (`specialist`: given, or from an adapter named by role, as the harness annotates it)."""
     out = {"role": m["role"], "content": m["content"]}
-    if m["role"] == "assistant" and m.get("adapter"):
-        out["adapter"] = m["adapter"]
-        if m["adapter"] in bundle.role_names:
-            out["specialist"] = m["adapter"]
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
+        if "specialist" not in out and out.get("adapter") in bundle.role_names:
+            out["specialist"] = out["adapter"]
     return out
 
 
 class HarnessRunner(LocalRunner):
-    """Replies through the per-turn harness (`macaronic.serve.harness.MoL.turn`): the served
+    """Replies through the per-turn harness (`macaronic.serve.mol.MoL.turn`): the served
     behaviour itself (own views, summaries, tool-call parsing, GenUI repair), with this pair's
     bundle and router. Agent and routed turns get the substrate's tools, as a client would send."""
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import MoL
+        from macaronic.serve.mol import MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
 
@@ -133,8 +133,8 @@ class HarnessRunner(LocalRunner):
 
 def _for_harness(m: dict) -> dict:
     out = {"role": m["role"], "content": m["content"]}
-    if m["role"] == "assistant" and m.get("adapter"):
-        out["adapter"] = m["adapter"]
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
     return out
 
 
@@ -143,7 +143,7 @@ class FreeHarnessRunner(HarnessRunner):
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import HarnessConfig, MoL
+        from macaronic.serve.mol import HarnessConfig, MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router, config=HarnessConfig(constrain=False))
 

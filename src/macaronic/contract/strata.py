@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lineage", type=Path, default=None)
     p.add_argument("--audit", type=Path, default=None)
     a = p.parse_args(argv)
-    from macaronic.contract.cli import resolve_pair
+    from macaronic.contract.opening import resolve_pair
     from macaronic.contract.spec import ContractError
 
     try:

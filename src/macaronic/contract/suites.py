@@ -211,7 +211,7 @@ class MixedKind:
             msgs.append({"role": "user", "content": turn.text})
             r = answerer.reply(msgs, None, seed=seed + i, max_tokens=spec.max_tokens)
             tokens += r.tokens
-            msgs.append({"role": "assistant", "content": r.text, "adapter": r.role})
+            msgs.append({"role": "assistant", "content": r.text, "specialist": r.role})
             turns.append({"gold": turn.role, "routed": r.role, "route_ok": r.role == turn.role,
                           "answer_ok": answer_ok(turn, r.text)})
         g = graders.get(spec.grader)(turns)

@@ -268,7 +268,7 @@ def dev_routing_examples(contract, loader, per_family: int, split: str = "dev") 
                 for turn in t.obj.turns:
                     convo = convo + [{"role": "user", "content": turn.text}]
                     out.append({"messages": convo, "label": turn.role, "kind": "turn"})
-                    convo = convo + [{"role": "assistant", "content": "(reply)", "adapter": turn.role}]
+                    convo = convo + [{"role": "assistant", "content": "(reply)", "specialist": turn.role}]
             elif s.role:
                 out.append({"messages": [{"role": "user", "content": t.text}], "label": s.role, "kind": "turn"})
     return out
@@ -321,7 +321,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     acc, recall = {}, {}
     for policy in POLICY_CHOICES:
         decisions = router.with_config(policy=policy).route_many([e["messages"] for e in dev], features=features)
-        pred, gold = [d.adapter for d in decisions], [e["label"] for e in dev]
+        pred, gold = [d.role for d in decisions], [e["label"] for e in dev]
         acc[policy], recall[policy] = accuracy(pred, gold), macro_recall(pred, gold)
     # Macro recall, not accuracy: dev is unbalanced, and "always the majority role" must not win.
     # Ties keep the current policy (no change without evidence).

@@ -274,21 +274,7 @@ def build(name: str, n: int, seed: int = 0) -> list[Example]:
 
 def dev_tasks(role: str, n: int, seed: int = 0) -> list:
     """Dev-split tasks of a role's suite (never test): (messages, task) pairs to grade."""
-    if role == "chat":
-        from macaronic.suites.chat import generate_tasks
-        ts = generate_tasks("dev", -(-n // 3), seed)[:n]
-        return [(list(_conv("chat", t.prompt)), t) for t in ts]
-    if role == "coding":
-        from macaronic.suites.coding import generate_tasks
-        ts = generate_tasks("dev", -(-n // 3), seed)
-        ts = [ts[i] for i in range(0, len(ts), max(1, len(ts) // n))][:n]
-        return [(list(_conv("coding", t.prompt)), t) for t in ts]
-    if role == "agent":
-        from macaronic.substrate.tasks import generate_tasks
-        ts = generate_tasks("dev", -(-n // 2), base_seed=seed)[:n]
-        return [(list(_conv("agent", t.request)), t) for t in ts]
-    if role == "genui":
-        from macaronic.genui.tasks import generate_tasks
-        ts = generate_tasks(seed=seed, per_family=10, split="dev")[:n]
-        return [(list(_conv("genui", t.user_message())), t) for t in ts]
-    raise ValueError(role)
+    from macaronic.suites.registry import suite
+
+    s = suite(role)
+    return [(list(_conv(role, s.user(t))), t) for t in s.dev(n, seed)]
