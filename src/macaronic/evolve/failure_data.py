@@ -6,16 +6,14 @@ held-out families do (a lookup, then a write that uses what it returned) but on 
 are in no split of any contract: calendar+reminders and commerce+notes (test composes
 calendar+contacts and contacts+reminders; v5 dev composes contacts+notes and commerce+reminders).
 Gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
-served layout. The adapter is then warm-started from the champion's for a few steps with a replay
-of its own data. Knows nothing about the loop.
+served layout (successor.py's `failure_data` step trains on them, warm-started, with a replay).
+Data only: knows nothing about training or the loop.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
-from pathlib import Path
 
 from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _day, _pick
 
@@ -74,22 +72,3 @@ def examples(skill: str, n: int, seed: int = 0) -> list[dict]:
         out.append(agent_episode(t).to_dict())
         s += 1
     return out
-
-
-def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
-    from macaronic.evolve.successor import _adapter_meta, _replay, _train
-
-    role, skill = opts.get("role", "agent"), opts.get("skill", "lookup_then_act")
-    n, steps = int(opts.get("examples", 24)), int(opts.get("steps") or ctx["budget"].rft_steps)
-    data = examples(skill, n, int(opts.get("seed", 0)))
-    meta = _adapter_meta(adapters[role])
-    replay = _replay(meta)
-    random.Random(f"replay:{role}").shuffle(replay)
-    replay = replay[:n]
-    path = tmp / "data" / f"failure-{role}-{skill}.jsonl"
-    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
-    log(f"failure data {role}/{skill}: {len(data)} episodes + {len(replay)} replayed, {steps} steps, warm start")
-    _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role])
-    adapters[role] = str(tmp / "adapters" / role)
-    return {"step": "failure_data", "role": role, "skill": skill, "examples": len(data), "replayed": len(replay),
-            "families": [f.name for f in SKILLS[skill]], "train_steps": steps, "warm": True}, [path]

@@ -68,8 +68,6 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
             changes += ch
             data_files += files
         elif name == "failure_data":
-            from macaronic.evolve.failure_data import failure_data
-
             ch, files = failure_data(champion, tmp, ctx, adapters, log, opts)
             changes.append(ch)
             data_files += files
@@ -179,6 +177,27 @@ def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: in
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
+
+
+def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
+    import random
+
+    from macaronic.evolve.failure_data import SKILLS, examples
+
+    role, skill = opts.get("role", "agent"), opts.get("skill", "lookup_then_act")
+    n, steps = int(opts.get("examples", 24)), int(opts.get("steps") or ctx["budget"].rft_steps)
+    data = examples(skill, n, int(opts.get("seed", 0)))
+    meta = _adapter_meta(adapters[role])
+    replay = _replay(meta)
+    random.Random(f"replay:{role}").shuffle(replay)
+    replay = replay[:n]
+    path = tmp / "data" / f"failure-{role}-{skill}.jsonl"
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
+    log(f"failure data {role}/{skill}: {len(data)} episodes + {len(replay)} replayed, {steps} steps, warm start")
+    _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role])
+    adapters[role] = str(tmp / "adapters" / role)
+    return {"step": "failure_data", "role": role, "skill": skill, "examples": len(data), "replayed": len(replay),
+            "families": [f.name for f in SKILLS[skill]], "train_steps": steps, "warm": True}, [path]
 
 
 def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dict:
