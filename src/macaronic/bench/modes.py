@@ -118,24 +118,313 @@ def train_all(work: Path, steps_frac: float, lanes: int = 2, roles=ROLES) -> dic
         return {f"{tag}/{role}": f.result() for (tag, role), f in futs.items()}
 
 
+# ---- switch cost: switched-turn TTFT and bytes per cached token, every rule side by side ----
+
+def _rule_adapters(base_args, work: Path, rule: Rule, rank: int = 16) -> tuple[Path, Path]:
+    """Two random adapters (A computes the history, B takes the next turn) in the rule's mode."""
+    from macaronic.testing import make_random_adapter
+
+    return tuple(make_random_adapter(work / f"{rule.tag}-{n}", base_args, rank=rank, seed=200 + j, mode=rule.mode,
+                                     top_k=rule.top_k or None, scale=0.05) for j, n in enumerate("ab"))
+
+
+def switch_cost(lengths=(512, 2048, 4096), reps: int = 3, work: Path | None = None, rules=RULES) -> dict:
+    """Per rule and history length: TTFT of a turn on adapter B after a history on adapter A
+    (median of `reps`, rules interleaved within each rep), the positions recomputed, and the
+    bytes the prefix cache holds per token. One engine per rule over one shared base."""
+    import tempfile
+
+    from macaronic.bench.suite import _trim, conversation, med
+    from macaronic.engine.base import load_base
+    from macaronic.engine.engine import EngineConfig
+    from macaronic.engine.llm import LLM, load_tokenizer
+    from macaronic.engine.sampling import SamplingParams
+
+    base = load_base(None)
+    tok = load_tokenizer(base.path)
+    tmp = Path(work or tempfile.mkdtemp(prefix="macaronic-modes-"))
+    llms = {}
+    for r in rules:
+        llm = LLM(base, tok, EngineConfig(max_context=8192, prefill_chunk=1024, history=r.history))
+        a, b = _rule_adapters(base.args, tmp, r)
+        llm.add_adapter(a, "a"), llm.add_adapter(b, "b")
+        llms[r.name] = llm
+    one = SamplingParams(max_tokens=1, stop_token_ids=())
+    rows = []
+    try:
+        for n in lengths:
+            msgs, nxt = conversation(tok, n + 200)
+            first = next(iter(llms.values()))
+            hist = _trim(first, msgs, n)
+            tail = first.encode_chat([{"role": "user", "content": nxt[0]["content"]}])
+            prompt = hist + tail[first.turn_start(tail):]
+            # the history's last turn (the assistant's answer) was A's: where A's turn began
+            a_from = first.turn_start(hist)
+            ms = {r.name: [] for r in rules}
+            usage = {}
+            for _ in range(reps):
+                for r in rules:
+                    llm = llms[r.name]
+                    llm.engine.cache.clear()
+                    llm.submit(hist, "a", one, active_from=a_from if r.mode == "turn" else None).result()
+                    h = llm.submit(prompt, "b", one)
+                    h.result()
+                    ms[r.name].append(h.usage["ttft_ms"])
+                    usage[r.name] = h.usage
+                    usage[r.name]["bytes_per_token"] = round(
+                        sum(e.nbytes for e in llm.engine.cache._entries.values())
+                        / max(1, sum(len(e.tokens) for e in llm.engine.cache._entries.values())))
+            for r in rules:
+                u = usage[r.name]
+                rows.append({"rule": r.name, "history_tokens": n, "prompt_tokens": len(prompt),
+                             "ttft_ms": med(ms[r.name]), "ttft_ms_all": ms[r.name],
+                             "reused_tokens": u["reused_tokens"], "upper_tokens": u["upper_tokens"],
+                             "prefill_tokens": u["prefill_tokens"], "bytes_per_token": u["bytes_per_token"]})
+    finally:
+        for llm in llms.values():
+            llm.close()
+    return {"rows": rows, "rank": 16, "reps": reps, "layers": base.args.n_layers}
+
+
+# ---- quality: the contract's multi-turn suites, served under each rule ----------------------
+
+def _slug(rule: Rule) -> str:
+    return rule.name.replace("/", "-")
+
+
+def eval_cmd(rule: Rule, work: Path, contract: Path, workers: int, router_policy: str | None) -> tuple[list[str], Path]:
+    """The `macaronic eval ablate` command that serves the rule's adapter set (routed) on the
+    contract's mixed and agent suites; its pair manifest is written here."""
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    ev = work / "eval"
+    ev.mkdir(parents=True, exist_ok=True)
+    pair = PairManifest.build(None, {role: work / rule.tag / role for role in ROLES}, DEFAULT_BUNDLE)
+    pair_path = pair.save(ev / f"{_slug(rule)}.pair.json")
+    cmd = [sys.executable, "-m", "macaronic.cli", "eval", "ablate", "--contract", str(contract), "--pair", str(pair_path),
+           "--configs", "routed", "--suites", "mixed,agent", "--no-external", "--history", rule.history,
+           "--json", str(ev / f"{_slug(rule)}.json"), "--tasks", str(ev / f"{_slug(rule)}.tasks.jsonl"),
+           "--workers", str(workers), "--threads", "1", "--quiet"]
+    if router_policy:
+        cmd += ["--router-policy", router_policy]
+    return cmd, ev / f"{_slug(rule)}.json"
+
+
+def _eval_one(cmd: list[str], out: Path) -> dict:
+    if not out.exists():
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        t0 = time.time()
+        with out.with_suffix(".log").open("a") as f:
+            f.write("+ " + " ".join(cmd) + "\n")
+            f.flush()
+            rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        if rc:
+            raise SystemExit(f"evaluation failed (rc {rc}); see {out.with_suffix('.log')}")
+        print(f"evaluated {out.name} in {time.time() - t0:.0f} s", file=sys.stderr)
+    return json.loads(out.read_text())
+
+
+def evaluate_all(work: Path, contract: Path, lanes: int, workers: int, router_policy: str | None,
+                 rules=RULES) -> dict[str, dict]:
+    jobs = {r.name: eval_cmd(r, work, contract, workers, router_policy) for r in rules}
+    with ThreadPoolExecutor(lanes) as ex:
+        futs = {name: ex.submit(_eval_one, cmd, out) for name, (cmd, out) in jobs.items()}
+        return {name: f.result() for name, f in futs.items()}
+
+
+SUITES = ("mixed", "agent")
+
+
+def quality(contract_path: Path, docs: dict[str, dict]) -> dict:
+    """Per rule and suite: mean task score with its bootstrap interval, and the paired difference
+    against the best rule on that suite (same tasks)."""
+    from macaronic.contract.evaluate import read_rows
+    from macaronic.contract.report import task_scores
+    from macaronic.contract.spec import parse
+    from macaronic.contract.stats import bootstrap_ci, paired_bootstrap
+
+    contract = parse(contract_path)
+    g = contract.gate
+    scores = {}
+    for name, d in docs.items():
+        rows = [r for r in read_rows(d["tasks"], contract.sha256) if r.get("config") == "routed"
+                and r["pair"] == f"routed/{d['pair_ids']['routed']}"]
+        scores[name] = task_scores(contract, rows)
+    out: dict = {"rules": {n: {} for n in docs}, "best": {}}
+    for si, suite in enumerate(SUITES):
+        keys = sorted(set.intersection(*[{k for k, t in s.items() if t["suite"] == suite} for s in scores.values()]))
+        if not keys:
+            continue
+        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in docs}
+        best = max(means, key=lambda n: (means[n], -list(docs).index(n)))
+        out["best"][suite] = best
+        for n in docs:
+            xs = [scores[n][k]["score"] for k in keys]
+            d, ci = paired_bootstrap(xs, [scores[best][k]["score"] for k in keys], g.resamples, g.confidence, g.seed + si)
+            block = {"n": len(keys), "score": means[n], "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
+                     "delta_vs_best": d, "delta_ci95": ci}
+            for extra in ("route_acc", "answer_acc"):
+                v = d_extra = docs[n].get("configs", {}).get("routed", {}).get(suite, {}).get(extra)
+                if d_extra is not None:
+                    block[extra] = v
+            out["rules"][n][suite] = block
+    return out
+
+
+def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
+    """The served rule: the cheapest (switched-turn TTFT after `at` tokens of history, then bytes
+    per cached token) among the rules whose score on every suite is within the 95% interval of
+    the best rule's (the paired interval of the difference reaches zero)."""
+    ttft = {r["rule"]: (r["ttft_ms"], r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
+    ok = [n for n, suites in q["rules"].items()
+          if suites and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
+    chosen = min(ok, key=lambda n: ttft.get(n, (float("inf"), 0))) if ok else None
+    return {"rule": chosen, "eligible": ok, "cost_at_history_tokens": at,
+            "text": "the cheapest rule (switched-turn TTFT after 4k tokens of history, then bytes per cached token) "
+                    "whose score on every multi-turn suite is within the 95% paired interval of the best rule's"}
+
+
+# ---- the table and the plot -------------------------------------------------------------------
+
+def _ci(b: dict | None) -> str:
+    if not b:
+        return "–"
+    s = f"{b['score']:.3f}"
+    if b.get("delta_ci95") and b["delta_vs_best"]:
+        lo, hi = b["delta_ci95"]
+        s += f" ({b['delta_vs_best']:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+    elif b.get("delta_ci95"):
+        s += " (best)" if b["delta_vs_best"] == 0 and b["delta_ci95"] == [0.0, 0.0] else ""
+    return s
+
+
+def markdown(doc: dict) -> str:
+    cost, q, lengths = doc["switch_cost"], doc.get("quality"), sorted({r["history_tokens"] for r in doc["switch_cost"]["rows"]})
+    by = {(r["rule"], r["history_tokens"]): r for r in cost["rows"]}
+    names = [r.name for r in RULES if any(x["rule"] == r.name for x in cost["rows"])]
+    head = ["rule", *(f"{s} score (Δ vs best [95% CI])" for s in SUITES if q),
+            *(f"switched TTFT ms, {n // 1024}k" if n >= 1024 else f"switched TTFT ms, {n}" for n in lengths),
+            f"recomputed at {lengths[-1]}: all layers / top only", "bytes per cached token"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for n in names:
+        last = by[(n, lengths[-1])]
+        cells = [_ci(q["rules"].get(n, {}).get(s)) for s in SUITES] if q else []
+        cells += [f"{by[(n, L)]['ttft_ms']:,.0f}" for L in lengths]
+        cells += [f"{last['prefill_tokens']:,} / {last['upper_tokens']:,}", f"{last['bytes_per_token']:,}"]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(doc: dict, out: Path) -> Path:
+    """Quality (mixed and agent scores, 95% CI) against switch cost (TTFT after the longest history)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cost, q = doc["switch_cost"], doc["quality"]
+    at = max(r["history_tokens"] for r in cost["rows"])
+    x = {r["rule"]: r["ttft_ms"] for r in cost["rows"] if r["history_tokens"] == at}
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for si, (suite, marker) in enumerate(zip(SUITES, ("o", "s"))):
+        pts = [(n, x[n], q["rules"][n][suite]) for n in q["rules"] if suite in q["rules"][n] and n in x]
+        xs, ys = [p[1] for p in pts], [p[2]["score"] for p in pts]
+        lo = [p[2]["score"] - p[2]["ci95"][0] if p[2]["ci95"] else 0 for p in pts]
+        hi = [p[2]["ci95"][1] - p[2]["score"] if p[2]["ci95"] else 0 for p in pts]
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, capsize=3, label=f"{suite} suite")
+        for n, xv, b in pts:
+            ax.annotate(n, (xv, b["score"]), textcoords="offset points", xytext=(5, 4 - 10 * si), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"switched-turn time to first token after {at} tokens of history, ms (log)")
+    ax.set_ylabel("contract score, sealed test split (95% bootstrap CI)")
+    ax.set_title("Adapter-switch rules: quality vs switch cost")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="macaronic bench modes", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets are trained here")
-    p.add_argument("--steps-frac", type=float, default=0.25,
+    p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets and evaluations go here")
+    p.add_argument("--steps-frac", type=float, default=0.1,
                    help="SFT steps per specialist under its rule, as a fraction of the shipped recipe's")
-    p.add_argument("--lanes", type=int, default=2, help="training processes at a time")
+    p.add_argument("--lanes", type=int, default=3, help="training / evaluation processes at a time")
     p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
+    p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
+    p.add_argument("--contract", type=Path, default=ROOT / "contracts/macaronic-core-v4.yaml")
+    p.add_argument("--workers", type=int, default=8, help="units answered concurrently per evaluation")
+    p.add_argument("--router-policy", default="head",
+                   help="routing policy for every rule (default head: it reads the bare base only, so every rule "
+                   "routes alike and the shipped router state, bound to the shipped adapters' ids, still loads)")
+    p.add_argument("--lengths", default="512,2048,4096", help="history lengths of the switch-cost measurement")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the switch-cost measurement")
+    p.add_argument("--json", type=Path, default=Path("docs/bench/modes.json"))
+    p.add_argument("--png", type=Path, default=Path("docs/bench/modes.png"))
+    p.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose modes section is rewritten ('' to skip)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
+    import torch
+
+    from macaronic.bench import machine
+
     t0 = time.time()
-    trained = train_all(a.work, a.steps_frac, a.lanes)
-    print(json.dumps({"train_wall_s": round(time.time() - t0, 1), "trained": trained}, indent=1))
+    doc = {"command": "macaronic bench modes " + " ".join(argv), "machine": machine.describe(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_avg_start": os.getloadavg()}
+    if not a.cost_only:
+        doc["train"] = train_all(a.work, a.steps_frac, a.lanes)
+        doc["steps_frac"] = a.steps_frac
+        doc["train_wall_s"] = round(time.time() - t0, 1)
+        if a.train_only:
+            print(json.dumps(doc["train"], indent=1))
+            return 0
+        t1 = time.time()
+        docs = evaluate_all(a.work, a.contract, a.lanes, a.workers, a.router_policy)
+        doc["eval_wall_s"] = round(time.time() - t1, 1)
+        doc["evaluations"] = {n: {k: d[k] for k in ("command", "wall_s", "units", "router", "history", "pair_ids")}
+                              for n, d in docs.items()}
+        doc["quality"] = quality(a.contract, docs)
+    torch.set_num_threads(a.threads)
+    t2 = time.time()
+    doc["switch_cost"] = switch_cost(tuple(int(x) for x in a.lengths.split(",")), a.reps)
+    doc["cost_wall_s"] = round(time.time() - t2, 1)
+    doc["load_avg_end"] = os.getloadavg()
+    if "quality" in doc:
+        doc["default"] = choose_default(doc["quality"], doc["switch_cost"])
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(doc, indent=1) + "\n")
+    text = markdown(doc)
+    if "quality" in doc:
+        plot(doc, a.png)
+    if a.md:
+        from macaronic.bench.docs import write_section
+
+        write_section(Path(a.md), START, END, "Adapter-switch rules: quality vs switch cost", section(doc, a))
+    print(text)
     return 0
+
+
+def section(doc: dict, a) -> str:
+    la = doc["load_avg_start"]
+    parts = [f"Command: `{doc['command']}` ({doc['date']}; load average {la[0]:.1f} at the start, "
+             f"{doc['load_avg_end'][0]:.1f} at the end, on {doc['machine'].get('cpu', 'this machine')}). Raw: `{a.json}`.", ""]
+    if "quality" in doc:
+        parts += [f"![quality vs switch cost]({Path(a.png).relative_to('docs') if str(a.png).startswith('docs/') else a.png})", ""]
+    parts += [markdown(doc), ""]
+    if "default" in doc:
+        d = doc["default"]
+        parts += [f"Served default by the written rule ({d['text']}): **{d['rule']}** "
+                  f"(eligible: {', '.join(d['eligible']) or 'none'}).", ""]
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

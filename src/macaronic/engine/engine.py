@@ -368,6 +368,7 @@ class Engine:
         h.siblings = []
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
+        t0 = time.perf_counter()  # before any upper-mode recompute: it is part of the time to first token
         tokens = np.asarray(req.prompt, dtype=np.int64)
         labels, own = self.labels_for(req)
         match = self.cache.lookup(tokens, labels)
@@ -384,7 +385,7 @@ class Engine:
         stop_ids = req.sampling.stop_token_ids
         return _Seq(
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
-            pos=kv.length, reused=reuse, upper=upper, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
+            pos=kv.length, reused=reuse, upper=upper, gen=make_generator(req.sampling.seed), t0=t0,
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
             detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
