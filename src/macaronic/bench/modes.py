@@ -12,10 +12,12 @@ Rules (rows):
   upper-k      LoRA in the top k of the base's layers on every token; the cache keeps the residual
                stream entering layer L-k, so a switch recomputes k/L of the history
 
-Budget: every rule's four specialists start from the shipped adapters (upper-k keeps their top
-k layers only) and take the same number of SFT steps under their own rule, `--steps-frac` of the
-shipped recipe's steps, same data, seed, rank, batch and lr. turn/cached and turn/base share the
-turn adapters (they differ only in how the engine serves history).
+Budget: every rule's chat, agent and coding specialists start from the shipped adapters (upper-k
+keeps their top k layers only) and take the same number of SFT steps under their own rule,
+`--steps-frac` of the shipped recipe's steps, same data, seed, rank, batch and lr; genui (the
+costliest to train, and its cards are decoded under the A2UI grammar) takes the shipped weights
+under each rule at zero steps. turn/cached and turn/base share the turn adapters (they differ only
+in how the engine serves history).
 
 Quality: the contract's multi-turn suites (mixed: routed 2-3 turn conversations across roles;
 agent: tool episodes) on its sealed test split, through the served harness, paired bootstrap
@@ -104,10 +106,48 @@ def _train_one(cmd: list[str], out: Path) -> dict:
     return rec
 
 
-def train_all(work: Path, steps_frac: float, lanes: int = 2, roles=ROLES) -> dict:
-    """Train every (adapter set, role) that is missing, `lanes` processes at a time, longest first."""
-    jobs = []
+def convert(role: str, rule: Rule, out: Path) -> dict:
+    """A rule's specialist at zero steps: the shipped adapter's weights under the rule's mode (upper-k
+    keeps the top k layers; full drops the Activated-LoRA key). For roles too costly to retrain here."""
+    import shutil
+
+    from macaronic.engine.adapters import save_adapter
+    from macaronic.engine.base import load_base
+    from safetensors.torch import load_file
+
+    src = shipped_dir(role)
+    if not (out / "macaronic.json").exists():
+        meta = json.loads((src / "macaronic.json").read_text())
+        if rule.mode == "turn":
+            shutil.copytree(src, out, dirs_exist_ok=True)
+        else:
+            cfg = json.loads((src / "adapter_config.json").read_text())
+            n_layers = load_base(None).args.n_layers
+            low = n_layers - rule.top_k if rule.mode == "upper" else 0
+            t = load_file(str(src / "adapter_model.safetensors"))
+            pairs = {}
+            for key, v in t.items():
+                parts = key.split(".")
+                layer, target = int(parts[parts.index("layers") + 1]), parts[-3]
+                if layer >= low:
+                    pairs.setdefault((layer, target), [None, None])[0 if ".lora_A." in key else 1] = v
+            meta.update(mode=rule.mode, converted_from=str(src.relative_to(ROOT)))
+            meta.pop("top_k", None)
+            if rule.mode == "upper":
+                meta["top_k"] = rule.top_k
+            save_adapter(out, {k: tuple(ab) for k, ab in pairs.items()}, rank=cfg["r"], alpha=cfg["lora_alpha"],
+                         meta=meta, dtype=next(iter(t.values())).dtype)
+    return {"dir": str(out), "converted_from": str(src.relative_to(ROOT)), "steps": 0, "train_s": 0.0}
+
+
+def train_all(work: Path, steps_frac: float, lanes: int = 2, roles=("chat", "agent", "coding"),
+              converted=("genui",)) -> dict:
+    """Train every (adapter set, role) that is missing, `lanes` processes at a time, longest first;
+    the `converted` roles get the shipped weights under the rule (zero steps, see `convert`)."""
+    jobs, done = [], {}
     for rule in {r.tag: r for r in RULES}.values():
+        for role in converted:
+            done[f"{rule.tag}/{role}"] = convert(role, rule, work / rule.tag / role)
         for role in roles:
             out = work / rule.tag / role
             jobs.append((role, rule.tag, train_cmd(role, rule, out, steps_frac), out))
@@ -115,7 +155,7 @@ def train_all(work: Path, steps_frac: float, lanes: int = 2, roles=ROLES) -> dic
     jobs.sort(key=lambda j: order.get(j[0], 9))
     with ThreadPoolExecutor(lanes) as ex:
         futs = {(tag, role): ex.submit(_train_one, cmd, out) for role, tag, cmd, out in jobs}
-        return {f"{tag}/{role}": f.result() for (tag, role), f in futs.items()}
+        return done | {f"{tag}/{role}": f.result() for (tag, role), f in futs.items()}
 
 
 # ---- switch cost: switched-turn TTFT and bytes per cached token, every rule side by side ----
