@@ -106,7 +106,7 @@ def _train_one(cmd: list[str], out: Path) -> dict:
     return rec
 
 
-def convert(role: str, rule: Rule, out: Path) -> dict:
+def convert(role: str, rule: Rule, out: Path, n_layers: int | None = None) -> dict:
     """A rule's specialist at zero steps: the shipped adapter's weights under the rule's mode (upper-k
     keeps the top k layers; full drops the Activated-LoRA key). For roles too costly to retrain here."""
     import shutil
@@ -122,7 +122,7 @@ def convert(role: str, rule: Rule, out: Path) -> dict:
             shutil.copytree(src, out, dirs_exist_ok=True)
         else:
             cfg = json.loads((src / "adapter_config.json").read_text())
-            n_layers = load_base(None).args.n_layers
+            n_layers = n_layers or load_base(None).args.n_layers
             low = n_layers - rule.top_k if rule.mode == "upper" else 0
             t = load_file(str(src / "adapter_model.safetensors"))
             pairs = {}
@@ -404,6 +404,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", default="512,2048,4096", help="history lengths of the switch-cost measurement")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1, help="torch threads of the switch-cost measurement")
+    p.add_argument("--reuse-cost", type=Path, default=None, metavar="JSON",
+                   help="take the switch cost from this earlier `--cost-only` JSON instead of measuring again")
     p.add_argument("--json", type=Path, default=Path("docs/bench/modes.json"))
     p.add_argument("--png", type=Path, default=Path("docs/bench/modes.png"))
     p.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose modes section is rewritten ('' to skip)")
@@ -435,8 +437,13 @@ def main(argv: list[str] | None = None) -> int:
         doc["quality"] = quality(a.contract, docs)
     torch.set_num_threads(a.threads)
     t2 = time.time()
-    doc["switch_cost"] = switch_cost(tuple(int(x) for x in a.lengths.split(",")), a.reps)
-    doc["cost_wall_s"] = round(time.time() - t2, 1)
+    if a.reuse_cost:
+        old = json.loads(a.reuse_cost.read_text())
+        doc["switch_cost"] = {**old["switch_cost"], "measured_by": old["command"], "measured": old["date"],
+                              "load_avg": [old["load_avg_start"], old["load_avg_end"]]}
+    else:
+        doc["switch_cost"] = switch_cost(tuple(int(x) for x in a.lengths.split(",")), a.reps)
+        doc["cost_wall_s"] = round(time.time() - t2, 1)
     doc["load_avg_end"] = os.getloadavg()
     if "quality" in doc:
         doc["default"] = choose_default(doc["quality"], doc["switch_cost"])
