@@ -12,12 +12,12 @@ Rules (rows):
   upper-k      LoRA in the top k of the base's layers on every token; the cache keeps the residual
                stream entering layer L-k, so a switch recomputes k/L of the history
 
-Budget: every rule's chat, agent and coding specialists start from the shipped adapters (upper-k
-keeps their top k layers only) and take the same number of SFT steps under their own rule,
-`--steps-frac` of the shipped recipe's steps, same data, seed, rank, batch and lr; genui (the
-costliest to train, and its cards are decoded under the A2UI grammar) takes the shipped weights
-under each rule at zero steps. turn/cached and turn/base share the turn adapters (they differ only
-in how the engine serves history).
+Budget: every rule's agent specialist (the role of both suites' tool turns) starts from the
+shipped adapter (upper-k keeps its top k layers only) and takes the same number of SFT steps
+under its own rule, `--steps-frac` of the shipped recipe's steps, same data, seed, rank, batch
+and lr; chat, coding and genui take the shipped weights under each rule at zero steps (a 2-core
+machine shared five ways could not train more in the time). turn/cached and turn/base share the
+turn adapters (they differ only in how the engine serves history).
 
 Quality: the contract's multi-turn suites (mixed: routed 2-3 turn conversations across roles;
 agent: tool episodes) on its sealed test split, through the served harness, paired bootstrap
@@ -86,8 +86,15 @@ def adapter_sets(work: Path) -> dict[str, Path]:
     return {r.tag: work / r.tag for r in RULES}
 
 
+BUSY_S = 600  # a training log written this recently belongs to a run still going: wait for it
+
+
 def _train_one(cmd: list[str], out: Path) -> dict:
     rec = {"dir": str(out), "command": " ".join(cmd[2:])}
+    marks = [out.parent / f"{out.name}.log", out / "history.jsonl"]  # the log, and one line per step
+    while not (out / "macaronic.json").exists() and \
+            time.time() - max((m.stat().st_mtime for m in marks if m.exists()), default=0) < BUSY_S:
+        time.sleep(10)  # another process (an earlier, interrupted invocation) is training this directory
     if not (out / "macaronic.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -140,22 +147,38 @@ def convert(role: str, rule: Rule, out: Path, n_layers: int | None = None) -> di
     return {"dir": str(out), "converted_from": str(src.relative_to(ROOT)), "steps": 0, "train_s": 0.0}
 
 
-def train_all(work: Path, steps_frac: float, lanes: int = 2, roles=("chat", "agent", "coding"),
-              converted=("genui",)) -> dict:
-    """Train every (adapter set, role) that is missing, `lanes` processes at a time, longest first;
-    the `converted` roles get the shipped weights under the rule (zero steps, see `convert`)."""
-    jobs, done = [], {}
-    for rule in {r.tag: r for r in RULES}.values():
-        for role in converted:
-            done[f"{rule.tag}/{role}"] = convert(role, rule, work / rule.tag / role)
-        for role in roles:
-            out = work / rule.tag / role
-            jobs.append((role, rule.tag, train_cmd(role, rule, out, steps_frac), out))
-    order = {"genui": 0, "agent": 1, "chat": 2, "coding": 3}
-    jobs.sort(key=lambda j: order.get(j[0], 9))
+TRAINED, CONVERTED = ("agent",), ("chat", "coding", "genui")
+
+
+def train_set(work: Path, tag: str, steps_frac: float, roles=TRAINED, converted=CONVERTED) -> dict:
+    """One adapter set: the `roles` trained under the set's mode, the `converted` ones at zero steps."""
+    rule = next(r for r in RULES if r.tag == tag)
+    done = {f"{tag}/{role}": convert(role, rule, work / tag / role) for role in converted}
+    for role in roles:
+        out = work / tag / role
+        done[f"{tag}/{role}"] = _train_one(train_cmd(role, rule, out, steps_frac), out)
+    return done
+
+
+def run_all(work: Path, steps_frac: float, lanes: int, evaluate: bool, contract: Path, workers: int,
+            router_policy: str | None) -> tuple[dict, dict]:
+    """Every adapter set trained, and (with `evaluate`) each of its rules scored as soon as the set
+    is ready, `lanes` sets at a time. Returns (training records, evaluation docs by rule)."""
+    tags = list(dict.fromkeys(r.tag for r in RULES))
+
+    def one(tag: str):
+        trained = train_set(work, tag, steps_frac)
+        docs = {}
+        if evaluate:
+            for r in (r for r in RULES if r.tag == tag):
+                docs[r.name] = _eval_one(*eval_cmd(r, work, contract, workers, router_policy))
+        return trained, docs
+
     with ThreadPoolExecutor(lanes) as ex:
-        futs = {(tag, role): ex.submit(_train_one, cmd, out) for role, tag, cmd, out in jobs}
-        return done | {f"{tag}/{role}": f.result() for (tag, role), f in futs.items()}
+        results = list(ex.map(one, tags))
+    trained = {k: v for t, _ in results for k, v in t.items()}
+    docs = {name: d for _, ds in results for name, d in ds.items()}
+    return trained, {r.name: docs[r.name] for r in RULES if r.name in docs}
 
 
 # ---- switch cost: switched-turn TTFT and bytes per cached token, every rule side by side ----
@@ -263,14 +286,6 @@ def _eval_one(cmd: list[str], out: Path) -> dict:
             raise SystemExit(f"evaluation failed (rc {rc}); see {out.with_suffix('.log')}")
         print(f"evaluated {out.name} in {time.time() - t0:.0f} s", file=sys.stderr)
     return json.loads(out.read_text())
-
-
-def evaluate_all(work: Path, contract: Path, lanes: int, workers: int, router_policy: str | None,
-                 rules=RULES) -> dict[str, dict]:
-    jobs = {r.name: eval_cmd(r, work, contract, workers, router_policy) for r in rules}
-    with ThreadPoolExecutor(lanes) as ex:
-        futs = {name: ex.submit(_eval_one, cmd, out) for name, (cmd, out) in jobs.items()}
-        return {name: f.result() for name, f in futs.items()}
 
 
 SUITES = ("mixed", "agent")
@@ -393,7 +408,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets and evaluations go here")
     p.add_argument("--steps-frac", type=float, default=0.1,
                    help="SFT steps per specialist under its rule, as a fraction of the shipped recipe's")
-    p.add_argument("--lanes", type=int, default=3, help="training / evaluation processes at a time")
+    p.add_argument("--lanes", type=int, default=5, help="adapter sets trained and scored at a time (one process each)")
     p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
     p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
     p.add_argument("--contract", type=Path, default=ROOT / "contracts/macaronic-core-v4.yaml")
@@ -423,15 +438,13 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"command": "macaronic bench modes " + " ".join(argv), "machine": machine.describe(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_avg_start": os.getloadavg()}
     if not a.cost_only:
-        doc["train"] = train_all(a.work, a.steps_frac, a.lanes)
-        doc["steps_frac"] = a.steps_frac
-        doc["train_wall_s"] = round(time.time() - t0, 1)
+        doc["train"], docs = run_all(a.work, a.steps_frac, a.lanes, not a.train_only, a.contract, a.workers,
+                                     a.router_policy)
+        doc["steps_frac"], doc["trained_roles"], doc["converted_roles"] = a.steps_frac, TRAINED, CONVERTED
+        doc["train_eval_wall_s"] = round(time.time() - t0, 1)
         if a.train_only:
             print(json.dumps(doc["train"], indent=1))
             return 0
-        t1 = time.time()
-        docs = evaluate_all(a.work, a.contract, a.lanes, a.workers, a.router_policy)
-        doc["eval_wall_s"] = round(time.time() - t1, 1)
         doc["evaluations"] = {n: {k: d[k] for k in ("command", "wall_s", "units", "router", "history", "pair_ids")}
                               for n, d in docs.items()}
         doc["quality"] = quality(a.contract, docs)
