@@ -291,6 +291,19 @@ def _eval_one(cmd: list[str], out: Path) -> dict:
 SUITES = ("mixed", "agent")
 
 
+def finished_evaluations(work: Path) -> dict[str, dict]:
+    """{rule: evaluation doc} for every rule scored under `work`; one still running gives its
+    task log as a partial doc."""
+    out = {}
+    for r in RULES:
+        js, tasks = work / "eval" / f"{_slug(r)}.json", work / "eval" / f"{_slug(r)}.tasks.jsonl"
+        if js.exists():
+            out[r.name] = json.loads(js.read_text())
+        elif tasks.exists() and tasks.stat().st_size:
+            out[r.name] = {"tasks": str(tasks), "partial": True, "history": r.history}
+    return out
+
+
 def quality(contract_path: Path, docs: dict[str, dict]) -> dict:
     """Per rule and suite: mean task score with its bootstrap interval, and the paired difference
     against the best rule on that suite (same tasks)."""
@@ -304,7 +317,7 @@ def quality(contract_path: Path, docs: dict[str, dict]) -> dict:
     scores = {}
     for name, d in docs.items():
         rows = [r for r in read_rows(d["tasks"], contract.sha256) if r.get("config") == "routed"
-                and r["pair"] == f"routed/{d['pair_ids']['routed']}"]
+                and (d.get("partial") or r["pair"] == f"routed/{d['pair_ids']['routed']}")]
         scores[name] = task_scores(contract, rows)
     out: dict = {"rules": {n: {} for n in docs}, "best": {}}
     for si, suite in enumerate(SUITES):
@@ -411,6 +424,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lanes", type=int, default=5, help="adapter sets trained and scored at a time (one process each)")
     p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
     p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
+    p.add_argument("--report-only", action="store_true",
+                   help="no training or scoring: report what the evaluations under --work hold now (a rule still "
+                   "being scored enters with its finished tasks; every comparison is over the tasks all rules have)")
     p.add_argument("--contract", type=Path, default=ROOT / "contracts/macaronic-core-v4.yaml")
     p.add_argument("--workers", type=int, default=8, help="units answered concurrently per evaluation")
     p.add_argument("--router-policy", default="head",
@@ -437,7 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     doc = {"command": "macaronic bench modes " + " ".join(argv), "machine": machine.describe(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_avg_start": os.getloadavg()}
-    if not a.cost_only:
+    if a.report_only:
+        docs = finished_evaluations(a.work)
+        doc["partial"] = sorted(n for n, d in docs.items() if d.get("partial"))
+        doc["evaluations"] = {n: {k: d.get(k) for k in ("command", "wall_s", "units", "router", "history")}
+                              for n, d in docs.items()}
+        doc["quality"] = quality(a.contract, docs)
+    elif not a.cost_only:
         doc["train"], docs = run_all(a.work, a.steps_frac, a.lanes, not a.train_only, a.contract, a.workers,
                                      a.router_policy)
         doc["steps_frac"], doc["trained_roles"], doc["converted_roles"] = a.steps_frac, TRAINED, CONVERTED
