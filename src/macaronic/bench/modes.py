@@ -321,13 +321,15 @@ def quality(contract_path: Path, docs: dict[str, dict]) -> dict:
         scores[name] = task_scores(contract, rows)
     out: dict = {"rules": {n: {} for n in docs}, "best": {}}
     for si, suite in enumerate(SUITES):
-        keys = sorted(set.intersection(*[{k for k, t in s.items() if t["suite"] == suite} for s in scores.values()]))
+        have = {n: {k for k, t in sc.items() if t["suite"] == suite} for n, sc in scores.items()}
+        names = [n for n in docs if have[n]]  # a rule still being scored may have none of this suite yet
+        keys = sorted(set.intersection(*[have[n] for n in names])) if names else []
         if not keys:
             continue
-        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in docs}
-        best = max(means, key=lambda n: (means[n], -list(docs).index(n)))
+        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in names}
+        best = max(means, key=lambda n: (means[n], -names.index(n)))
         out["best"][suite] = best
-        for n in docs:
+        for n in names:
             xs = [scores[n][k]["score"] for k in keys]
             d, ci = paired_bootstrap(xs, [scores[best][k]["score"] for k in keys], g.resamples, g.confidence, g.seed + si)
             block = {"n": len(keys), "score": means[n], "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
