@@ -347,8 +347,9 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
     per cached token) among the rules whose score on every suite is within the 95% interval of
     the best rule's (the paired interval of the difference reaches zero)."""
     ttft = {r["rule"]: (r["ttft_ms"], r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
-    ok = [n for n, suites in q["rules"].items()
-          if suites and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
+    ok = [n for n, suites in q["rules"].items()  # scored on every suite, and not below the best on any
+          if suites and set(suites) == set(q["best"])
+          and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
     chosen = min(ok, key=lambda n: ttft.get(n, (float("inf"), 0))) if ok else None
     return {"rule": chosen, "eligible": ok, "cost_at_history_tokens": at,
             "text": "the cheapest rule (switched-turn TTFT after 4k tokens of history, then bytes per cached token) "
