@@ -86,7 +86,7 @@ def adapter_sets(work: Path) -> dict[str, Path]:
     return {r.tag: work / r.tag for r in RULES}
 
 
-BUSY_S = 600  # a training log written this recently belongs to a run still going: wait for it
+BUSY_S = 1800  # a training log written this recently belongs to a run still going (one step can take 10 min under load)
 
 
 def _train_one(cmd: list[str], out: Path) -> dict:
@@ -171,7 +171,9 @@ def run_all(work: Path, steps_frac: float, lanes: int, evaluate: bool, contract:
         docs = {}
         if evaluate:
             for r in (r for r in RULES if r.tag == tag):
-                docs[r.name] = _eval_one(*eval_cmd(r, work, contract, workers, router_policy))
+                parts = [_eval_one(cmd, out) for cmd, out in eval_cmds(r, work, contract, workers, router_policy)]
+                docs[r.name] = {**parts[0], "command": [p["command"] for p in parts],
+                                "wall_s": sum(p["wall_s"] for p in parts), "units": sum(p["units"] for p in parts)}
         return trained, docs
 
     with ThreadPoolExecutor(lanes) as ex:
@@ -191,10 +193,16 @@ def _rule_adapters(base_args, work: Path, rule: Rule, rank: int = 16) -> tuple[P
                                      top_k=rule.top_k or None, scale=0.05) for j, n in enumerate("ab"))
 
 
+def _engine_cpu_ms(llm) -> float:
+    """CPU time of the engine's thread (with one torch thread it does all the model's work), ms."""
+    return time.clock_gettime(time.pthread_getcpuclockid(llm.engine._thread.ident)) * 1000
+
+
 def switch_cost(lengths=(512, 2048, 4096), reps: int = 3, work: Path | None = None, rules=RULES) -> dict:
-    """Per rule and history length: TTFT of a turn on adapter B after a history on adapter A
-    (median of `reps`, rules interleaved within each rep), the positions recomputed, and the
-    bytes the prefix cache holds per token. One engine per rule over one shared base."""
+    """Per rule and history length: time to first token of a turn on adapter B after a history on
+    adapter A (wall, and the engine thread's CPU time, which a loaded machine does not inflate;
+    median of `reps`, rules interleaved within each rep), the positions recomputed, and the bytes
+    the prefix cache holds per token. One engine per rule over one shared base."""
     import tempfile
 
     from macaronic.bench.suite import _trim, conversation, med
@@ -224,14 +232,17 @@ def switch_cost(lengths=(512, 2048, 4096), reps: int = 3, work: Path | None = No
             # the history's last turn (the assistant's answer) was A's: where A's turn began
             a_from = first.turn_start(hist)
             ms = {r.name: [] for r in rules}
+            cpu = {r.name: [] for r in rules}
             usage = {}
             for _ in range(reps):
                 for r in rules:
                     llm = llms[r.name]
                     llm.engine.cache.clear()
                     llm.submit(hist, "a", one, active_from=a_from if r.mode == "turn" else None).result()
+                    c0 = _engine_cpu_ms(llm)
                     h = llm.submit(prompt, "b", one)
                     h.result()
+                    cpu[r.name].append(round(_engine_cpu_ms(llm) - c0, 1))
                     ms[r.name].append(h.usage["ttft_ms"])
                     usage[r.name] = h.usage
                     usage[r.name]["bytes_per_token"] = round(
@@ -241,6 +252,7 @@ def switch_cost(lengths=(512, 2048, 4096), reps: int = 3, work: Path | None = No
                 u = usage[r.name]
                 rows.append({"rule": r.name, "history_tokens": n, "prompt_tokens": len(prompt),
                              "ttft_ms": med(ms[r.name]), "ttft_ms_all": ms[r.name],
+                             "cpu_ms": med(cpu[r.name]), "cpu_ms_all": cpu[r.name],
                              "reused_tokens": u["reused_tokens"], "upper_tokens": u["upper_tokens"],
                              "prefill_tokens": u["prefill_tokens"], "bytes_per_token": u["bytes_per_token"]})
     finally:
@@ -255,9 +267,9 @@ def _slug(rule: Rule) -> str:
     return rule.name.replace("/", "-")
 
 
-def eval_cmd(rule: Rule, work: Path, contract: Path, workers: int, router_policy: str | None) -> tuple[list[str], Path]:
-    """The `macaronic eval ablate` command that serves the rule's adapter set (routed) on the
-    contract's mixed and agent suites; its pair manifest is written here."""
+def eval_cmds(rule: Rule, work: Path, contract: Path, workers: int, router_policy: str | None) -> list[tuple[list[str], Path]]:
+    """The `macaronic eval ablate` commands that serve the rule's adapter set (routed) on the
+    contract's mixed suite, then its agent suite (one task log); its pair manifest is written here."""
     from macaronic.harness import DEFAULT_BUNDLE
     from macaronic.pairs import PairManifest
 
@@ -265,13 +277,16 @@ def eval_cmd(rule: Rule, work: Path, contract: Path, workers: int, router_policy
     ev.mkdir(parents=True, exist_ok=True)
     pair = PairManifest.build(None, {role: work / rule.tag / role for role in ROLES}, DEFAULT_BUNDLE)
     pair_path = pair.save(ev / f"{_slug(rule)}.pair.json")
-    cmd = [sys.executable, "-m", "macaronic.cli", "eval", "ablate", "--contract", str(contract), "--pair", str(pair_path),
-           "--configs", "routed", "--suites", "mixed,agent", "--no-external", "--history", rule.history,
-           "--json", str(ev / f"{_slug(rule)}.json"), "--tasks", str(ev / f"{_slug(rule)}.tasks.jsonl"),
-           "--workers", str(workers), "--threads", "1", "--quiet"]
-    if router_policy:
-        cmd += ["--router-policy", router_policy]
-    return cmd, ev / f"{_slug(rule)}.json"
+    out = []
+    for suite in SUITES:
+        cmd = [sys.executable, "-m", "macaronic.cli", "eval", "ablate", "--contract", str(contract),
+               "--pair", str(pair_path), "--configs", "routed", "--suites", suite, "--no-external",
+               "--history", rule.history, "--json", str(ev / f"{_slug(rule)}.{suite}.json"),
+               "--tasks", str(ev / f"{_slug(rule)}.tasks.jsonl"), "--workers", str(workers), "--threads", "1", "--quiet"]
+        if router_policy:
+            cmd += ["--router-policy", router_policy]
+        out.append((cmd, ev / f"{_slug(rule)}.{suite}.json"))
+    return out
 
 
 def _eval_one(cmd: list[str], out: Path) -> dict:
@@ -296,9 +311,12 @@ def finished_evaluations(work: Path) -> dict[str, dict]:
     task log as a partial doc."""
     out = {}
     for r in RULES:
-        js, tasks = work / "eval" / f"{_slug(r)}.json", work / "eval" / f"{_slug(r)}.tasks.jsonl"
-        if js.exists():
-            out[r.name] = json.loads(js.read_text())
+        parts = [work / "eval" / f"{_slug(r)}.{s}.json" for s in SUITES]
+        tasks = work / "eval" / f"{_slug(r)}.tasks.jsonl"
+        if all(p.exists() for p in parts):
+            ds = [json.loads(p.read_text()) for p in parts]
+            out[r.name] = {**ds[0], "command": [d["command"] for d in ds], "wall_s": sum(d["wall_s"] for d in ds),
+                           "units": sum(d["units"] for d in ds)}
         elif tasks.exists() and tasks.stat().st_size:
             out[r.name] = {"tasks": str(tasks), "partial": True, "history": r.history}
     return out
@@ -346,13 +364,14 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
     """The served rule: the cheapest (switched-turn TTFT after `at` tokens of history, then bytes
     per cached token) among the rules whose score on every suite is within the 95% interval of
     the best rule's (the paired interval of the difference reaches zero)."""
-    ttft = {r["rule"]: (r["ttft_ms"], r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
+    ttft = {r["rule"]: (r.get("cpu_ms", r["ttft_ms"]), r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
     ok = [n for n, suites in q["rules"].items()  # scored on every suite, and not below the best on any
           if suites and set(suites) == set(q["best"])
           and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
     chosen = min(ok, key=lambda n: ttft.get(n, (float("inf"), 0))) if ok else None
     return {"rule": chosen, "eligible": ok, "cost_at_history_tokens": at,
-            "text": "the cheapest rule (switched-turn TTFT after 4k tokens of history, then bytes per cached token) "
+            "text": "the cheapest rule (time to first token of a switched turn after 4k tokens of history, in engine "
+                    "CPU time; then bytes per cached token) "
                     "whose score on every multi-turn suite is within the 95% paired interval of the best rule's"}
 
 
@@ -375,13 +394,14 @@ def markdown(doc: dict) -> str:
     by = {(r["rule"], r["history_tokens"]): r for r in cost["rows"]}
     names = [r.name for r in RULES if any(x["rule"] == r.name for x in cost["rows"])]
     head = ["rule", *(f"{s} score (Δ vs best [95% CI])" for s in SUITES if q),
-            *(f"switched TTFT ms, {n // 1024}k" if n >= 1024 else f"switched TTFT ms, {n}" for n in lengths),
+            *(f"switched turn, {n // 1024}k history: CPU ms (wall ms)" if n >= 1024 else
+              f"switched turn, {n} history: CPU ms (wall ms)" for n in lengths),
             f"recomputed at {lengths[-1]}: all layers / top only", "bytes per cached token"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for n in names:
         last = by[(n, lengths[-1])]
         cells = [_ci(q["rules"].get(n, {}).get(s)) for s in SUITES] if q else []
-        cells += [f"{by[(n, L)]['ttft_ms']:,.0f}" for L in lengths]
+        cells += [f"{by[(n, L)].get('cpu_ms', float('nan')):,.0f} ({by[(n, L)]['ttft_ms']:,.0f})" for L in lengths]
         cells += [f"{last['prefill_tokens']:,} / {last['upper_tokens']:,}", f"{last['bytes_per_token']:,}"]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -396,7 +416,7 @@ def plot(doc: dict, out: Path) -> Path:
 
     cost, q = doc["switch_cost"], doc["quality"]
     at = max(r["history_tokens"] for r in cost["rows"])
-    x = {r["rule"]: r["ttft_ms"] for r in cost["rows"] if r["history_tokens"] == at}
+    x = {r["rule"]: r.get("cpu_ms", r["ttft_ms"]) for r in cost["rows"] if r["history_tokens"] == at}
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for si, (suite, marker) in enumerate(zip(SUITES, ("o", "s"))):
         pts = [(n, x[n], q["rules"][n][suite]) for n in q["rules"] if suite in q["rules"][n] and n in x]
@@ -407,7 +427,7 @@ def plot(doc: dict, out: Path) -> Path:
         for n, xv, b in pts:
             ax.annotate(n, (xv, b["score"]), textcoords="offset points", xytext=(5, 4 - 10 * si), fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel(f"switched-turn time to first token after {at} tokens of history, ms (log)")
+    ax.set_xlabel(f"switched turn after {at} tokens of history: engine CPU ms to the first token (log)")
     ax.set_ylabel("contract score, sealed test split (95% bootstrap CI)")
     ax.set_title("Adapter-switch rules: quality vs switch cost")
     ax.legend(fontsize=8)
