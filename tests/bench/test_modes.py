@@ -60,4 +60,4 @@ def test_the_table_has_one_row_per_rule_measured():
            "quality": _q({"full": (0.0, [0.0, 0.0]), "turn/cached": (-0.1, [-0.3, 0.0])})}
     lines = markdown(doc).splitlines()
     assert len(lines) == 4 and lines[2].startswith("| full |") and "9,000" in lines[2]
-    assert "-0.100 [-0.300, +0.000]" in lines[3]
+    assert "0.500, n 18 (-0.100 [-0.300, +0.000])" in lines[3] and "(best)" in lines[2]

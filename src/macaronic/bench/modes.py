@@ -41,7 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLES = ("chat", "agent", "coding", "genui")
-START, END = "<!-- bench:modes:start -->", "<!-- bench:modes:end -->"
+def markers(json_path: Path) -> tuple[str, str]:
+    """The BENCHMARKS.md markers of one study run, named after its JSON (one section per JSON)."""
+    return f"<!-- bench:{json_path.stem}:start -->", f"<!-- bench:{json_path.stem}:end -->"
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,21 @@ def _eval_one(cmd: list[str], out: Path) -> dict:
 SUITES = ("mixed", "agent")
 
 
+def budgets(work: Path, rules) -> dict[str, dict[str, int]]:
+    """{rule: {role: SFT steps taken under the rule}} from the adapters on disk: 0 for the shipped
+    weights (converted, or the shipped turn adapter itself), else the adapter's own steps_done."""
+    out = {}
+    for r in (r for r in RULES if r.name in rules):
+        out[r.name] = {}
+        for role in ROLES:
+            d = work / r.tag / role
+            m = json.loads((d / "macaronic.json").read_text())
+            same = (d / "adapter_model.safetensors").read_bytes() == \
+                (shipped_dir(role) / "adapter_model.safetensors").read_bytes()
+            out[r.name][role] = 0 if m.get("converted_from") or same else m["training"]["steps_done"]
+    return out
+
+
 def finished_evaluations(work: Path) -> dict[str, dict]:
     """{rule: evaluation doc} for every rule scored under `work`; one still running gives its
     task log as a partial doc."""
@@ -380,12 +397,12 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
 def _ci(b: dict | None) -> str:
     if not b:
         return "–"
-    s = f"{b['score']:.3f}"
-    if b.get("delta_ci95") and b["delta_vs_best"]:
+    s = f"{b['score']:.3f}, n {b['n']}"
+    if b.get("delta_ci95") and (b["delta_vs_best"] or b["delta_ci95"] != [0.0, 0.0]):
         lo, hi = b["delta_ci95"]
         s += f" ({b['delta_vs_best']:+.3f} [{lo:+.3f}, {hi:+.3f}])"
-    elif b.get("delta_ci95"):
-        s += " (best)" if b["delta_vs_best"] == 0 and b["delta_ci95"] == [0.0, 0.0] else ""
+    else:
+        s += " (best)"
     return s
 
 
@@ -462,7 +479,9 @@ def parser() -> argparse.ArgumentParser:
                    help="take the switch cost from this earlier `--cost-only` JSON instead of measuring again")
     p.add_argument("--json", type=Path, default=Path("docs/bench/modes.json"))
     p.add_argument("--png", type=Path, default=Path("docs/bench/modes.png"))
-    p.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose modes section is rewritten ('' to skip)")
+    p.add_argument("--md", default="docs/BENCHMARKS.md",
+                   help="markdown file whose section for this JSON (markers named after it) is rewritten ('' to skip)")
+    p.add_argument("--title", default="Adapter-switch rules: quality vs switch cost", help="that section's title")
     return p
 
 
@@ -482,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["evaluations"] = {n: {k: d.get(k) for k in ("command", "wall_s", "units", "router", "history")}
                               for n, d in docs.items()}
         doc["quality"] = quality(a.contract, docs)
+        doc["budget"] = budgets(a.work, docs)
     elif not a.cost_only:
         doc["train"], docs = run_all(a.work, a.steps_frac, a.lanes, not a.train_only, a.contract, a.workers,
                                      a.router_policy)
@@ -513,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.md:
         from macaronic.bench.docs import write_section
 
-        write_section(Path(a.md), START, END, "Adapter-switch rules: quality vs switch cost", section(doc, a))
+        write_section(Path(a.md), *markers(a.json), a.title, section(doc, a))
     print(text)
     return 0
 
@@ -524,6 +544,13 @@ def section(doc: dict, a) -> str:
              f"{doc['load_avg_end'][0]:.1f} at the end, on {doc['machine'].get('cpu', 'this machine')}). Raw: `{a.json}`.", ""]
     if "quality" in doc:
         parts += [f"![quality vs switch cost]({Path(a.png).relative_to('docs') if str(a.png).startswith('docs/') else a.png})", ""]
+    if "budget" in doc:
+        steps = {f"{role} {', '.join(sorted({str(b[role]) for b in doc['budget'].values()}))}" for role in ROLES}
+        parts += ["Budget: SFT steps each rule's specialist took under its own rule, warm-started from the shipped "
+                  f"adapter (0 = the shipped weights under the rule): {'; '.join(sorted(steps))}.", ""]
+    if doc.get("partial"):
+        parts += [f"Still being scored when this was written (their finished tasks only; every comparison is over "
+                  f"the tasks all rules have): {', '.join(doc['partial'])}.", ""]
     parts += [markdown(doc), ""]
     if "default" in doc:
         d = doc["default"]
