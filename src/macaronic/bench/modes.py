@@ -549,8 +549,11 @@ def section(doc: dict, a) -> str:
         parts += ["Budget: SFT steps each rule's specialist took under its own rule, warm-started from the shipped "
                   f"adapter (0 = the shipped weights under the rule): {'; '.join(sorted(steps))}.", ""]
     if doc.get("partial"):
-        parts += [f"Still being scored when this was written (their finished tasks only; every comparison is over "
-                  f"the tasks all rules have): {', '.join(doc['partial'])}.", ""]
+        unscored = [s for s in SUITES if s not in doc["quality"]["best"]]
+        parts += [f"Scored from the task logs of evaluations that had not finished every suite when this was written "
+                  f"(each comparison is over the tasks every rule in it has): {', '.join(doc['partial'])}"
+                  + (f"; not scored at all: {', '.join(unscored)} suite" if unscored else "") + ". A rule with "
+                  "no score was not trained or scored in this run; its switch cost is measured all the same.", ""]
     parts += [markdown(doc), ""]
     if "default" in doc:
         d = doc["default"]
