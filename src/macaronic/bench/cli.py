@@ -17,13 +17,18 @@ def main(argv: list[str]) -> int:
         from macaronic.bench.vllm_peer import main as vllm_main
 
         return vllm_main(argv[1:])
+    if argv[:1] == ["modes"]:  # the adapter-switch rules study: trains, scores, measures
+        from macaronic.bench.modes import main as modes_main
+
+        return modes_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="macaronic bench",
         description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
         "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99, RSS per round). "
-        "`macaronic bench vllm --help`: a real vLLM as a peer.",
+        "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
+        "of the adapter-switch rules (full, turn/cached, turn/base, upper-k).",
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")

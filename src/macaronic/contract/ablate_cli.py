@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-constraints", action="store_true",
                    help="decode without the harness's grammars (tool calls, response formats, GenUI cards): "
                         "the 'without constraints' rows")
+    p.add_argument("--history", choices=("cached", "base"), default="cached",
+                   help="the engine's history rule for turn-mode adapters (EngineConfig.history)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     llm = load_llm(manifest.base, [], EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"),
-                                                   max_batch=max(1, args.workers)))
+                                                   max_batch=max(1, args.workers), history=args.history))
     try:
         for role, a in sorted(manifest.adapters.items()):
             llm.add_adapter(a["path"], name=role)
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
            "wall_s": round(wall, 1), "units": len(units), "units_run": len(todo), "memo_hits": h.memo.hits,
-           "threads": args.threads, "workers": args.workers, "contamination": cont, **summary}
+           "threads": args.threads, "workers": args.workers, "history": args.history, "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
     text = section(doc, contract, cfgs, args.json)
     if args.md:

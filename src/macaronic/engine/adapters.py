@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from macaronic.engine.config import TARGETS, ModelArgs
 
-MODES = ("full", "turn")
+MODES = ("full", "turn", "upper")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KEY_RE = re.compile(
     r"^(?:base_model\.model\.)?model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.default)?\.weight$"
@@ -43,17 +43,18 @@ class AdapterInfo:
     scaling: float
     targets: tuple[str, ...]
     layers: tuple[int, ...]
-    mode: str  # "full" or "turn"
+    mode: str  # "full", "turn" or "upper"
     role: str | None = None
     description: str = ""
     base_fingerprint: str | None = None
     invocation_tokens: tuple[int, ...] | None = None
+    top_k: int | None = None  # upper: LoRA in the top top_k layers only
     meta: dict = field(default_factory=dict, compare=False, hash=False)
     stamp: str = field(default="", compare=False)  # size and mtime of the files when validated
 
     def public(self) -> dict:
         return {"name": self.name, "id": self.id, "rank": self.rank, "targets": list(self.targets),
-                "mode": self.mode, "role": self.role}
+                "mode": self.mode, "role": self.role, **({"top_k": self.top_k} if self.mode == "upper" else {})}
 
 
 def check_name(name: str) -> str:
@@ -171,6 +172,14 @@ def read_adapter(
     mode = meta.get("mode") or ("turn" if cfg.get("alora_invocation_tokens") else "full")
     if mode not in MODES:
         problems.append(f"{path / 'macaronic.json'}: mode {mode!r} not in {MODES}")
+    top_k = meta.get("top_k")
+    if mode == "upper" and cfg.get("alora_invocation_tokens"):
+        problems.append(f"{cfg_path}: alora_invocation_tokens (a turn-mode adapter) but macaronic.json says mode 'upper'")
+    if mode == "upper" and not (isinstance(top_k, int) and 0 < top_k <= args.n_layers):
+        problems.append(f"{path / 'macaronic.json'}: mode 'upper' needs top_k, an integer in [1, {args.n_layers}] "
+                        f"(this base's layers), got {top_k!r}")
+    elif mode != "upper" and top_k is not None:
+        problems.append(f"{path / 'macaronic.json'}: top_k {top_k!r} is for mode 'upper', this adapter is {mode!r}")
     fp = meta.get("base_fingerprint")
     if base_fingerprint and fp and fp != base_fingerprint:
         problems.append(
@@ -219,6 +228,11 @@ def read_adapter(
     for (layer, target), ab in sorted(weights.items()):
         if set(ab) != {"A", "B"}:
             problems.append(f"{st_path}: layer {layer} {target}: lora_A and lora_B must both be present")
+    if mode == "upper" and isinstance(top_k, int) and 0 < top_k <= args.n_layers:
+        low = sorted({layer for layer, _ in weights if layer < args.n_layers - top_k})
+        if low:
+            problems.append(f"{st_path}: mode 'upper' with top_k {top_k} allows LoRA in layers "
+                            f"{args.n_layers - top_k}..{args.n_layers - 1} only; found layers {low}")
     if not weights and st_path.exists() and not problems:
         problems.append(f"{st_path}: holds no LoRA tensors")
     if problems:
@@ -241,6 +255,7 @@ def read_adapter(
         description=meta.get("description", ""),
         base_fingerprint=fp,
         invocation_tokens=tuple(inv) if inv else None,
+        top_k=top_k if mode == "upper" else None,
         meta=meta,
         stamp=stamp,
     )

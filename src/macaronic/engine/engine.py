@@ -10,7 +10,10 @@ Adapter modes decide the labels:
 - `full`: every token of the request is labelled with the adapter (KV reusable per adapter only);
 - `turn`: tokens from `active_from` on carry the adapter; history positions adopt whatever the
   cache computed them with (or the bare base with `history="base"`), so switching adapters
-  between turns recomputes no history token.
+  between turns recomputes no history token;
+- `upper` (LoRA in the top k layers only): labelled like `full`, and every sequence keeps the
+  residual stream entering layer L-k of each registered upper adapter; on a switch the history's
+  lower layers and that residual are copied and only layers L-k.. are recomputed (k/L of a prefill).
 
 The engine knows token ids and detokenizes incrementally for text deltas and stop strings
 (`engine.detok`); it knows nothing about chat templates, routing or HTTP.
@@ -153,9 +156,10 @@ class _Seq:
     slot: int
     kv: KVBuffer
     pos: int  # prompt positions computed so far
-    reused: int
+    reused: int  # positions whose K/V came from the cache, every layer
     gen: torch.Generator | None
     t0: float
+    upper: int = 0  # history positions recomputed in the upper layers only (upper mode)
     generated: list[int] = field(default_factory=list)
     detok: Detokenizer | None = None  # None without a tokenizer: token ids only
     stops: StopMatcher = field(default_factory=StopMatcher)
@@ -187,7 +191,7 @@ class Engine:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.stats = {"prefill_tokens": 0, "prefill_forwards": 0, "reused_tokens": 0, "decode_steps": 0,
-                      "generated_tokens": 0}
+                      "generated_tokens": 0, "upper_tokens": 0}
 
     def _default_stop_ids(self) -> tuple[int, ...]:
         ids = set(self.base.args.eos_token_ids)
@@ -267,7 +271,7 @@ class Engine:
             own, mode = BASE, "turn"
         else:
             info = self.registry.get(req.adapter)
-            own, mode = self.cache.code(info.id), info.mode
+            own, mode = self.cache.code(info.id, floor=min(info.layers, default=self.base.args.n_layers)), info.mode
         labels = np.full(n, own, dtype=np.int64)
         if mode == "turn":
             start = n if req.active_from is None and req.adapter is None else (req.active_from or 0)
@@ -364,24 +368,57 @@ class Engine:
         h.siblings = []
 
     def _start_seq(self, req: Request, h: Handle, slot: int) -> _Seq:
+        t0 = time.perf_counter()  # before any upper-mode recompute: it is part of the time to first token
         tokens = np.asarray(req.prompt, dtype=np.int64)
         labels, own = self.labels_for(req)
         match = self.cache.lookup(tokens, labels)
         reuse = min(match.length, len(tokens) - 1)  # at least one token must run to get logits
         cap = min(len(tokens) + req.sampling.max_tokens, self.max_context)
         kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
+        if splits := self._residual_layers():
+            kv.keep_residual(splits, self.base.args.dim)
         if reuse:
-            kv.k[:, :, :reuse] = match.entry.kv.k[:, :, :reuse]
-            kv.v[:, :, :reuse] = match.entry.kv.v[:, :, :reuse]
-            kv.length = reuse
+            kv.copy_prefix(match.entry.kv, reuse)
+        split = self._split_of(req)
+        upper = self._upper_history(tokens, kv, slot, split) if split is not None else 0
         labels = match.labels
         stop_ids = req.sampling.stop_token_ids
         return _Seq(
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
-            pos=reuse, reused=reuse, gen=make_generator(req.sampling.seed), t0=time.perf_counter(),
+            pos=kv.length, reused=reuse, upper=upper, gen=make_generator(req.sampling.seed), t0=t0,
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
             detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
+
+    # ---- upper mode: the cache keeps the residual entering layer L-k ----
+
+    def _split_of(self, req: Request) -> int | None:
+        """The layer an upper-mode request's LoRA starts at (None for other modes)."""
+        if req.adapter is None:
+            return None
+        info = self.registry.get(req.adapter)
+        return self.base.args.n_layers - info.top_k if info.mode == "upper" else None
+
+    def _residual_layers(self) -> set[int]:
+        """Layers whose entering residual every sequence keeps: one per registered upper top_k."""
+        return {self.base.args.n_layers - i.top_k for i in self.registry.infos() if i.mode == "upper"}
+
+    def _upper_history(self, tokens: np.ndarray, kv: KVBuffer, slot: int, split: int) -> int:
+        """History positions past the exact match whose layers below `split` the cache holds as the
+        base computed them: copy those layers and the residual entering `split`, recompute only the
+        layers from `split` up with this adapter. Returns how many positions that covered."""
+        entry, n = self.cache.lookup_below(tokens, split)
+        a, n = kv.length, min(n, len(tokens) - 1)
+        if entry is None or n <= a:
+            return 0
+        kv.copy_prefix(entry.kv, n, below=split)
+        resid = entry.kv.resid[split][a:n]  # [n - a, D]
+        slots = torch.full((n - a,), slot, dtype=torch.long)
+        with self.lock:
+            self.model(torch.from_numpy(tokens[a:n]), [SeqSlice(kv, n - a)], lora=self.bank if slot else None,
+                       slots=self.bank.plan(slots) if slot else None, logits="none", first_layer=split, resid=resid)
+        self.stats["upper_tokens"] += n - a
+        return n - a
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
         # Positions being computed carry either the request's own label or BASE.
@@ -442,9 +479,8 @@ class Engine:
             slot = self.registry.acquire(req.adapter) if req.adapter is not None else 0
             n, cap = len(seq.tokens), min(len(seq.tokens) + req.sampling.max_tokens, self.max_context)
             kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
-            kv.k[:, :, :n] = seq.kv.k[:, :, :n]
-            kv.v[:, :, :n] = seq.kv.v[:, :, :n]
-            kv.length = n
+            kv.keep_residual(seq.kv.resid, self.base.args.dim)
+            kv.copy_prefix(seq.kv, n)
             stop_ids = req.sampling.stop_token_ids
             sib = _Seq(req=req, handle=h, tokens=seq.tokens, labels=seq.labels, own_label=seq.own_label, slot=slot,
                        kv=kv, pos=n, reused=n, gen=make_generator(req.sampling.seed), t0=seq.t0,
@@ -534,12 +570,14 @@ class Engine:
 
     def _usage(self, s: _Seq | None, req: Request) -> dict:
         if s is None:
-            return {"prompt_tokens": len(req.prompt), "completion_tokens": 0, "prefill_tokens": 0, "reused_tokens": 0}
+            return {"prompt_tokens": len(req.prompt), "completion_tokens": 0, "prefill_tokens": 0, "reused_tokens": 0,
+                    "upper_tokens": 0}
         return {
             "prompt_tokens": len(s.tokens),
             "completion_tokens": len(s.generated),
-            "prefill_tokens": s.pos - s.reused,
+            "prefill_tokens": s.pos - s.reused - s.upper,
             "reused_tokens": s.reused,
+            "upper_tokens": s.upper,
             "ttft_ms": None if s.t_first is None else round((s.t_first - s.t0) * 1000, 3),
             "total_ms": round((time.perf_counter() - s.t0) * 1000, 3),
         }

@@ -6,6 +6,10 @@ adapter that computed it, "" for the bare base) and reuses the longest prefix wh
 labels match. A `full`-mode adapter labels every token, which gives the per-adapter rule (vLLM);
 a `turn`-mode adapter labels only its own turn, so history computed under any adapter is reused.
 Positions marked ADOPT accept whatever label the cache holds (the history of a turn request).
+Each label also has a floor, its adapter's lowest LoRA layer (the base's layer count for the bare
+base): below the floor its K/V are the base's. `lookup_below` finds, for an `upper`-mode request
+entering its LoRA at layer S, the longest history whose lower layers and residual at S are
+reusable (every label's floor >= S), so only the layers from S up are recomputed.
 Memory is bounded in bytes with LRU eviction. Knows nothing about models or scheduling.
 """
 
@@ -46,16 +50,41 @@ class PrefixCache:
         self.max_bytes, self.enabled = max_bytes, enabled
         self._entries: OrderedDict[int, Entry] = OrderedDict()
         self._codes: dict[str, int] = {"": BASE}
+        self._floors: dict[int, int] = {}  # code -> lowest LoRA layer (absent: the bare base, no floor)
         self._next_key = 0
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def code(self, label: str | None) -> int:
+    def code(self, label: str | None, floor: int | None = None) -> int:
+        """The code of a label; `floor`: the lowest layer its adapter changes (recorded once)."""
         label = label or ""
         with self._lock:
             if label not in self._codes:
                 self._codes[label] = len(self._codes)
-            return self._codes[label]
+            c = self._codes[label]
+            if floor is not None and c != BASE:
+                self._floors.setdefault(c, floor)
+            return c
+
+    def lookup_below(self, tokens: np.ndarray, split: int) -> tuple[Entry | None, int]:
+        """(entry, length): the longest prefix of `tokens` held by an entry that keeps the residual
+        entering layer `split` and whose labels all leave the layers below `split` to the base."""
+        best, best_len = None, 0
+        if not self.enabled:
+            return None, 0
+        with self._lock:
+            ok_codes = np.array([BASE] + [c for c, f in self._floors.items() if f >= split])
+            for key, e in self._entries.items():
+                n = min(len(e.tokens), len(tokens))
+                if n <= best_len or split not in e.kv.resid:
+                    continue
+                ok = (e.tokens[:n] == tokens[:n]) & np.isin(e.labels[:n], ok_codes)
+                m = n if ok.all() else int(np.argmin(ok))
+                if m > best_len:
+                    best, best_len, best_key = e, m, key
+            if best is not None:
+                self._entries.move_to_end(best_key)
+        return best, best_len
 
     @property
     def nbytes(self) -> int:

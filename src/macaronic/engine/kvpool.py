@@ -1,5 +1,7 @@
 """K/V memory: one sequence's preallocated buffer (`KVBuffer`) and the pool of rows that decoding
-sequences share (`KVPool`, grown by doubling, dropped when empty).
+sequences share (`KVPool`, grown by doubling, dropped when empty). A buffer may also keep, per
+token, the residual stream entering chosen layers (`resid`), which `upper`-mode adapters need to
+recompute only the layers above it after a switch.
 
 Knows shapes and dtypes only: nothing about the decoder's math, prefix reuse (`engine/kvcache.py`)
 or scheduling (`engine/engine.py`).
@@ -17,7 +19,8 @@ class KVBuffer:
     """Preallocated K/V for one sequence: k, v: [L, n_kv, capacity, head_dim].
 
     Either its own tensors, or a view of one row of a KVPool (`pool`, `row` set), which lets a
-    decode step attend for all pooled sequences in one call.
+    decode step attend for all pooled sequences in one call. `resid` maps a layer index to the
+    residual stream entering that layer, [capacity, D]: the decoder writes it as it goes.
     """
 
     def __init__(self, args: ModelArgs, capacity: int, dtype: torch.dtype, _alloc: bool = True):
@@ -28,19 +31,40 @@ class KVBuffer:
         self.limit = capacity
         self.pool: KVPool | None = None
         self.row = -1
+        self.resid: dict[int, Tensor] = {}
 
     @property
     def capacity(self) -> int:
         return self.limit
 
     def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + self.v.nbytes + sum(r.nbytes for r in self.resid.values())
+
+    def keep_residual(self, layers, dim: int) -> None:
+        """Keep the residual stream entering each of `layers` (rows written by the decoder)."""
+        self.resid = {li: torch.zeros(self.limit, dim, dtype=self.k.dtype) for li in sorted(layers)}
+
+    def copy_prefix(self, src: "KVBuffer", n: int, below: int | None = None) -> None:
+        """Take positions [length, n) from `src`: every layer's K/V, or only layers < `below`
+        (the rest is recomputed); residual rows of the layers both keep. A residual layer `src`
+        lacks is dropped here, so a buffer never claims rows it does not hold."""
+        a, layers = self.length, slice(None) if below is None else slice(0, below)
+        self.k[layers, :, a:n] = src.k[layers, :, a:n]
+        self.v[layers, :, a:n] = src.v[layers, :, a:n]
+        for li in list(self.resid):
+            if li in src.resid:
+                self.resid[li][a:n] = src.resid[li][a:n]
+            else:
+                del self.resid[li]
+        if below is None:
+            self.length = n
 
     def compact(self, args: ModelArgs) -> "KVBuffer":
         """A standalone copy of the first `length` positions (for the prefix cache)."""
         out = KVBuffer(args, self.length, self.k.dtype)
         out.k.copy_(self.k[:, :, : self.length])
         out.v.copy_(self.v[:, :, : self.length])
+        out.resid = {li: r[: self.length].clone() for li, r in self.resid.items()}
         out.length = self.length
         return out
 

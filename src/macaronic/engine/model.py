@@ -185,13 +185,17 @@ class Transformer(nn.Module):
         slots: Tensor | None = None,
         logits: str = "last",
         hidden: bool = False,
+        first_layer: int = 0,
+        resid: Tensor | None = None,
     ) -> Tensor:
         """Run the new tokens of `seqs` (concatenated in `tokens: [N]`) and append their K/V.
 
         `slots` gives each token's LoRA slot (0 = base), in the form `lora` takes (a SlotPlan for
         the bank, a [N] tensor for the reference). `logits` is "last" (one row per
         sequence), "all" ([N, V]) or "none"; with `hidden=True` the final-norm hidden states [N, D]
-        are returned instead of logits.
+        are returned instead of logits. With `first_layer` > 0 the tokens enter that layer with
+        the residual stream `resid: [N, D]` (an upper-mode recompute): layers below are skipped and
+        their K/V must already be in the buffers. A buffer's `resid` layers are written as they pass.
         """
         a = self.args
         q_w, kv_w = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim
@@ -204,8 +208,18 @@ class Transformer(nn.Module):
         rope_dtype = torch.float32 if self.dtype == torch.float32 else self.dtype
         cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
         pooled = _pooled_decode(seqs)
-        x = self.embed[tokens]  # x: [N, D]
+        if first_layer:
+            if resid is None or resid.shape != (len(tokens), a.dim):
+                raise ValueError(f"first_layer {first_layer} needs resid [N={len(tokens)}, D={a.dim}]")
+            x = resid.to(self.dtype)
+        else:
+            x = self.embed[tokens]  # x: [N, D]
+        keep = {li for s in seqs for li in s.kv.resid}
         for li, blk in enumerate(self.layers):
+            if li < first_layer:
+                continue
+            if li in keep:
+                self._keep_residual(li, x, seqs)
             h = rms_norm(x, blk.attn_norm, a.norm_eps)
             qkv = self._proj(h, blk.wqkv, blk.bqkv, li, "qkv", lora, slots)
             v = qkv[:, q_w + kv_w :].view(-1, a.n_kv_heads, a.head_dim)
@@ -234,6 +248,16 @@ class Transformer(nn.Module):
             ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
             x = x[ends]
         return linear(x, self.lm_head)
+
+    @staticmethod
+    def _keep_residual(layer: int, x: Tensor, seqs: list[SeqSlice]) -> None:
+        """Store the residual entering `layer` for the sequences whose buffer keeps it."""
+        off = 0
+        for s in seqs:
+            r = s.kv.resid.get(layer)
+            if r is not None:
+                r[s.kv.length : s.kv.length + s.n_new] = x[off : off + s.n_new]
+            off += s.n_new
 
     def _pooled_attention(self, layer: int, q: Tensor, k: Tensor, v: Tensor, p: "_PooledStep") -> Tensor:
         """One new token per sequence, all in one KVPool: one store and one attention call."""

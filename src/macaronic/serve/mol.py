@@ -71,7 +71,7 @@ class HarnessConfig:
 class Route:
     adapter: str | None  # None = the bare base
     specialist: str | None  # the bundle role it serves
-    mode: str  # "full" | "turn"
+    mode: str  # "full" | "turn" | "upper" (upper is served like turn: one shared view, no summary)
     policy: str  # router policy, or forced / sticky / sticky-action / default
     confidence: float
     ms: float

@@ -81,19 +81,24 @@ def make_tiny_model_dir(path: str | Path | None = None, family: str = "llama", s
 
 def make_random_adapter(
     path: str | Path, args, rank: int = 4, seed: int = 0, targets=None, mode: str = "full",
-    layers=None, scale: float = 0.2, role: str | None = None, invocation_tokens=None,
+    layers=None, scale: float = 0.2, role: str | None = None, invocation_tokens=None, top_k: int | None = None,
 ) -> Path:
-    """A random (non-zero A and B) PEFT LoRA directory for a base with `args` (ModelArgs)."""
+    """A random (non-zero A and B) PEFT LoRA directory for a base with `args` (ModelArgs).
+    mode "upper" needs `top_k`; its layers default to the top `top_k`."""
     from macaronic.engine.adapters import save_adapter
     from macaronic.engine.config import TARGETS
 
     g = torch.Generator().manual_seed(seed)
     pairs = {}
-    for layer in layers if layers is not None else range(args.n_layers):
+    if layers is None:
+        layers = range(args.n_layers - top_k, args.n_layers) if mode == "upper" and top_k else range(args.n_layers)
+    for layer in layers:
         for t in targets or TARGETS:
             d_in, d_out = args.target_shape(t)
             pairs[(layer, t)] = (scale * torch.randn(rank, d_in, generator=g), scale * torch.randn(d_out, rank, generator=g))
     meta = {"mode": mode, "role": role, "description": f"random test adapter (seed {seed})"}
+    if top_k is not None:
+        meta["top_k"] = top_k
     return save_adapter(path, pairs, rank=rank, alpha=2 * rank, meta=meta, invocation_tokens=invocation_tokens)
 
 

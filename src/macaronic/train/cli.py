@@ -33,9 +33,12 @@ def parser() -> argparse.ArgumentParser:
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")
-    p.add_argument("--mode", choices=("turn", "full"), default="turn",
+    p.add_argument("--mode", choices=("turn", "full", "upper"), default="turn",
                    help="turn: adapter only from the last user header on, history by the bare base "
-                   "(exact KV reuse across switches); full: adapter on every token")
+                   "(exact KV reuse across switches); full: adapter on every token; upper: adapter on every "
+                   "token in the top --top-k layers only (a switch recomputes those layers of the history)")
+    p.add_argument("--top-k", type=int, default=0, metavar="K",
+                   help="with --mode upper: LoRA in the top K layers only")
     p.add_argument("--rank", type=int, default=8)
     p.add_argument("--alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
     p.add_argument("--steps", type=int, default=100)
@@ -88,7 +91,7 @@ def run(args) -> Path:
     max_turn = args.max_turn or ROLE_DEFAULTS.get(args.role, (None, 384))[1]
     encoded, too_long = encode_all(tok, examples, args.max_len)
     enc = [e for e in encoded if len(e.ids) - e.turn_start <= max_turn]
-    cfg = TrainConfig(role=args.role, mode=args.mode, rank=args.rank, alpha=args.alpha or 2.0 * args.rank,
+    cfg = TrainConfig(role=args.role, mode=args.mode, top_k=args.top_k, rank=args.rank, alpha=args.alpha or 2.0 * args.rank,
                       steps=args.steps, batch=args.batch, lr=args.lr, max_len=args.max_len, max_turn=max_turn,
                       seed=args.seed, save_every=args.save_every, save_dtype=args.dtype, base=args.base,
                       description=args.description, threads=args.threads,
@@ -98,7 +101,7 @@ def run(args) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(out / "data.jsonl", examples)
         print(f"macaronic train: {len(enc)} of {len(examples)} examples fit (max_len {args.max_len}, "
-              f"max_turn {max_turn}); mode {cfg.mode}, rank {cfg.rank}, {cfg.steps} steps x {cfg.batch}",
+              f"max_turn {max_turn}); mode {cfg.mode}{f' top-{cfg.top_k}' if cfg.top_k else ''}, rank {cfg.rank}, {cfg.steps} steps x {cfg.batch}",
               file=sys.stderr)
     hist_path = out / "history.jsonl"
 

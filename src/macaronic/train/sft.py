@@ -1,8 +1,9 @@
 """LoRA SFT on a frozen base: PEFT LoRA, loss on the current turn's assistant tokens only.
 
-Two modes, the engine's: `full` puts the adapter on every token; `turn` follows the turn-activated
+Three modes, the engine's: `full` puts the adapter on every token; `turn` follows the turn-activated
 rule: the history (everything before the last user header) is computed by the bare base with no
-gradient, and the adapter applies from that header on. The history's K/V are cached by content,
+gradient, and the adapter applies from that header on; `upper` is `full` restricted to the top
+`top_k` layers (PEFT `layers_to_transform`), so the layers below hold no LoRA and build no graph. The history's K/V are cached by content,
 so a system prompt shared by every example is computed once per run. The saved `turn` adapter
 carries `alora_invocation_tokens`, so PEFT loads it as Activated LoRA and the engine as `turn`.
 
@@ -26,13 +27,15 @@ import torch
 
 from macaronic.train.examples import Encoded
 
+MODES = ("turn", "full", "upper")
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     role: str
-    mode: str = "turn"  # "turn" or "full"
+    mode: str = "turn"  # "turn", "full" or "upper"
+    top_k: int = 0  # upper: LoRA in the top top_k layers only (required for upper, 0 otherwise)
     rank: int = 8
     alpha: float = 16.0
     targets: tuple[str, ...] = TARGETS
@@ -53,8 +56,10 @@ class TrainConfig:
     max_seconds: float = 0.0  # stop once this run's steps took this long (0 = run all steps); the schedule stays cfg.steps
 
     def __post_init__(self):
-        if self.mode not in ("turn", "full"):
-            raise ValueError(f"mode must be 'turn' or 'full', got {self.mode!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if (self.mode == "upper") != (self.top_k > 0):
+            raise ValueError("--top-k K (K > 0) goes with --mode upper, and only with it")
         if self.rank <= 0 or self.steps <= 0 or self.batch <= 0:
             raise ValueError("rank, steps and batch must be positive")
         bad = [t for t in self.targets if t not in TARGETS]
@@ -88,15 +93,26 @@ def load_model(cfg: TrainConfig, base_dir: Path, marker: list[int] | None = None
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     model.config.use_cache = True
     torch.manual_seed(cfg.seed)
+    layers = None
+    if cfg.mode == "upper":
+        n = model.config.num_hidden_layers
+        if cfg.top_k > n:
+            raise ValueError(f"--top-k {cfg.top_k} exceeds the base's {n} layers")
+        layers = list(range(n - cfg.top_k, n))
     lcfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, target_modules=list(cfg.targets), lora_dropout=0.0,
-                      bias="none", task_type="CAUSAL_LM")
+                      bias="none", task_type="CAUSAL_LM", layers_to_transform=layers)
     pm = get_peft_model(model, lcfg)
     return pm
 
 
-def init_from(pm, adapter_dir: str | Path) -> None:
+_LAYER = __import__("re").compile(r"\.layers\.(\d+)\.")
+
+
+def init_from(pm, adapter_dir: str | Path, below: int = 0) -> int:
     """Warm start: copy an adapter directory's LoRA tensors into the PEFT model's (same rank and
-    targets). Every mismatch is reported at once; nothing is copied unless all tensors fit."""
+    targets). Every mismatch is reported at once; nothing is copied unless all tensors fit.
+    `below` > 0 (upper mode): the file's tensors of layers below it are dropped, not mismatches;
+    returns how many were dropped."""
     from safetensors.torch import load_file
 
     adapter_dir = Path(adapter_dir)
@@ -104,6 +120,9 @@ def init_from(pm, adapter_dir: str | Path) -> None:
     params = dict(lora_params(pm))
     named = {k.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight"): v
              for k, v in state.items()}
+    dropped = [k for k in named if below and (m := _LAYER.search(k)) and int(m.group(1)) < below]
+    for k in dropped:
+        del named[k]
     problems = [f"tensor {k} has no place in this LoRA" for k in sorted(set(named) - set(params))]
     problems += [f"tensor {k} is {tuple(v.shape)}, this LoRA's is {tuple(params[k].shape)}"
                  for k, v in sorted(named.items()) if k in params and v.shape != params[k].shape]
@@ -114,6 +133,7 @@ def init_from(pm, adapter_dir: str | Path) -> None:
     with torch.no_grad():
         for k, v in named.items():
             params[k].copy_(v.float())
+    return len(dropped)
 
 
 def lora_params(pm) -> list[tuple[str, torch.nn.Parameter]]:
@@ -238,7 +258,10 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
     base_dir = base_dir or resolve_base(cfg.base)
     pm = load_model(cfg, base_dir)
     if cfg.init_adapter:
-        init_from(pm, cfg.init_adapter)
+        below = pm.base_model.model.config.num_hidden_layers - cfg.top_k if cfg.mode == "upper" else 0
+        dropped = init_from(pm, cfg.init_adapter, below=below)
+        if dropped and rank == 0:
+            print(f"warm start: dropped {dropped} tensors of layers below {below} (upper mode)", file=__import__("sys").stderr)
     params = [p for _, p in lora_params(pm)]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
     ckpt = Path(out) / "checkpoint"
