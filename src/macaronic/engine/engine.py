@@ -69,9 +69,12 @@ class EngineConfig:
 
     @classmethod
     def from_env(cls, **kw) -> "EngineConfig":
-        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT unless given."""
+        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT and whose busy prefill
+        budget from MACARONIC_PREFILL_CHUNK_BUSY, unless given."""
         kw.setdefault("dtype", os.environ.get("MACARONIC_DTYPE", "float32"))
         kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
+        if "MACARONIC_PREFILL_CHUNK_BUSY" in os.environ:
+            kw.setdefault("prefill_chunk_busy", int(os.environ["MACARONIC_PREFILL_CHUNK_BUSY"]))
         return cls(**kw)
 
 
@@ -187,6 +190,9 @@ class _Seq:
 
 class Engine:
     def __init__(self, base: Base, tokenizer, config: EngineConfig = EngineConfig()):
+        if config.prefill_chunk < 1 or config.prefill_chunk_busy < 1:
+            raise ValueError(f"prefill_chunk and prefill_chunk_busy must be >= 1, got "
+                             f"{config.prefill_chunk} and {config.prefill_chunk_busy}")
         self.base, self.tok, self.config = base, tokenizer, config
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
