@@ -11,7 +11,7 @@ from macaronic.bench import cli, routing, serving
 MACHINE = {"cpu": "x", "cores": 2, "memory_gb": 1, "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 2}
 
 
-def test_serving_variants_fill_every_field_and_render(tiny_dirs):
+def test_serving_variants_fill_every_field_and_render(tiny_dirs, tmp_path):
     variants = [("default", [], {}, 2), ("budget 8", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "8"}, 2)]
     sv = serving.serving_variants(variants, streams=4, tokens=4, server_args=["--base", str(tiny_dirs["llama"])])
     assert [v["label"] for v in sv["variants"]] == ["default", "budget 8"]
@@ -23,8 +23,12 @@ def test_serving_variants_fill_every_field_and_render(tiny_dirs):
         assert all(r["tokens"] >= r["chunks"] > 0 for r in v["per_round"])
     r = {"command": "macaronic bench --only serve", "seconds": 1.0, "quick": True, "router": None, "serve": sv,
          "machine": MACHINE, "base": {"id": "b", "params": 1e6}}
-    text = cli.markdown(json.loads(json.dumps(r)))
+    text = cli.own_markdown(json.loads(json.dumps(r)), "serve")
     assert "Serving under 4 concurrent streams" in text and "RSS plateau (default)" in text and "| budget 8 | 2 |" in text
+    doc = tmp_path / "B.md"
+    doc.write_text("# B\n\n<!-- bench:start -->\nengine figures\n<!-- bench:end -->\n")
+    cli.write_markdown(doc, r)  # an --only serve run rewrites its own block, not the engine's
+    assert "engine figures" in doc.read_text() and "<!-- bench-serve:start -->" in doc.read_text()
 
 
 def test_bench_refuses_an_unknown_section(tmp_path):

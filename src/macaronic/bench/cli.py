@@ -11,6 +11,7 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "prefill", "structured", "serve", "routing")
+ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
 
 
 def main(argv: list[str]) -> int:
@@ -120,6 +121,9 @@ def main(argv: list[str]) -> int:
     if a.md:
         write_markdown(Path(a.md), result)
     print(markdown(result))
+    for key, *_ in OWN_BLOCKS:
+        if result.get(key):
+            print(own_markdown(result, key))
     return 0
 
 
@@ -209,14 +213,6 @@ def markdown(r: dict) -> str:
         from macaronic.bench.structured import markdown as structured_md
 
         out += structured_md(r["structured"])
-    if r.get("serve"):
-        from macaronic.bench import serving
-
-        out += serving.markdown(r["serve"])
-    if r.get("routing"):
-        from macaronic.bench import routing
-
-        out += routing.markdown(r["routing"])
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]
@@ -227,10 +223,32 @@ def markdown(r: dict) -> str:
     return "\n".join(out)
 
 
+# Sections with a block of their own in the markdown file: (result key, markers, title, renderer module).
+OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->", "Serving under 32 concurrent streams",
+               "macaronic.bench.serving"),
+              ("routing", "<!-- bench-routing:start -->", "<!-- bench-routing:end -->", "What routing costs",
+               "macaronic.bench.routing"))
+
+
+def own_markdown(r: dict, key: str) -> str:
+    import importlib
+
+    module = next(b[4] for b in OWN_BLOCKS if b[0] == key)
+    m = r["machine"]
+    head = (f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, "
+            f"{m['memory_gb']} GB, torch {m['torch']}, load average at the start {m.get('load', 'n/a')}.")
+    return "\n".join([head, "", *importlib.import_module(module).markdown(r[key])])
+
+
 def write_markdown(path: Path, r: dict) -> None:
+    """The engine block when an engine section ran, and each own-block section that ran."""
     from macaronic.bench.docs import write_section
 
-    write_section(path, START, END, "Engine benchmarks", markdown(r))
+    if any(k in r for k in ENGINE_KEYS):
+        write_section(path, START, END, "Engine benchmarks", markdown(r))
+    for key, start, end, title, _ in OWN_BLOCKS:
+        if r.get(key):
+            write_section(path, start, end, title, own_markdown(r, key))
 
 
 if __name__ == "__main__":

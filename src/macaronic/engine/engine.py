@@ -25,12 +25,14 @@ The engine knows token ids and detokenizes incrementally for text deltas and sto
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import os
 import queue
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -311,6 +313,9 @@ class Engine:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="macaronic-engine", daemon=True)
             self._thread.start()
+            # a process that exits with the loop mid-forward aborts in torch's teardown: stop it first
+            ref = weakref.ref(self)
+            atexit.register(lambda: (e := ref()) is not None and e.shutdown())
 
     def shutdown(self) -> None:
         self._stop.set()
