@@ -8,6 +8,7 @@ the schedule, i.e. how much prompt work ran between two tokens of each decoding 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -87,13 +88,16 @@ def test_score_requests_wait_for_no_decode_row(llm):
         h.cancel()
 
 
-def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, monkeypatch):
+@pytest.mark.parametrize("fused", [True, False])
+def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, monkeypatch, fused):
     """Eight streams decode; meanwhile a routing thread computes the router's features (the
     route head's two views of four requests, two long) and next-token log-probs, and two long
-    prompts arrive. Between any two tokens of any stream at most one other forward ran, of at
-    most `prefill_chunk_busy` prompt tokens (the old direct router forwards ran whole requests
-    under the engine lock between two tokens: this fails on them)."""
+    prompts arrive. Between any two tokens of any stream at most one other forward ran and at
+    most `prefill_chunk_busy` prompt tokens were computed (the old direct router forwards ran
+    whole requests under the engine lock between two tokens: this fails on them). Both step
+    shapes: prompt chunks fused into the decode forward, and a forward each."""
     budget = llm.config.prefill_chunk_busy
+    monkeypatch.setattr(llm.engine, "config", replace(llm.engine.config, fuse_steps=fused))
     model = llm.base.model
     log: list[list[tuple[int, int]]] = []  # per forward: (K/V buffer id, new tokens) per sequence
     forward = model.forward
@@ -137,9 +141,11 @@ def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, mo
         steps = [i for i, f in enumerate(window) if (kv, 1) in f]  # this stream's tokens
         fewest = min(fewest, len(steps))
         for a, b in zip(steps, steps[1:]):
-            between = window[a + 1 : b]
-            worst_forwards = max(worst_forwards, len(between))
-            worst_tokens = max(worst_tokens, sum(n for f in between for _, n in f))
+            worst_forwards = max(worst_forwards, b - a - 1)  # forwards strictly between the two tokens
+            # prompt work up to the second token: the forwards between, and that token's own
+            # forward (a fused step carries prompt chunks with the decode step; other streams'
+            # one-token decodes are not prompt work)
+            worst_tokens = max(worst_tokens, sum(n for f in window[a + 1 : b + 1] for k, n in f if k not in kvs and n > 1))
     seen = f"{worst_tokens} prompt tokens in {worst_forwards} forwards between two tokens of a stream, " \
            f"{fewest} tokens of the slowest stream while {work} prompt tokens ran"
     print(seen)

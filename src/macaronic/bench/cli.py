@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
             result["structured"] = structured_cost(base.path, tokens=24 if a.quick else 32, reps=reps)
             prog.advance(task)
         if "serve" in sections:
-            rounds = 4 if a.quick else 6
+            rounds = 3 if a.quick else 6
             variants = serving.default_variants(rounds, a.quick)
             task = prog.add_task("serving: 32 streams x 32 tokens, rounds per variant", total=sum(v[3] for v in variants))
             server_args = ["--base", a.base] if a.base else []

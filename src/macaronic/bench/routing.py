@@ -5,7 +5,8 @@ In process, on the real engine and the shipped router state, with the hand-writt
 - `stall`: `streams` streams decode (the shipped specialists in turn) while a routing thread routes
   turns back to back; the inter-token gaps of the streams, with the router's forwards as engine
   score requests ("engine"), as the direct forwards under the engine lock they replaced
-  ("direct", `LLM.hidden_views_direct`), and with no routing at all ("none"), interleaved in one run.
+  ("direct", `LLM.hidden_views_direct`), as score requests with the engine's step in two forwards
+  (prompt chunks, then decode) and with no routing at all ("none"), interleaved in one run.
 - `ttft`: one turn at a time on an idle engine, prefix cache cleared before each request: the time
   to first token of the turn forced to the role the router picks vs routed (route + the same
   request); the difference is what routing adds to TTFT, paired per turn.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from dataclasses import replace
 
 from macaronic.engine.sampling import SamplingParams
 
@@ -75,20 +77,25 @@ def _decode_streams(llm, roles: list[str], n: int, tokens: int, tag: str):
     return handles, stamps, readers
 
 
+VARIANTS = ("none", "direct", "engine, two forwards", "engine")
+
+
 def stall(llm, router, streams: int = 8, tokens: int = 64, reps: int = 2, turns: int = 24) -> dict:
     roles = [r for r in ("chat", "agent", "coding", "genui") if r in llm.adapters.names()]
     convos = _turns(turns)
     engine_backbone = router.backbone
     out: dict = {"streams": streams, "tokens": tokens, "reps": reps, "variants": {}}
-    acc = {v: {"gaps": [], "route_ms": []} for v in ("none", "direct", "engine")}
+    acc = {v: {"gaps": [], "route_ms": []} for v in VARIANTS}
+    fused = llm.engine.config
     for rep in range(reps):
-        for variant in ("none", "direct", "engine"):
+        for variant in VARIANTS:
             router.backbone = DirectViews(llm) if variant == "direct" else engine_backbone
+            llm.engine.config = replace(fused, fuse_steps=variant != "engine, two forwards")
             handles, stamps, readers = _decode_streams(llm, roles, streams, tokens, f"{variant}{rep}")
             while not all(stamps):  # every stream is decoding before the routes start
                 time.sleep(0.005)
             k = 0
-            while variant != "none" and not all(h.done.is_set() for h in handles):
+            while variant != "none" and (k == 0 or not all(h.done.is_set() for h in handles)):
                 t0 = time.perf_counter()
                 router.route(convos[k % len(convos)])
                 acc[variant]["route_ms"].append((time.perf_counter() - t0) * 1000)
@@ -96,7 +103,7 @@ def stall(llm, router, streams: int = 8, tokens: int = 64, reps: int = 2, turns:
             for t in readers:
                 t.join()
             acc[variant]["gaps"] += [(b - a) * 1000 for s in stamps for a, b in zip(s, s[1:])]
-    router.backbone = engine_backbone
+    router.backbone, llm.engine.config = engine_backbone, fused
     for v, a in acc.items():
         out["variants"][v] = {"gap_p50_ms": pct(a["gaps"], 0.5), "gap_p99_ms": pct(a["gaps"], 0.99),
                               "gap_max_ms": pct(a["gaps"], 1.0), "gaps": len(a["gaps"]), "routes": len(a["route_ms"]),
@@ -184,10 +191,11 @@ def markdown(r: dict) -> list[str]:
            f"Stall: {s['streams']} streams decode {s['tokens']} tokens (the specialists in turn) while turns are "
            f"routed back to back; {s['reps']} interleaved repetition(s) of each variant. direct: the router's "
            "forwards as before (from scratch, under the engine lock); engine: score requests scheduled by "
-           "the engine (at most one prefill chunk between two tokens of a stream).", "",
+           "the engine (at most one prefill chunk between two tokens of a stream), the chunk fused into the "
+           "decode forward or in a forward of its own.", "",
            "| router forwards | routes | gap p50 (ms) | gap p99 | gap max | route p50 (ms) | route p95 |",
            "|---|---:|---:|---:|---:|---:|---:|"]
-    for v in ("none", "direct", "engine"):
+    for v in VARIANTS:
         x = s["variants"][v]
         out.append(f"| {v} | {x['routes']} | {f(x['gap_p50_ms'])} | {f(x['gap_p99_ms'])} | {f(x['gap_max_ms'])} | "
                    f"{f(x['route_p50_ms'])} | {f(x['route_p95_ms'])} |")

@@ -139,14 +139,19 @@ def serving_load(streams: int = 32, tokens: int = 32, rounds: int = 6, server_ar
 
 
 # The variants of the serving section: (label, server arguments, environment, rounds). The first is
-# the default server, run longest for the RSS plateau; the prefill-budget rows show what chunking
-# the prompts of new streams does to the running ones (512: a budget as large as the idle one).
+# the default server, run longest for the RSS plateau; the others show what the step shape does to
+# the running streams: prompt chunks in a forward of their own, a budget as large as the idle one.
 def default_variants(rounds: int, quick: bool = False) -> list[tuple[str, list[str], dict, int]]:
-    few = max(2, rounds // 2)
-    rows = [("fp32, prefill budget 64 (default)", [], {}, rounds),
-            ("fp32, prefill budget 512 while decoding", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "512"}, few)]
+    from macaronic.engine.engine import EngineConfig
+
+    few = 2 if quick else max(2, rounds // 2)
+    budget = EngineConfig.prefill_chunk_busy
+    rows = [(f"fp32, budget {budget}, fused step (default)", [], {}, rounds),
+            (f"fp32, budget {budget}, two forwards a step", [], {"MACARONIC_FUSE_STEPS": "0"}, few),
+            ("fp32, budget 512, fused step", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "512"}, few)]
     if not quick:
-        rows.insert(1, ("fp32, prefill budget 256 while decoding", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "256"}, few))
+        rows.insert(3, ("fp32, budget 512, two forwards a step (the engine before)", [],
+                        {"MACARONIC_PREFILL_CHUNK_BUSY": "512", "MACARONIC_FUSE_STEPS": "0"}, few))
     rows += [("bf16", ["--dtype", "bfloat16"], {}, few), ("int4", ["--dtype", "bfloat16", "--quant", "int4"], {}, few)]
     return rows
 
@@ -157,8 +162,13 @@ def serving_variants(variants, streams: int = 32, tokens: int = 32, server_args:
     out = {"streams": streams, "tokens": tokens, "threads": threads, "variants": []}
     for label, args, env, rounds in variants:
         env = {**env, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-        res = serving_load(streams, tokens, rounds, [*(server_args or []), *args], progress, env=env)
+        try:
+            res = serving_load(streams, tokens, rounds, [*(server_args or []), *args], progress, env=env)
+        except RuntimeError as e:  # a server that does not start (e.g. out of memory) loses its row only
+            res = {"error": str(e)[-2000:], "rounds": rounds}
         out["variants"].append({"label": label, "server_args": args, "env": env, **res})
+    if all("error" in v for v in out["variants"]):
+        raise RuntimeError("no serving variant ran:\n" + out["variants"][0]["error"])
     return out
 
 
@@ -166,17 +176,23 @@ def markdown(sv: dict) -> list[str]:
     def f(x):
         return "n/a" if x is None else (f"{x:,.1f}" if isinstance(x, float) else str(x))
 
-    first = sv["variants"][0]
+    ran = [v for v in sv["variants"] if "error" not in v]
+    first = ran[0]
     threads = f", {sv['threads']} torch thread(s) in the server" if sv.get("threads") else ""
     out = [f"### Serving under {sv['streams']} concurrent streams", "",
            f"`macaronic serve` subprocesses (the shipped specialists forced in turn: {', '.join(first['models'])}; "
            f"no route hop), rounds of {sv['streams']} streaming requests x {sv['tokens']} tokens, all prompts "
            f"distinct; times as the client sees them, over the rounds after the first; variants one after the "
            f"other in one run{threads}. "
-           "Prefill budget: prompt tokens per engine step while streams decode (`prefill_chunk_busy`).", "",
+           "Budget: prompt tokens per engine step while streams decode (`prefill_chunk_busy`); fused: prompt chunks "
+           "and the decode step in one forward (`fuse_steps`).", "",
            "| server | rounds | tok/s | TTFT p50 (ms) | TTFT p99 | gap p50 (ms) | gap p99 | gap max | peak RSS (MB) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for v in sv["variants"]:
+        if "error" in v:
+            out.append(f"| {v['label']} | {v['rounds']} | did not run: {v['error'].strip().splitlines()[-1][:80]} "
+                       "| | | | | | |")
+            continue
         out.append(f"| {v['label']} | {v['rounds']} | {f(v.get('tok_s'))} | {f(v['ttft_p50_ms'])} | {f(v['ttft_p99_ms'])} | "
                    f"{f(v['gap_p50_ms'])} | {f(v['gap_p99_ms'])} | {f(v['gap_max_ms'])} | {f(v['rss_peak_mb'])} |")
     out += ["", f"RSS plateau ({first['label']}): server RSS (MB) at start and after each round: "

@@ -1,10 +1,10 @@
 """The Mixture-of-LoRA engine: continuous batching over token ids, one adapter per request.
 
 Requests with different adapters decode in the same batch (one LoRA slot index per token).
-Each scheduler step runs at most one prefill forward and one decode forward. The prefill forward
-takes up to `prefill_chunk` prompt tokens when nothing decodes, `prefill_chunk_busy` while
-streams decode, several prompts in one forward, so a long prompt never stalls other requests'
-decoding for more than one chunk. Finished conversations go to the prefix cache; the next
+Each scheduler step runs prompt chunks (up to `prefill_chunk` tokens when nothing decodes,
+`prefill_chunk_busy` while streams decode, several prompts together) and one decode step of every
+running stream, in one forward (`fuse_steps`) or two, so a long prompt never stalls other
+requests' decoding for more than one chunk. Finished conversations go to the prefix cache; the next
 request reuses every position whose (token, adapter label) matches.
 
 A request with `score` set ("hidden" or "logprobs": what the router reads) is prefilled like any
@@ -60,6 +60,7 @@ class EngineConfig:
     max_registered: int = 512
     prefill_chunk: int = 512  # prompt tokens per step when no stream decodes
     prefill_chunk_busy: int = 64  # ... while streams decode: bounds their inter-token gap
+    fuse_steps: bool = True  # prompt chunks and the decode step in one forward (False: two forwards a step)
     kv_pool_tokens: int = 1024  # sequences up to this long share one K/V pool (batched decode attention)
     prefix_cache: bool = True
     prefix_cache_bytes: int = 1 << 30
@@ -71,12 +72,14 @@ class EngineConfig:
 
     @classmethod
     def from_env(cls, **kw) -> "EngineConfig":
-        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT and whose busy prefill
-        budget from MACARONIC_PREFILL_CHUNK_BUSY, unless given."""
+        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT, its busy prefill
+        budget from MACARONIC_PREFILL_CHUNK_BUSY and step fusion from MACARONIC_FUSE_STEPS, unless given."""
         kw.setdefault("dtype", os.environ.get("MACARONIC_DTYPE", "float32"))
         kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
         if "MACARONIC_PREFILL_CHUNK_BUSY" in os.environ:
             kw.setdefault("prefill_chunk_busy", int(os.environ["MACARONIC_PREFILL_CHUNK_BUSY"]))
+        if "MACARONIC_FUSE_STEPS" in os.environ:
+            kw.setdefault("fuse_steps", os.environ["MACARONIC_FUSE_STEPS"] not in ("0", "false", "no"))
         return cls(**kw)
 
 
@@ -349,6 +352,8 @@ class Engine:
             self._drop_cancelled()
             self._admit()
         with self.lock, torch.inference_mode():
+            if self.config.fuse_steps and self._fused_step():
+                return True
             did_prefill = self._prefill_chunk()
             did_decode = self._decode()
         return bool(did_prefill or did_decode or self._waiting)
@@ -434,11 +439,9 @@ class Engine:
         # Positions being computed carry either the request's own label or BASE.
         return torch.from_numpy(np.where(labels == s.own_label, s.slot, 0).astype(np.int64))
 
-    def _prefill_chunk(self) -> bool:
-        """One prefill forward: prompt chunks of as many sequences as fit the step's token budget
-        (`prefill_chunk`, or `prefill_chunk_busy` while streams decode), score requests first, so a
-        burst of short prompts is prefilled together and a long one never holds decoding up for
-        more than one chunk."""
+    def _chunks(self) -> list[tuple[_Seq, int]]:
+        """This step's prompt chunks: as many sequences as fit the token budget (`prefill_chunk`, or
+        `prefill_chunk_busy` while streams decode), score requests first."""
         decoding = any(s.decoding for s in self._active)
         budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
         pending = sorted((s for s in self._active if s.pos < len(s.tokens)), key=lambda s: s.req.score is None)
@@ -449,6 +452,33 @@ class Engine:
             end = min(s.pos + budget, len(s.tokens))
             batch.append((s, end))
             budget -= end - s.pos
+        return batch
+
+    def _fused_step(self) -> bool:
+        """Prompt chunks and the decode step in one forward (one pass over the weights instead of
+        two); False when there is not both kinds of work, or the forward failed (the caller then
+        runs the separate steps, which isolate a failing request)."""
+        decode = [s for s in self._active if s.pos == len(s.tokens) and s.generated]
+        if not decode:
+            return False
+        chunks = self._chunks()
+        if not chunks:
+            return False
+        try:
+            outs = self._prefill(chunks + [(s, None) for s in decode])
+        except Exception:
+            return False
+        for (s, end), (lg, hid) in zip(chunks, outs):
+            self._prefilled(s, end, lg, hid)
+        self.stats["decode_steps"] += 1
+        for s, (lg, _) in zip(decode, outs[len(chunks):]):
+            self._emit(s, lg)
+        return True
+
+    def _prefill_chunk(self) -> bool:
+        """One prefill forward of this step's chunks (`_chunks`), so a burst of short prompts is
+        prefilled together and a long one never holds decoding up for more than one chunk."""
+        batch = self._chunks()
         if not batch:
             return False
         try:
@@ -466,22 +496,31 @@ class Engine:
             self._prefilled(s, end, lg, hid)
         return True
 
-    def _prefill(self, batch: list[tuple[_Seq, int]]) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+    def _prefill(self, batch: list[tuple[_Seq, int | None]]) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
         """Run the chunks; per sequence (next-token logits if its prompt ends here, the chunk's
-        final-norm hidden rows if it is a "hidden" score)."""
-        toks = torch.from_numpy(np.concatenate([s.tokens[s.pos : end] for s, end in batch]))
+        final-norm hidden rows if it is a "hidden" score). `end` None: a decoding sequence's next
+        token (the fused step), with its logits."""
+        def piece(s, end):
+            return (np.asarray(s.generated[-1:], dtype=np.int64) if end is None else s.tokens[s.pos : end])
+
+        def slot_row(s, end):
+            if end is None:
+                return torch.tensor([s.slot if s.own_label != BASE else 0])
+            return self._slots_for(s, s.labels[s.pos : end])
+
+        toks = torch.from_numpy(np.concatenate([piece(s, end) for s, end in batch]))
+        sizes = [len(piece(s, end)) for s, end in batch]
         use_lora = any(s.slot for s, _ in batch)
-        slots = torch.cat([self._slots_for(s, s.labels[s.pos : end]) for s, end in batch]) if use_lora else None
-        last = any(end == len(s.tokens) for s, end in batch)
+        slots = torch.cat([slot_row(s, end) for s, end in batch]) if use_lora else None
+        last = any(end is None or end == len(s.tokens) for s, end in batch)
         hidden = any(s.req.score == "hidden" for s, _ in batch)
         self.stats["prefill_forwards"] += 1
         out = self.model(
-            toks, [SeqSlice(s.kv, end - s.pos) for s, end in batch], lora=self.bank if use_lora else None,
+            toks, [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)], lora=self.bank if use_lora else None,
             slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none", hidden=hidden,
         )  # [len(batch), V] (the last row of each chunk), empty, or with hidden=True [N, D]
         if not hidden:
             return [(lg, None) for lg in out] if last else [(None, None)] * len(batch)
-        sizes = [end - s.pos for s, end in batch]
         rows = torch.split(out, sizes)  # rows[i]: [n_i, D]
         # the same last-row projection as the model's logits="last" (same rows, same matmul)
         logits = linear(out[torch.tensor(sizes).cumsum(0) - 1], self.model.lm_head) if last else None
