@@ -20,7 +20,7 @@ class FakeContract:
             self.kind, self.role = kind, role
 
     def suite(self, name):
-        return {"agent": self.S("agent", "agent"), "mixed": self.S("mixed", None)}[name]
+        return {"agent": self.S("agent", "agent"), "chat": self.S("chat", "chat"), "mixed": self.S("mixed", None)}[name]
 
 
 def mixed_row(turns, passed=False):
@@ -53,15 +53,18 @@ def test_budget_and_plan():
     assert step_spec(plan.steps(2)[0]) == ("harness_edit", {"file": "x"})
 
 
-def test_rft_data_is_graded_successes_with_the_served_system_prompt():
+def test_rft_data_is_graded_successes_in_the_served_layout():
     from macaronic.harness import load_bundle
+    from macaronic.prompts import prompt_head
+    from macaronic.substrate.tools import openai_tools
 
     bundle = load_bundle()
     found = successes(FakeContract(), bundle, ROWS)
     assert sorted(found) == ["agent", "chat"]
     (agent,) = found["agent"]  # the duplicate success is one example, the failure none
-    assert agent["messages"][0]["role"] == "system" and "<tools>" in agent["messages"][0]["content"]
-    assert agent["messages"][1:] == ROWS[0]["messages"]
+    head = prompt_head(bundle, "agent", openai_tools())  # the compact tool list, as served
+    assert agent["messages"][:2] == head and "<tools>" not in agent["messages"][0]["content"]
+    assert agent["messages"][2:] == ROWS[0]["messages"]
     (chat,) = found["chat"]  # only the mixed turn that was routed right and answered right
     assert chat["messages"][-1]["content"] == "Lima"
 
@@ -104,7 +107,9 @@ def test_rft_retrains_a_specialist_in_a_separate_process(tmp_path):
     ads = {r: make_random_adapter(tmp_path / r, args, seed=i, mode="turn", role=r)
            for i, r in enumerate(["chat", "agent"])}
     champ = PairManifest.build(base, ads, DEFAULT_BUNDLE)
-    rows = [mixed_row([{"text": f"capital of {c}?", "reply": city, "gold": "chat", "routed": "chat", "ok": True}])
+    # forced chat rows: a routed turn's prompt carries the tool list, over max_len in the tiny byte tokenizer
+    rows = [{"suite": "chat", "family": "f", "passed": True,
+             "messages": [{"role": "user", "content": f"capital of {c}?"}, {"role": "assistant", "content": city}]}
             for c, city in [("Peru", "Lima"), ("Japan", "Tokyo")]]
     ctx = {"contract": FakeContract(), "budget": Budget(min_successes=2, train_steps=2)}
     child, changes, _ = build_successor(champ, rows, ("rft",), tmp_path / "cand", ctx)

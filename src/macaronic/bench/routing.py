@@ -127,7 +127,7 @@ def ttft(llm, router, turns: int = 40) -> dict:
         ids = llm.encode_chat(convo)
         order = ("forced", "routed") if i % 2 == 0 else ("routed", "forced")
         got = {}
-        role = router.route(convo).adapter
+        role = router.route(convo).role
         for which in order:
             llm.engine.cache.clear()
             if which == "forced":
@@ -138,7 +138,7 @@ def ttft(llm, router, turns: int = 40) -> dict:
                 t0 = time.perf_counter()
                 d = router.route(convo)
                 r_ms = (time.perf_counter() - t0) * 1000
-                _ttft(llm, ids, d.adapter)
+                _ttft(llm, ids, d.role)
                 got["routed_wall"] = (time.perf_counter() - t0) * 1000
                 got["route_ms"] = r_ms
         forced.append(got["forced_wall"])

@@ -13,22 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+from macaronic.contract.opening import Refused, contamination_of, prepare, progress
 from macaronic.contract.spec import ENVIRONMENT, ContractError
 
 CONTAMINATED = 3
-
-
-def resolve_pair(ref: str, lineage: str | Path | None):
-    """A pair manifest from a manifest JSON path, or from the lineage by id, prefix or alias."""
-    from macaronic.pairs.ids import PairManifest
-    from macaronic.pairs.lineage import Lineage
-
-    if ref.endswith(".json") and Path(ref).is_file():
-        return PairManifest.load(ref)
-    from macaronic.pairs.cli import default_lineage
-
-    with Lineage(lineage or default_lineage()) as lin:
-        return lin.pair(ref)
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -72,18 +60,6 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
     return doc.get("tasks", doc), hashlib.sha256(data).hexdigest()
 
 
-def open_for_evaluation(path: str | Path, audit):
-    """(contract, evaluator split loader) once its sources and sealed hashes check out; raises ContractError."""
-    from macaronic.contract import spec as cspec
-    from macaronic.contract.sealed import SplitLoader
-
-    contract = cspec.parse(path)
-    cspec.check_sources(contract)
-    loader = SplitLoader(contract, "evaluator", audit)
-    cspec.check_hashes(contract, loader)
-    return contract, loader
-
-
 def eval_main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "ablate":
         from macaronic.contract.ablate_cli import main
@@ -92,23 +68,12 @@ def eval_main(argv: list[str] | None = None) -> int:
     args = eval_parser().parse_args(argv)
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
-    from macaronic.pairs.lineage import LineageError
-
     try:
-        contract, loader = open_for_evaluation(args.contract, args.audit)
-    except ContractError as e:
+        contract, loader, (child, parent) = prepare(args.contract, args.audit, [args.pair, args.parent],
+                                                    args.lineage)
+    except Refused as e:
         print(f"macaronic eval: {e}", file=sys.stderr)
         return e.code
-    try:
-        child = resolve_pair(args.pair, args.lineage)
-        parent = resolve_pair(args.parent, args.lineage) if args.parent else None
-    except (LineageError, ValueError, OSError) as e:
-        print(f"macaronic eval: {e}", file=sys.stderr)
-        return ENVIRONMENT
-    problems = child.verify() + (parent.verify() if parent else [])
-    if problems:
-        print("macaronic eval: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return ENVIRONMENT
     units = plan(contract, loader)
     cont = contamination_of(child, args.train_data, units)
     if not cont["clean"]:
@@ -140,21 +105,6 @@ def eval_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def contamination_of(pair, extra_files, units) -> dict:
-    """The pair's training data (its data files, each adapter's own data.jsonl when it ships one,
-    and any named) against every sealed test prompt of the (task, sample) units."""
-    from macaronic.contract.sealed import contamination, texts_of_data_file
-
-    train_files = list(pair.data) + [str(p) for p in extra_files]
-    train_files += [str(Path(a["path"]) / "data.jsonl") for a in pair.adapters.values()
-                    if (Path(a["path"]) / "data.jsonl").is_file()]
-    train_texts = [t for f in train_files for t in texts_of_data_file(f)]
-    seen = {}
-    for task, _ in units:
-        seen.setdefault(task.key, task.text)
-    return contamination(train_texts, list(seen.items()))
-
-
 def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness") -> None:
     from macaronic.contract.evaluate import run_units, unit_key
 
@@ -172,33 +122,6 @@ def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str 
                 bar.advance(job)
     finally:
         runner.close()
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def advance(self, *a, **k):
-        pass
-
-    def update(self, *a, **k):
-        pass
-
-
-def progress(quiet: bool = False):
-    if quiet:
-        return _NoBar()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True))
 
 
 def fmt(x, nd=3):

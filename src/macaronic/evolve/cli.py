@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, OSError) as e:
         print(f"macaronic evolve: {e}", file=sys.stderr)
         return 2
-    from macaronic.contract.cli import progress
+    from macaronic.contract.opening import progress
 
     with progress(args.quiet) as bar:
         jobs: dict[str, int] = {}

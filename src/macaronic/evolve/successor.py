@@ -3,7 +3,7 @@
 Steps (a generation's plan names which run, in order):
 
   rft           rejection-sampling fine-tuning: each specialist's graded successes (deduplicated,
-                with the harness's own system prompt) join a replay of the data the champion's
+                rendered by the one renderer in the served layout) join a replay of the data the champion's
                 adapter was trained on (rebuilt from the generator its metadata records); a role
                 with at least budget.min_successes successes is retrained by `macaronic train` in
                 a separate process with the champion adapter's recorded mode, rank, batch, lr and
@@ -30,7 +30,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from macaronic.contract.runner import ROUTER_STATE_DIR, system_prompt
+from macaronic.contract.runner import ROUTER_STATE_DIR, default_tools, for_renderer
+from macaronic.prompts import conversation
 from macaronic.evolve.config import step_spec
 from macaronic.pairs.ids import PairManifest
 
@@ -86,9 +87,10 @@ def successes(contract, bundle, rows: list[dict]) -> dict[str, list[dict]]:
     """role -> deduplicated SFT examples from graded successes (whole replies or routed turns)."""
     out: dict[str, dict[str, dict]] = {}
 
-    def add(role: str, messages: list[dict], source: str):
-        convo = [{"role": "system", "content": system_prompt(bundle, role)}]
-        convo += [{"role": m["role"] if m["role"] != "tool" else "user", "content": m["content"]} for m in messages]
+    def add(role: str, messages: list[dict], source: str, routed: bool = False):
+        # the served layout (the one renderer), with the tools the turn was shown
+        tools = default_tools(None if routed else role, None)
+        convo = conversation(bundle, role, [for_renderer(m, bundle) for m in messages], tools)
         key = hashlib.sha256(json.dumps(convo, sort_keys=True).encode()).hexdigest()
         out.setdefault(role, {})[key] = {"messages": convo, "role": role, "source": source}
 
@@ -100,7 +102,7 @@ def successes(contract, bundle, rows: list[dict]) -> dict[str, list[dict]]:
                 if m["role"] == "assistant":
                     t = r["detail"]["turns"][turn]
                     if t["route_ok"] and t["answer_ok"]:
-                        add(t["gold"], msgs[: i + 1], f"mixed:{r['family']}")
+                        add(t["gold"], msgs[: i + 1], f"mixed:{r['family']}", routed=True)
                     turn += 1
         elif r["passed"] and spec.role:
             add(spec.role, r["messages"], f"{r['suite']}:{r['family']}")
@@ -215,7 +217,7 @@ def dev_routing_examples(contract, loader, per_family: int) -> list[dict]:
                 for turn in t.obj.turns:
                     convo = convo + [{"role": "user", "content": turn.text}]
                     out.append({"messages": convo, "label": turn.role, "kind": "turn"})
-                    convo = convo + [{"role": "assistant", "content": "(reply)", "adapter": turn.role}]
+                    convo = convo + [{"role": "assistant", "content": "(reply)", "specialist": turn.role}]
             elif s.role:
                 out.append({"messages": [{"role": "user", "content": t.text}], "label": s.role, "kind": "turn"})
     return out
@@ -265,7 +267,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     acc, recall = {}, {}
     for policy in POLICY_CHOICES:
         decisions = router.with_config(policy=policy).route_many([e["messages"] for e in dev], features=features)
-        pred, gold = [d.adapter for d in decisions], [e["label"] for e in dev]
+        pred, gold = [d.role for d in decisions], [e["label"] for e in dev]
         acc[policy], recall[policy] = accuracy(pred, gold), macro_recall(pred, gold)
     # Macro recall, not accuracy: dev is unbalanced, and "always the majority role" must not win.
     # Ties keep the current policy (no change without evidence).

@@ -17,6 +17,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from macaronic.migrations import migrate as apply_migrations
 from macaronic.pairs.ids import PairManifest
 
 MIGRATIONS: list[str] = [
@@ -49,15 +50,8 @@ class LineageError(LookupError):
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations not yet applied, in order; returns the schema version."""
-    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, applied REAL)")
-    done = {v for (v,) in conn.execute("SELECT version FROM _migrations")}
-    for version, sql in enumerate(MIGRATIONS, start=1):
-        if version in done:
-            continue
-        with conn:  # one transaction per migration: a crash leaves it applied or not at all
-            conn.executescript("BEGIN;" + sql + f";INSERT INTO _migrations VALUES ({version}, {time.time()});COMMIT;")
-    return len(MIGRATIONS)
+    """The lineage's migrations not yet applied, applied in order; returns the schema version."""
+    return apply_migrations(conn, MIGRATIONS)
 
 
 class Lineage:

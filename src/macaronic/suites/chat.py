@@ -16,7 +16,8 @@ import random
 import re
 from dataclasses import dataclass
 
-SPLITS = ("train", "dev", "test")
+from macaronic.splits import SPLITS
+
 IDENTITY = ("I am Macaronic, a Mixture-of-LoRA assistant running on SmolLM2-135M with four specialists: "
             "chat, agent, coding and genui.")
 ROUTING = "A router picks exactly one specialist adapter for each user turn."
