@@ -47,6 +47,10 @@ def eval_parser() -> argparse.ArgumentParser:
                    help="harness: replies through the served per-turn harness (MoL.turn); harness-free: the same "
                         "with constrained decoding off; local: the "
                         "forced-adapter runner (system prompt + adapter, no own views or summaries)")
+    p.add_argument("--reuse-unreached", action="store_true",
+                   help="with --parent: on suites no difference between the two pairs can reach (same prompts, "
+                        "adapters and seeds: macaronic.pairs.reach), the child's rows are the parent's, marked "
+                        "reused_from; the gate file lists those suites")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -90,16 +94,27 @@ def eval_main(argv: list[str] | None = None) -> int:
     for prior in args.prior:
         for r in read_rows(prior, contract.sha256):
             log.add(r)
+    reused: list[str] = []
+    if args.reuse_unreached and parent is not None:
+        from macaronic.pairs.reach import components_between, reached_suites
+
+        reach = reached_suites(contract, components_between(child, parent), report_only=True)
+        reused = sorted(s.name for s in contract.suites if s.name not in reach)
     try:
-        for manifest in [m for m in (parent, child) if m is not None]:
-            run_pair(contract, manifest, units, log, quiet=args.quiet, answerer=args.answerer)
+        if parent is not None:
+            run_pair(contract, parent, units, log, quiet=args.quiet, answerer=args.answerer)
+        for r in [r for r in log.for_pair(parent.id) if r["suite"] in reused] if parent is not None else []:
+            log.add({**r, "pair": child.id, "reused_from": parent.id, "seconds": 0.0})
+        run_pair(contract, child, [u for u in units if u[0].suite not in reused], log, quiet=args.quiet,
+                 answerer=args.answerer)
     finally:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
                                   log.for_pair(parent.id) if parent else None, strata)
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
-                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer})
+                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer,
+                       "reused_suites": reused})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0
@@ -147,7 +162,8 @@ def contract_parser() -> argparse.ArgumentParser:
         description="Check or seal a contract file. `check` runs the layers parse, schema, sources, "
                     "hashes and exits 0 (ok), 1 (bad contract) or 2 (environment: a source is missing "
                     "here). `seal` fills in the sealed test manifests of a draft; publish the result "
-                    "and never edit it again (a change is a new version).")
+                    "and never edit it again (a change is a new version). `macaronic contract strata --help`: "
+                    "freeze the strata from a k-sample reference evaluation.")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="run every check layer")
     c.add_argument("file", type=Path)
@@ -160,6 +176,10 @@ def contract_parser() -> argparse.ArgumentParser:
 
 
 def contract_main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "strata":
+        from macaronic.contract.strata import main
+
+        return main(argv[1:])
     args = contract_parser().parse_args(argv)
     from macaronic.contract import spec as cspec
     from macaronic.contract.sealed import SplitLoader

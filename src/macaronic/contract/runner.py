@@ -112,6 +112,8 @@ class HarnessRunner(LocalRunner):
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
 
+    temperature: float | None = None  # None: each role's own decoding (decoding.json)
+
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
               tools: list[dict] | None = None) -> Reply:
         tools = default_tools(role, tools)
@@ -119,7 +121,10 @@ class HarnessRunner(LocalRunner):
         if role is not None:
             cap = min(int(self.bundle.decoding_for(role).get("max_tokens", max_tokens)), max_tokens)
         msgs = [_for_harness(m) for m in messages]
-        r = self.mol.turn(msgs, tools=tools, model=role, sampling={"seed": seed, "max_tokens": cap})
+        sampling = {"seed": seed, "max_tokens": cap}
+        if self.temperature is not None:  # exploration (k-sample strata, RFT collection): every role samples
+            sampling |= {"temperature": self.temperature, "top_p": 0.95}
+        r = self.mol.turn(msgs, tools=tools, model=role, sampling=sampling)
         route = None if role is not None else {"adapter": r.route.adapter, "confidence": round(r.route.confidence, 4),
                                                 "policy": r.route.policy, "reason": r.route.reason}
         return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
@@ -146,7 +151,13 @@ class FreeHarnessRunner(HarnessRunner):
 ANSWERERS = {"harness": HarnessRunner, "harness-free": FreeHarnessRunner, "local": LocalRunner}
 
 
-def make_answerer(kind: str, manifest):
+def make_answerer(kind: str, manifest, temperature: float | None = None):
     """'harness' (the served per-turn harness), 'harness-free' (the same with constrained decoding
-    off) or 'local' (forced adapter + system prompt)."""
-    return ANSWERERS[kind](manifest)
+    off) or 'local' (forced adapter + system prompt). `temperature` (harness kinds): every role
+    samples at it (top_p 0.95) instead of its own decoding: k samples per task that differ."""
+    r = ANSWERERS[kind](manifest)
+    if temperature is not None:
+        if not isinstance(r, HarnessRunner):
+            raise ValueError(f"a sampling temperature needs a harness answerer, not {kind!r}")
+        r.temperature = float(temperature)
+    return r
