@@ -102,17 +102,3 @@ def test_stacked_peer_equals_the_grouped_bank(tiny_dirs, tmp_path):
         g.add_delta(yg, 0, fused, x, g.plan(slots))
         s.add_delta(ys, 0, fused, x, s.plan(slots))
         assert yg.abs().max() > 0 and torch.allclose(yg, ys, atol=1e-6)
-
-
-def test_http_load_through_a_real_server(tiny_dirs, tmp_path):
-    from macaronic.bench import load
-
-    out = load.http_load(tmp_path, tiny_dirs["llama"], streams=6, max_tokens=5, n_adapters=2,
-                         precisions=(("float32", "none"),))
-    row = out["fp32"]
-    assert row["completion_tokens"] > 0 and row["tok_s"] > 0 and row["peak_rss_mb"] > 0
-    assert row["ttft_p50_ms"] <= row["ttft_p99_ms"] and row["gap_p50_ms"] is not None
-    md = cli.markdown({"command": "c", "seconds": 1, "machine": {"cpu": "x", "cores": 2, "memory_gb": 1,
-                      "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 1},
-                      "base": {"id": "b", "params": 1e6}, "router": None, "load": out})
-    assert "| fp32 |" in md and "HTTP load" in md

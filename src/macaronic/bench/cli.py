@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+SECTIONS = ("switch", "adapters", "decode", "lora", "prefill", "structured", "serve", "routing")
+ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
 
 
 def main(argv: list[str]) -> int:
@@ -26,7 +28,8 @@ def main(argv: list[str]) -> int:
         description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
         "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
-        "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99, RSS per round). "
+        "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
+        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls. "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k).",
     )
@@ -35,7 +38,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
     ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
-    ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,lora,prefill,structured,load,serve")
+    ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
                          "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
@@ -50,7 +53,12 @@ def main(argv: list[str]) -> int:
     from macaronic.bench import machine, serving, suite
     from macaronic.engine.base import load_base
 
-    sections = set((a.only or "switch,adapters,decode,lora,prefill,structured,load,serve").split(","))
+    sections = set((a.only or ",".join(SECTIONS)).split(","))
+    if "load" in sections:  # the two 32-stream benchmarks are one section now
+        sections = (sections - {"load"}) | {"serve"}
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        ap.error(f"unknown sections {sorted(unknown)}; choose from {','.join(SECTIONS)}")
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
@@ -99,19 +107,18 @@ def main(argv: list[str]) -> int:
             result["structured"] = structured_cost(base.path, tokens=24 if a.quick else 32, reps=reps)
             prog.advance(task)
         if "serve" in sections:
-            rounds = 4 if a.quick else 6
-            task = prog.add_task("serving: 32 streams x 32 tokens, rounds", total=rounds)
+            rounds = 3 if a.quick else 6
+            variants = serving.default_variants(rounds, a.quick)
+            task = prog.add_task("serving: 32 streams x 32 tokens, rounds per variant", total=sum(v[3] for v in variants))
             server_args = ["--base", a.base] if a.base else []
-            result["serve"] = serving.serving_load(streams=32, tokens=32, rounds=rounds, server_args=server_args,
-                                                   progress=lambda: prog.advance(task))
-        if "load" in sections:
-            from macaronic.bench import load
+            result["serve"] = serving.serving_variants(variants, streams=32, tokens=32, server_args=server_args,
+                                                       threads=a.threads, progress=lambda: prog.advance(task))
+        if "routing" in sections:
+            from macaronic.bench import routing
 
-            task = prog.add_task("HTTP load: 32 streams, mixed adapters (fp32, bf16, int4)", total=1)
-            result["load"] = load.http_load(work / "load", a.base, streams=32, max_tokens=24 if a.quick else 48,
-                                            precisions=(("float32", "none"), ("bfloat16", "none"), ("bfloat16", "int4")),
-                                            threads=a.threads)
-            prog.advance(task)
+            task = prog.add_task("routing: TTFT added, streams stalled", total=2)
+            result["routing"] = routing.routing_cost(threads=a.threads, quick=a.quick,
+                                                     progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +126,9 @@ def main(argv: list[str]) -> int:
     if a.md:
         write_markdown(Path(a.md), result)
     print(markdown(result))
+    for key, *_ in OWN_BLOCKS:
+        if result.get(key):
+            print(own_markdown(result, key))
     return 0
 
 
@@ -208,33 +218,6 @@ def markdown(r: dict) -> str:
         from macaronic.bench.structured import markdown as structured_md
 
         out += structured_md(r["structured"])
-    if r.get("serve"):
-        sv = r["serve"]
-        out += [f"### Serving under {sv['streams']} concurrent streams", "",
-                f"A `macaronic serve` subprocess (default precision, no routing: the adapters "
-                f"{', '.join(sv['models'])} forced in turn), {sv['rounds']} rounds of {sv['streams']} streaming "
-                f"requests x {sv['tokens']} tokens, all prompts distinct; times as the client sees them; "
-                "figures over the rounds after the first.", "",
-                "| TTFT p50 (ms) | TTFT p99 | gap p50 (ms) | gap p99 | gap max | chunks/s |",
-                "|---:|---:|---:|---:|---:|---:|",
-                f"| {_fmt(sv['ttft_p50_ms'])} | {_fmt(sv['ttft_p99_ms'])} | {_fmt(sv['gap_p50_ms'])} | "
-                f"{_fmt(sv['gap_p99_ms'])} | {_fmt(sv['gap_max_ms'])} | {_fmt(sv['chunks_per_s'])} |", "",
-                "Server RSS (MB) at start and after each round: " + " → ".join(f"{x:,.0f}" for x in sv["rss_mb"])
-                + f"; added by the last {sv['rss_growth_last_rounds']} rounds: {_fmt(sv['rss_growth_last_rounds_mb'])} MB. "
-                "The bound: the prefix cache (1 GiB by default) plus the decode K/V pool at 32 rows.", ""]
-    if "load" in r:
-        ld = r["load"]
-        out += [f"### HTTP load: {ld['streams']} concurrent streams, {ld['adapters']} adapters in turn, "
-                f"max_tokens {ld['max_tokens']}", "",
-                "| precision | aggregate tok/s | TTFT p50 (ms) | TTFT p99 (ms) | gap p50 (ms) | gap p99 (ms) | server peak RSS (MB) |",
-                "|---|---:|---:|---:|---:|---:|---:|"]
-        for name in ("fp32", "bf16", "int4"):
-            x = ld.get(name)
-            if x:
-                out.append(f"| {name} | {_fmt(x['tok_s'])} | {_fmt(x['ttft_p50_ms'])} | {_fmt(x['ttft_p99_ms'])} | "
-                           f"{_fmt(x['gap_p50_ms'])} | {_fmt(x['gap_p99_ms'])} | {_fmt(x['peak_rss_mb'])} |")
-        out += ["", "`macaronic serve --engine-only` in a subprocess, the official `openai` client streaming; gap: "
-                "time between streamed chunks; RSS: the server's VmHWM. `macaronic.bench.load`.", ""]
     if r.get("router"):
         out += ["### Router latency (ms)", "", "| policy | p50 | p95 |", "|---|---:|---:|"]
         out += [f"| {k} | {_fmt(v['p50_ms'])} | {_fmt(v['p95_ms'])} |" for k, v in r["router"].items()]
@@ -245,10 +228,32 @@ def markdown(r: dict) -> str:
     return "\n".join(out)
 
 
+# Sections with a block of their own in the markdown file: (result key, markers, title, renderer module).
+OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->", "Serving under 32 concurrent streams",
+               "macaronic.bench.serving"),
+              ("routing", "<!-- bench-routing:start -->", "<!-- bench-routing:end -->", "What routing costs",
+               "macaronic.bench.routing"))
+
+
+def own_markdown(r: dict, key: str) -> str:
+    import importlib
+
+    module = next(b[4] for b in OWN_BLOCKS if b[0] == key)
+    m = r["machine"]
+    head = (f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, "
+            f"{m['memory_gb']} GB, torch {m['torch']}, load average at the start {m.get('load', 'n/a')}.")
+    return "\n".join([head, "", *importlib.import_module(module).markdown(r[key])])
+
+
 def write_markdown(path: Path, r: dict) -> None:
+    """The engine block when an engine section ran, and each own-block section that ran."""
     from macaronic.bench.docs import write_section
 
-    write_section(path, START, END, "Engine benchmarks", markdown(r))
+    if any(k in r for k in ENGINE_KEYS):
+        write_section(path, START, END, "Engine benchmarks", markdown(r))
+    for key, start, end, title, _ in OWN_BLOCKS:
+        if r.get(key):
+            write_section(path, start, end, title, own_markdown(r, key))
 
 
 if __name__ == "__main__":

@@ -64,4 +64,5 @@ def describe() -> dict:
         "memory_bandwidth_gbs": memory_bandwidth_gbs(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "load": round(os.getloadavg()[0], 1),  # 1-minute load average: how shared the machine was
     }

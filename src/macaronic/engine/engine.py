@@ -1,10 +1,16 @@
 """The Mixture-of-LoRA engine: continuous batching over token ids, one adapter per request.
 
 Requests with different adapters decode in the same batch (one LoRA slot index per token).
-Prompts are prefilled in chunks of up to `prefill_chunk` tokens per scheduler step, several short
-prompts in one forward, so a long prompt or an adapter load never stalls other requests' decoding
-for more than one step. Finished conversations go to
-the prefix cache; the next request reuses every position whose (token, adapter label) matches.
+Each scheduler step runs prompt chunks (up to `prefill_chunk` tokens when nothing decodes,
+`prefill_chunk_busy` while streams decode, several prompts together) and one decode step of every
+running stream, in one forward (`fuse_steps`) or two, so a long prompt never stalls other
+requests' decoding for more than one chunk. Finished conversations go to the prefix cache; the next
+request reuses every position whose (token, adapter label) matches.
+
+A request with `score` set ("hidden" or "logprobs": what the router reads) is prefilled like any
+other, first in the step's budget and outside `max_batch`, and ends with its result on
+`Handle.score` instead of generating: routing is scheduled with the streams it would otherwise
+stall, and never holds the forward lock across their steps.
 
 Adapter modes decide the labels:
 - `full`: every token of the request is labelled with the adapter (KV reusable per adapter only);
@@ -22,12 +28,14 @@ The engine knows token ids and detokenizes incrementally for text deltas and sto
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import os
 import queue
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -39,9 +47,9 @@ from macaronic.engine import errors
 from macaronic.engine.base import Base
 from macaronic.engine.detok import Detokenizer, StopMatcher
 from macaronic.engine.errors import EngineError
-from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
+from macaronic.engine.kvcache import ADOPT, BASE, Match, PrefixCache
 from macaronic.engine.kvpool import KVBuffer, KVPool
-from macaronic.engine.model import SeqSlice
+from macaronic.engine.model import SeqSlice, linear
 from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
 from macaronic.engine.slots import AdapterRegistry, LoraBank
 
@@ -54,7 +62,9 @@ class EngineConfig:
     max_loras: int = 8  # resident adapter slots, besides slot 0 (no adapter)
     max_rank: int = 16  # largest adapter rank accepted; slots are as wide as the widest registered one
     max_registered: int = 512
-    prefill_chunk: int = 512
+    prefill_chunk: int = 512  # prompt tokens per step when no stream decodes
+    prefill_chunk_busy: int = 64  # ... while streams decode: bounds their inter-token gap
+    fuse_steps: bool = True  # prompt chunks and the decode step in one forward (False: two forwards a step)
     kv_pool_tokens: int = 1024  # sequences up to this long share one K/V pool (batched decode attention)
     prefix_cache: bool = True
     prefix_cache_bytes: int = 1 << 30
@@ -66,9 +76,14 @@ class EngineConfig:
 
     @classmethod
     def from_env(cls, **kw) -> "EngineConfig":
-        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT unless given."""
+        """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT, its busy prefill
+        budget from MACARONIC_PREFILL_CHUNK_BUSY and step fusion from MACARONIC_FUSE_STEPS, unless given."""
         kw.setdefault("dtype", os.environ.get("MACARONIC_DTYPE", "float32"))
         kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
+        if "MACARONIC_PREFILL_CHUNK_BUSY" in os.environ:
+            kw.setdefault("prefill_chunk_busy", int(os.environ["MACARONIC_PREFILL_CHUNK_BUSY"]))
+        if "MACARONIC_FUSE_STEPS" in os.environ:
+            kw.setdefault("fuse_steps", os.environ["MACARONIC_FUSE_STEPS"] not in ("0", "false", "no"))
         return cls(**kw)
 
 
@@ -80,7 +95,15 @@ class Request:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     logits_processor: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None
     logprobs: int | None = None  # None: off; k: each generated token's logprob and the top k
+    score: str | None = None  # SCORE_KINDS: prefill only, the result on Handle.score (router forwards)
+    cache: bool = True  # a score request: offer its K/V to the prefix cache (reused by later requests)
     id: str = ""
+
+
+# What a score request returns on Handle.score:
+#   "hidden":   {"mean": [D], "last": [D]} fp32 final-norm hidden state (mean over positions, last one)
+#   "logprobs": {"logprobs": [V]} fp32 log-softmax of the next token after the prompt
+SCORE_KINDS = ("hidden", "logprobs")
 
 
 @dataclass
@@ -107,6 +130,7 @@ class Handle:
         self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # (id, logprob, top k), when asked
         self.loop_period: int | None = None  # set when the reply was cut as a repetition loop
         self.siblings: list[tuple[Request, "Handle"]] = []  # n > 1: samples that share this prompt's prefill
+        self.score: dict[str, torch.Tensor] | None = None  # a score request's result, set before it finishes
 
     def _put(self, ev: Event) -> None:
         if ev.finish_reason is not None:
@@ -167,10 +191,18 @@ class _Seq:
     t_first: float | None = None
     stop_ids: frozenset = frozenset()
     logprobs: list = field(default_factory=list)
+    hidden: list = field(default_factory=list)  # score "hidden": final-norm hidden rows per chunk
+
+    @property
+    def decoding(self) -> bool:
+        return self.req.score is None and self.pos == len(self.tokens)
 
 
 class Engine:
     def __init__(self, base: Base, tokenizer, config: EngineConfig = EngineConfig()):
+        if config.prefill_chunk < 1 or config.prefill_chunk_busy < 1:
+            raise ValueError(f"prefill_chunk and prefill_chunk_busy must be >= 1, got "
+                             f"{config.prefill_chunk} and {config.prefill_chunk_busy}")
         self.base, self.tok, self.config = base, tokenizer, config
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
@@ -191,7 +223,7 @@ class Engine:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.stats = {"prefill_tokens": 0, "prefill_forwards": 0, "reused_tokens": 0, "decode_steps": 0,
-                      "generated_tokens": 0, "upper_tokens": 0}
+                      "generated_tokens": 0, "upper_tokens": 0, "scored": 0}
 
     def _default_stop_ids(self) -> tuple[int, ...]:
         ids = set(self.base.args.eos_token_ids)
@@ -225,6 +257,8 @@ class Engine:
                 raise EngineError(errors.UNKNOWN_ADAPTER, e.args[0]) from None
         if req.active_from is not None and not (0 <= req.active_from <= len(req.prompt)):
             raise EngineError(errors.BAD_REQUEST, f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
+        if req.score is not None and req.score not in SCORE_KINDS:
+            raise EngineError(errors.BAD_REQUEST, f"score must be one of {SCORE_KINDS}, got {req.score!r}")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -273,6 +307,8 @@ class Engine:
             info = self.registry.get(req.adapter)
             own, mode = self.cache.code(info.id, floor=min(info.layers, default=self.base.args.n_layers)), info.mode
         labels = np.full(n, own, dtype=np.int64)
+        if req.score is not None and req.adapter is None:
+            return labels, own  # the router reads the bare base: adopt no adapter's cached K/V
         if mode == "turn":
             start = n if req.active_from is None and req.adapter is None else (req.active_from or 0)
             labels[:start] = ADOPT if self.config.history == "cached" else BASE
@@ -285,6 +321,9 @@ class Engine:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="macaronic-engine", daemon=True)
             self._thread.start()
+            # a process that exits with the loop mid-forward aborts in torch's teardown: stop it first
+            ref = weakref.ref(self)
+            atexit.register(lambda: (e := ref()) is not None and e.shutdown())
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -318,6 +357,8 @@ class Engine:
             self._drop_cancelled()
             self._admit()
         with self.lock, torch.inference_mode():
+            if self.config.fuse_steps and self._fused_step():
+                return True
             did_prefill = self._prefill_chunk()
             did_decode = self._decode()
         return bool(did_prefill or did_decode or self._waiting)
@@ -332,9 +373,15 @@ class Engine:
                 self._finish(s, "cancelled")
 
     def _admit(self) -> None:
+        # Score requests hold no decode row: they are admitted past a full batch (and past the
+        # generation requests that wait for a row, which keep their order among themselves).
+        running = sum(1 for s in self._active if s.req.score is None)
+        full = False
         for req, h in list(self._waiting):
-            if self._active and len(self._active) + 1 + len(h.siblings) > self.config.max_batch:
-                return
+            if req.score is None:
+                full = full or (running > 0 and running + 1 + len(h.siblings) > self.config.max_batch)
+                if full:
+                    continue
             try:
                 slot = 0
                 if req.adapter is not None:
@@ -354,6 +401,7 @@ class Engine:
             self._waiting.remove((req, h))
             try:
                 self._active.append(self._start_seq(req, h, slot))
+                running += req.score is None
             except Exception as e:
                 if slot:
                     self.registry.release(slot)
@@ -371,10 +419,15 @@ class Engine:
         t0 = time.perf_counter()  # before any upper-mode recompute: it is part of the time to first token
         tokens = np.asarray(req.prompt, dtype=np.int64)
         labels, own = self.labels_for(req)
-        match = self.cache.lookup(tokens, labels)
+        # a "hidden" score needs every position's hidden state: nothing cached can stand in for it
+        match = self.cache.lookup(tokens, labels) if req.score != "hidden" else \
+            Match(None, 0, np.where(labels == ADOPT, BASE, labels))
         reuse = min(match.length, len(tokens) - 1)  # at least one token must run to get logits
-        cap = min(len(tokens) + req.sampling.max_tokens, self.max_context)
-        kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
+        if req.score is not None:  # prefill only; decode rows of the pool stay for generating streams
+            kv = KVBuffer(self.base.args, len(tokens), self.model.dtype)
+        else:
+            cap = min(len(tokens) + req.sampling.max_tokens, self.max_context)
+            kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
         if splits := self._residual_layers():
             kv.keep_residual(splits, self.base.args.dim)
         if reuse:
@@ -424,53 +477,119 @@ class Engine:
         # Positions being computed carry either the request's own label or BASE.
         return torch.from_numpy(np.where(labels == s.own_label, s.slot, 0).astype(np.int64))
 
+    def _chunks(self) -> list[tuple[_Seq, int]]:
+        """This step's prompt chunks: as many sequences as fit the token budget (`prefill_chunk`, or
+        `prefill_chunk_busy` while streams decode), score requests first."""
+        decoding = any(s.decoding for s in self._active)
+        budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
+        pending = sorted((s for s in self._active if s.pos < len(s.tokens)), key=lambda s: s.req.score is None)
+        batch = []
+        for s in pending:
+            if budget <= 0:
+                break
+            end = min(s.pos + budget, len(s.tokens))
+            batch.append((s, end))
+            budget -= end - s.pos
+        return batch
+
+    def _fused_step(self) -> bool:
+        """Prompt chunks and the decode step in one forward (one pass over the weights instead of
+        two); False when there is not both kinds of work, or the forward failed (the caller then
+        runs the separate steps, which isolate a failing request)."""
+        decode = [s for s in self._active if s.pos == len(s.tokens) and s.generated]
+        if not decode:
+            return False
+        chunks = self._chunks()
+        if not chunks:
+            return False
+        try:
+            outs = self._prefill(chunks + [(s, None) for s in decode])
+        except Exception:
+            return False
+        for (s, end), (lg, hid) in zip(chunks, outs):
+            self._prefilled(s, end, lg, hid)
+        self.stats["decode_steps"] += 1
+        for s, (lg, _) in zip(decode, outs[len(chunks):]):
+            self._emit(s, lg)
+        return True
+
     def _prefill_chunk(self) -> bool:
-        """One prefill forward: prompt chunks of as many sequences as fit `prefill_chunk` tokens, so
-        a burst of short prompts is prefilled together instead of one per step."""
-        budget, batch = self.config.prefill_chunk, []
-        for s in self._active:
-            if s.pos < len(s.tokens) and budget > 0:
-                end = min(s.pos + budget, len(s.tokens))
-                batch.append((s, end))
-                budget -= end - s.pos
+        """One prefill forward of this step's chunks (`_chunks`), so a burst of short prompts is
+        prefilled together and a long one never holds decoding up for more than one chunk."""
+        batch = self._chunks()
         if not batch:
             return False
         try:
-            logits = self._prefill(batch)
+            outs = self._prefill(batch)
         except Exception:
-            logits = None  # isolate the failing request: run each alone, fail only those that raise
-        if logits is None:
+            outs = None  # isolate the failing request: run each alone, fail only those that raise
+        if outs is None:
             for s, end in batch:
                 try:
-                    self._prefilled(s, end, self._prefill([(s, end)])[0])
+                    self._prefilled(s, end, *self._prefill([(s, end)])[0])
                 except Exception as e:
                     self._finish(s, "error", error=f"prefill failed: {e}")
             return True
-        for (s, end), lg in zip(batch, logits):
-            self._prefilled(s, end, lg)
+        for (s, end), (lg, hid) in zip(batch, outs):
+            self._prefilled(s, end, lg, hid)
         return True
 
-    def _prefill(self, batch: list[tuple[_Seq, int]]) -> list[torch.Tensor | None]:
-        """Run the chunks; the next-token logits of each sequence whose prompt ends here."""
-        toks = torch.from_numpy(np.concatenate([s.tokens[s.pos : end] for s, end in batch]))
-        use_lora = any(s.slot for s, _ in batch)
-        slots = torch.cat([self._slots_for(s, s.labels[s.pos : end]) for s, end in batch]) if use_lora else None
-        last = any(end == len(s.tokens) for s, end in batch)
-        self.stats["prefill_forwards"] += 1
-        logits = self.model(
-            toks, [SeqSlice(s.kv, end - s.pos) for s, end in batch], lora=self.bank if use_lora else None,
-            slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none",
-        )  # [len(batch), V] (the last row of each chunk) or empty
-        return list(logits) if last else [None] * len(batch)
+    def _prefill(self, batch: list[tuple[_Seq, int | None]]) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+        """Run the chunks; per sequence (next-token logits if its prompt ends here, the chunk's
+        final-norm hidden rows if it is a "hidden" score). `end` None: a decoding sequence's next
+        token (the fused step), with its logits."""
+        def piece(s, end):
+            return (np.asarray(s.generated[-1:], dtype=np.int64) if end is None else s.tokens[s.pos : end])
 
-    def _prefilled(self, s: _Seq, end: int, logits: torch.Tensor | None) -> None:
+        def slot_row(s, end):
+            if end is None:
+                return torch.tensor([s.slot if s.own_label != BASE else 0])
+            return self._slots_for(s, s.labels[s.pos : end])
+
+        toks = torch.from_numpy(np.concatenate([piece(s, end) for s, end in batch]))
+        sizes = [len(piece(s, end)) for s, end in batch]
+        use_lora = any(s.slot for s, _ in batch)
+        slots = torch.cat([slot_row(s, end) for s, end in batch]) if use_lora else None
+        last = any(end is None or end == len(s.tokens) for s, end in batch)
+        hidden = any(s.req.score == "hidden" for s, _ in batch)
+        self.stats["prefill_forwards"] += 1
+        out = self.model(
+            toks, [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)], lora=self.bank if use_lora else None,
+            slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none", hidden=hidden,
+        )  # [len(batch), V] (the last row of each chunk), empty, or with hidden=True [N, D]
+        if not hidden:
+            return [(lg, None) for lg in out] if last else [(None, None)] * len(batch)
+        rows = torch.split(out, sizes)  # rows[i]: [n_i, D]
+        # the same last-row projection as the model's logits="last" (same rows, same matmul)
+        logits = linear(out[torch.tensor(sizes).cumsum(0) - 1], self.model.lm_head) if last else None
+        return [(None if logits is None else logits[i], rows[i].clone() if s.req.score == "hidden" else None)
+                for i, (s, _) in enumerate(batch)]
+
+    def _prefilled(self, s: _Seq, end: int, logits: torch.Tensor | None, hidden: torch.Tensor | None = None) -> None:
         self.stats["prefill_tokens"] += end - s.pos
         s.pos = end
+        if s.req.score is not None:
+            if hidden is not None:
+                s.hidden.append(hidden)
+            if end == len(s.tokens):
+                self._scored(s, logits)
+            return
         if end == len(s.tokens):
             siblings = self._fork(s)  # n samples: each takes a copy of this prompt's K/V
             self._emit(s, logits)
             for sib in siblings:
                 self._emit(sib, logits.clone())
+
+    def _scored(self, s: _Seq, logits: torch.Tensor | None) -> None:
+        """A score request's result (the reductions the router's direct forwards made), then its end."""
+        if s.req.score == "hidden":
+            h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # h: [T, D]
+            s.handle.score = {"mean": h.float().mean(0), "last": h[-1].float()}
+        else:
+            s.handle.score = {"logprobs": torch.log_softmax(logits.float(), dim=-1)}
+        s.hidden = []
+        self.stats["scored"] += 1
+        self._finish(s, "stop")
 
     def _fork(self, seq: _Seq) -> list[_Seq]:
         """The sibling samples of a prefilled request, each with a copy of its prompt K/V."""
@@ -588,7 +707,7 @@ class Engine:
         if s.slot:
             self.registry.release(s.slot)
         self.stats["reused_tokens"] += s.reused
-        if reason != "error" and s.kv.length >= len(s.tokens):
+        if reason != "error" and s.kv.length >= len(s.tokens) and (s.req.score is None or s.req.cache):
             n_gen = s.kv.length - len(s.tokens)
             toks = np.concatenate([s.tokens, np.asarray(s.generated[:n_gen], dtype=np.int64)])
             labs = np.concatenate([s.labels, np.full(n_gen, s.own_label, dtype=np.int64)])

@@ -1,8 +1,9 @@
 """The user-facing engine object: base + tokenizer + adapters + the batching engine.
 
 `LLM` adds what needs the tokenizer: chat templates, where the current turn starts, helpers for
-the router (pooled hidden states, next-token log-probabilities) and a from-scratch scorer used to
-check cache exactness. It knows nothing about HTTP or routing policy.
+the router (pooled hidden states, next-token log-probabilities: engine score requests, each with a
+direct from-scratch twin) and a from-scratch scorer used to check cache exactness. It knows
+nothing about HTTP or routing policy.
 """
 
 from __future__ import annotations
@@ -124,14 +125,49 @@ class LLM:
                 for s in slot_of.values():
                     self.adapters.release(s)
 
-    @torch.inference_mode()
     def pooled_hidden(self, batch: list[list[int]], max_tokens: int = 4096) -> torch.Tensor:
         """[N, D] mean over tokens of the final-norm hidden state of the bare base."""
         return self.hidden_views(batch, max_tokens)[0]
 
-    @torch.inference_mode()
     def hidden_views(self, batch: list[list[int]], max_tokens: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
         """([N, D] mean, [N, D] last position) of the final-norm hidden state of the bare base.
+
+        Each sequence is a score request of the engine: scheduled with the decoding streams (at
+        most one prefill chunk between two of their tokens), never under the forward lock across
+        their steps. A sequence that runs alone in one chunk gives the bits of `hidden_views_direct`;
+        batched or chunked, float noise (tested). `max_tokens` is kept for the direct twin."""
+        if any(len(ids) == 0 for ids in batch):
+            raise ValueError("pooled_hidden: empty token sequence")
+        if not batch:
+            empty = torch.zeros(0, self.args.dim)
+            return empty, empty
+        got = self._score([Request(prompt=list(ids), score="hidden", cache=False) for ids in batch])
+        return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
+
+    def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
+        """[V] log-softmax of the next token after `ids`, with `adapter` on every position: an engine
+        score request whose K/V goes to the prefix cache, so a shared prompt prefix (the prompted
+        router's route prompt) is computed once."""
+        req = Request(prompt=list(ids), adapter=adapter, active_from=0 if adapter is not None else None,
+                      score="logprobs", cache=True)
+        return self._score([req])[0]["logprobs"]
+
+    def _score(self, reqs: list[Request]) -> list[dict[str, torch.Tensor]]:
+        """Submit score requests together (one prefill forward takes as many as fit its budget)."""
+        handles = [self.engine.submit(r) for r in reqs]
+        out = []
+        for h in handles:
+            _, last = h.result()
+            if last.finish_reason != "stop" or h.score is None:
+                raise RuntimeError(f"score request failed: {last.error or last.finish_reason}")
+            out.append(h.score)
+        return out
+
+    @torch.inference_mode()
+    def hidden_views_direct(self, batch: list[list[int]], max_tokens: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference twin of `hidden_views`: from-scratch forwards outside the scheduler, under
+        the engine's forward lock (so every decoding stream waits for them). Used by tests and by
+        the serving benchmark's before/after comparison.
 
         Sequences run together in one varlen forward per chunk of about `max_tokens` tokens:
         the projections batch over every token, attention stays per sequence.
@@ -158,8 +194,8 @@ class LLM:
             return empty, empty
         return torch.stack(means), torch.stack(lasts)
 
-    def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
-        """[V] log-softmax of the next token after `ids`, with `adapter` on every position."""
+    def next_logprobs_direct(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
+        """The reference twin of `next_logprobs` (a from-scratch forward under the lock)."""
         return torch.log_softmax(self.score(ids, adapter, logits="last")[0].float(), dim=-1)
 
     def close(self) -> None:

@@ -62,20 +62,30 @@ def _views(backbone: Backbone, batch: list[list[int]]) -> tuple[np.ndarray, np.n
 
 
 def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] = HEAD_VIEWS,
-                  batch_size: int = 1) -> np.ndarray:
+                  batch_size: int = 1, together: bool = False) -> np.ndarray:
     """[N, len(views) * D] float32: the named views side by side, one row per text (one forward
-    per text and view group by default, as in `embed_texts`)."""
+    per text and view group by default, as in `embed_texts`). `together`: both view groups of a
+    chunk in one backbone call (one engine step for a routed turn instead of two; the features
+    then move by float noise, so fitted states are built without it)."""
     unknown = [v for v in views if v not in HEAD_VIEWS]
     if unknown:
         raise ValueError(f"unknown head views {unknown}; expected some of {HEAD_VIEWS}")
     rows = []
     for i in range(0, len(texts), batch_size):
         chunk = texts[i:i + batch_size]
-        got = {}
+        groups = []  # (mean view, last view, token ids per text)
         if {"mean", "last"} & set(views):
-            got["mean"], got["last"] = _views(backbone, [request_ids(backbone, t) for t in chunk])
+            groups.append(("mean", "last", [request_ids(backbone, t) for t in chunk]))
         if {"chatmean", "chatlast"} & set(views):
-            got["chatmean"], got["chatlast"] = _views(backbone, [chat_ids(backbone, t) for t in chunk])
+            groups.append(("chatmean", "chatlast", [chat_ids(backbone, t) for t in chunk]))
+        got = {}
+        if together and len(groups) > 1:
+            mean, last = _views(backbone, [ids for g in groups for ids in g[2]])
+            for j, (m, l, _) in enumerate(groups):
+                got[m], got[l] = mean[j * len(chunk):(j + 1) * len(chunk)], last[j * len(chunk):(j + 1) * len(chunk)]
+        else:
+            for m, l, ids in groups:
+                got[m], got[l] = _views(backbone, ids)
         rows.append(np.concatenate([got[v] for v in views], axis=1))
     if not rows:
         return np.zeros((0, 0), np.float32)

@@ -161,8 +161,8 @@ class Router:
 
     def head_embed(self, texts: list[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
         views = self.state.head.views if self.state.head is not None else self.config.head_views
-        if cache is None:
-            return head_features(self.backbone, texts, views)
+        if cache is None:  # features for one decision, not kept: both view groups in one engine step
+            return head_features(self.backbone, texts, views, together=True)
         missing = sorted({t for t in texts if t not in cache})
         if missing:
             cache.update(zip(missing, head_features(self.backbone, missing, views)))

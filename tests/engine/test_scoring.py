@@ -1,0 +1,154 @@
+"""Router forwards as engine score requests: same results as the direct forwards, prefix-cached,
+and no decoding stream stalled while routed requests and long prefills arrive.
+
+The stall test is not timed: it records every forward of the real (tiny) model and asserts on
+the schedule, i.e. how much prompt work ran between two tokens of each decoding stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+import torch
+
+from macaronic.engine.engine import EngineConfig
+from macaronic.engine.sampling import SamplingParams
+from macaronic.router.features import head_features
+
+
+@pytest.fixture(scope="module")
+def llm():
+    from macaronic.testing import tiny_llm
+
+    m = tiny_llm(config=EngineConfig(max_context=1024))
+    yield m
+    m.close()
+
+
+def _texts():
+    return ["hi", "Show me the weather in Oslo as a card.", "def f(x):\n    return x * 2\n# why is this slow? " * 6,
+            "Remind me to call mom at 6pm and then book a table for four somewhere quiet. " * 4]
+
+
+def test_hidden_views_alone_are_the_direct_forwards_bit_for_bit(llm):
+    """One sequence alone in one chunk runs the very forward the direct twin runs: the shipped
+    router state (fitted one text per forward) sees the same features."""
+    for text in _texts():
+        ids = llm.tokenizer.encode(text, add_special_tokens=False)
+        mean, last = llm.hidden_views([ids])
+        m0, l0 = llm.hidden_views_direct([ids])
+        assert torch.equal(mean, m0) and torch.equal(last, l0)
+    ids = llm.encode_chat([{"role": "user", "content": "hello there"}])
+    for adapter in (None, "coding"):
+        assert torch.equal(llm.next_logprobs(ids, adapter), llm.next_logprobs_direct(ids, adapter))
+
+
+def test_scores_chunked_and_batched_with_decoding_streams_within_float_noise(llm):
+    """While streams decode the budget is `prefill_chunk_busy` tokens a step: long sequences are
+    split and share forwards with other work; the features move by float noise only."""
+    budget = llm.config.prefill_chunk_busy
+    streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"count {i}"}]),
+                          sampling=SamplingParams(max_tokens=400, stop_token_ids=())) for i in range(4)]
+    for h in streams:
+        next(iter(h))  # every stream is decoding
+    batch = [llm.tokenizer.encode(t, add_special_tokens=False) for t in _texts()]
+    assert max(map(len, batch)) > 2 * budget  # some sequence really is chunked
+    mean, last = llm.hidden_views(batch)
+    for h in streams:
+        h.cancel()
+    m0, l0 = llm.hidden_views_direct(batch, max_tokens=1)
+    assert torch.allclose(mean, m0, atol=1e-5) and torch.allclose(last, l0, atol=1e-5)
+
+
+def test_score_requests_are_prefix_cached(llm):
+    """The prompted router's route prompt is a long shared prefix: the second request reuses it."""
+    prompt = llm.encode_chat([{"role": "system", "content": "Pick one route: chat, agent, coding, genui. " * 8},
+                              {"role": "user", "content": "draw me a chart"}])
+    llm.next_logprobs(prompt + [5])
+    before = llm.engine.stats["reused_tokens"]
+    got = llm.next_logprobs(prompt + [6])
+    assert llm.engine.stats["reused_tokens"] - before >= len(prompt)
+    assert torch.allclose(got, llm.next_logprobs_direct(prompt + [6]), atol=1e-5)
+
+
+def test_score_requests_wait_for_no_decode_row(llm):
+    """A full batch of generating streams does not hold routing up: score requests take no row."""
+    llm2_cfg = llm.config
+    streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"s{i}"}]),
+                          sampling=SamplingParams(max_tokens=400, stop_token_ids=()))
+               for i in range(llm2_cfg.max_batch + 2)]  # two more than fit: they wait for a row
+    for h in streams[: llm2_cfg.max_batch]:
+        next(iter(h))
+    mean, _ = llm.hidden_views([llm.tokenizer.encode("route me", add_special_tokens=False)])
+    assert mean.shape == (1, llm.args.dim)
+    assert not any(h.done.is_set() for h in streams)  # answered while every row was still busy
+    for h in streams:
+        h.cancel()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, monkeypatch, fused):
+    """Eight streams decode; meanwhile a routing thread computes the router's features (the
+    route head's two views of four requests, two long) and next-token log-probs, and two long
+    prompts arrive. Between any two tokens of any stream at most one other forward ran and at
+    most `prefill_chunk_busy` prompt tokens were computed (the old direct router forwards ran
+    whole requests under the engine lock between two tokens: this fails on them). Both step
+    shapes: prompt chunks fused into the decode forward, and a forward each."""
+    budget = llm.config.prefill_chunk_busy
+    monkeypatch.setattr(llm.engine, "config", replace(llm.engine.config, fuse_steps=fused))
+    model = llm.base.model
+    log: list[list[tuple[int, int]]] = []  # per forward: (K/V buffer id, new tokens) per sequence
+    forward = model.forward
+
+    def recording(tokens, seqs, *a, **kw):
+        log.append([(id(s.kv), s.n_new) for s in seqs])
+        return forward(tokens, seqs, *a, **kw)
+
+    monkeypatch.setattr(model, "forward", recording)
+    streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"tell me about {i}"}]),
+                          sampling=SamplingParams(max_tokens=600, stop_token_ids=())) for i in range(8)]
+    for h in streams:
+        next(iter(h))
+    kvs = {id(s.kv) for s in list(llm.engine._active) if s.handle in streams}
+    assert len(kvs) == 8
+    start = len(log)
+
+    def route():
+        head_features(llm, _texts())
+        prompt = llm.encode_chat([{"role": "user", "content": "route prompt " * 30}])
+        llm.next_logprobs(prompt)
+        llm.next_logprobs(prompt + [7])
+
+    router = threading.Thread(target=route)
+    router.start()
+    long_prompts = [llm.submit(llm.encode_chat([{"role": "user", "content": f"{i} " + "long history " * 25}]),
+                               sampling=SamplingParams(max_tokens=4, stop_token_ids=())) for i in range(2)]
+    for h in long_prompts:
+        assert h.result()[1].finish_reason == "length"
+    router.join()
+    end = len(log)
+    assert not any(h.done.is_set() for h in streams), "a stream ended before the routed work did: no overlap"
+    for h in streams:
+        h.cancel()
+    window = log[start:end]
+    work = sum(n for f in window for k, n in f if k not in kvs)
+    assert work > 4 * budget  # the routed and long-prompt work really overlapped decoding
+    worst_forwards = worst_tokens = 0
+    fewest = len(window)
+    for kv in kvs:
+        steps = [i for i, f in enumerate(window) if (kv, 1) in f]  # this stream's tokens
+        fewest = min(fewest, len(steps))
+        for a, b in zip(steps, steps[1:]):
+            worst_forwards = max(worst_forwards, b - a - 1)  # forwards strictly between the two tokens
+            # prompt work up to the second token: the forwards between, and that token's own
+            # forward (a fused step carries prompt chunks with the decode step; other streams'
+            # one-token decodes are not prompt work)
+            worst_tokens = max(worst_tokens, sum(n for f in window[a + 1 : b + 1] for k, n in f if k not in kvs and n > 1))
+    seen = f"{worst_tokens} prompt tokens in {worst_forwards} forwards between two tokens of a stream, " \
+           f"{fewest} tokens of the slowest stream while {work} prompt tokens ran"
+    print(seen)
+    assert worst_tokens <= budget, seen
+    assert worst_forwards <= 1, seen
+    assert fewest > work // budget, seen  # every stream kept decoding all along
