@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
                    help="warm start from this adapter directory (same rank and targets; --mode should match "
                    "its mode) instead of a fresh LoRA; the schedule and the optimizer start fresh")
-    p.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--base", default=None, help="a registered base (macaronic info --bases) or a model directory (default: smollm2-135m-instruct)")
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                    help="dtype of the saved adapter weights")
     p.add_argument("--threads", type=int, default=1,
@@ -71,7 +71,10 @@ def load_examples(args) -> tuple[list, str]:
     if args.data:
         return read_jsonl(args.data), f"file:{args.data.name}"
     gen = args.generator or ROLE_DEFAULTS.get(args.role, (args.role,))[0]
-    return build(gen, args.examples, args.seed), f"generator:{gen}"
+    from macaronic.engine.bases import BASES
+
+    base = args.base if args.base in BASES else None  # a model directory gets the default identity
+    return build(gen, args.examples, args.seed, base), f"generator:{gen}"
 
 
 def run(args) -> Path:
