@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from macaronic.engine.bases import BASE_HELP
+
 import argparse
 import json
 import sys
@@ -28,7 +30,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
-    ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--base", default=None, help=BASE_HELP)
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help="comma list of sections: switch,adapters,decode,lora,prefill,structured,load,serve")
     ap.add_argument("--threads", type=int, default=None,

@@ -29,6 +29,7 @@ Reproduce the published table (docs/BENCHMARKS.md):
 
 
 def parser() -> argparse.ArgumentParser:
+    from macaronic.engine.bases import BASES, DEFAULT_BASE
     from macaronic.router.config import POLICIES
 
     p = argparse.ArgumentParser(prog="macaronic eval ablate", description=DESCRIPTION,
@@ -37,8 +38,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True, type=Path, help="where to write the summary JSON")
     p.add_argument("--md", type=Path, default=None, help="markdown file whose Specialists section gets the table")
     p.add_argument("--pair", default=None,
-                   help="pair id, alias or manifest .json (default: the embedded base + shipped specialists + "
+                   help="pair id, alias or manifest .json (default: --base + its shipped specialists + "
                         "shipped harness bundle)")
+    p.add_argument("--base", default=None, choices=tuple(BASES),
+                   help=f"the registered base of the default pair (default {DEFAULT_BASE})")
     p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite for --pair ids")
     p.add_argument("--tasks", type=Path, default=None,
                    help="per-task JSONL (default: $MACARONIC_HOME/ablate/<json name>.tasks.jsonl)")
@@ -59,14 +62,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_pair():
+def default_pair(base: str | None = None):
+    """A registered base (None: the default), its shipped specialists and the shipped bundle."""
     from macaronic.engine.llm import shipped_adapters_dir
     from macaronic.harness import DEFAULT_BUNDLE
     from macaronic.pairs import PairManifest
 
-    d = shipped_adapters_dir()
-    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").is_file()}
-    return PairManifest.build(None, ads, DEFAULT_BUNDLE)
+    d = shipped_adapters_dir(base)
+    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").is_file()} if d.is_dir() else {}
+    return PairManifest.build(base, ads, DEFAULT_BUNDLE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return e.code
     try:
-        manifest = resolve_pair(args.pair, args.lineage) if args.pair else default_pair()
+        manifest = resolve_pair(args.pair, args.lineage) if args.pair else default_pair(args.base)
     except (ValueError, OSError, LookupError) as e:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return ENVIRONMENT

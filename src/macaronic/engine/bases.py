@@ -158,8 +158,20 @@ def verify_parts(spec: BaseSpec, paths: list[Path], out: Path | None = None) -> 
 
 
 def specialists_dir(spec: BaseSpec) -> Path:
+    """Where the base's shipped adapters (one folder per role) and router state (router/) live."""
     return PACKAGE / "specialists" / spec.specialists if spec.specialists else PACKAGE / "specialists"
+
+
+def registered(name: str | None) -> str | None:
+    """`name` if it is a registered base (None: the default), else None (a model directory)."""
+    if name in (None, ""):
+        return DEFAULT_BASE
+    return name if name in BASES else None
 
 
 def licence_path(spec: BaseSpec) -> Path:
     return PACKAGE / spec.licence
+
+
+BASE_HELP = ("a registered base (macaronic info --bases: " + ", ".join(BASES) + "; it comes with its shipped "
+             "specialists) or a model directory (default: " + DEFAULT_BASE + ")")

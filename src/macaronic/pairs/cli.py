@@ -5,6 +5,8 @@ Prints only; the lineage and manifest logic lives in lineage.py and ids.py.
 
 from __future__ import annotations
 
+from macaronic.engine.bases import BASE_HELP
+
 import argparse
 import json
 import os
@@ -37,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("a")
     d.add_argument("b")
     r = sub.add_parser("register", help="hash a base, adapters and a harness into a pair and record it")
-    r.add_argument("--base", default=None, help="base model directory (default: the embedded default base)")
+    r.add_argument("--base", default=None, help=BASE_HELP)
     r.add_argument("--adapter", action="append", default=[], metavar="ROLE=DIR", help="one per role")
     r.add_argument("--harness", default=None, help="harness bundle directory (default: the shipped one)")
     r.add_argument("--alias", choices=["champion", "challenger"], default=None, help="point this alias at it")

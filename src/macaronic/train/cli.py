@@ -13,6 +13,8 @@ modes|grpo` reruns the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS
 
 from __future__ import annotations
 
+from macaronic.engine.bases import BASE_HELP
+
 import argparse
 import json
 import sys
@@ -53,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
                    help="warm start from this adapter directory (same rank and targets; --mode should match "
                    "its mode) instead of a fresh LoRA; the schedule and the optimizer start fresh")
-    p.add_argument("--base", default=None, help="a registered base (macaronic info --bases) or a model directory (default: smollm2-135m-instruct)")
+    p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                    help="dtype of the saved adapter weights")
     p.add_argument("--threads", type=int, default=1,

@@ -10,6 +10,8 @@ from an SFT adapter (or from zero), rewards from the role's grader:
 
 from __future__ import annotations
 
+from macaronic.engine.bases import BASE_HELP
+
 import argparse
 import json
 import sys
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--base", default=None)
+    p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     from dataclasses import replace
