@@ -21,8 +21,6 @@ Knows files only; loads no weights.
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import os
@@ -31,6 +29,8 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from macaronic.engine.bases import BASE_HELP
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from macaronic.engine.bases import BASE_HELP
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -19,13 +19,18 @@ def main(argv: list[str]) -> int:
         from macaronic.bench.vllm_peer import main as vllm_main
 
         return vllm_main(argv[1:])
+    if argv[:1] == ["bases"]:  # every registered base's fast path, side by side
+        from macaronic.bench.bases import main as bases_main
+
+        return bases_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="macaronic bench",
         description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
         "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99, RSS per round). "
-        "`macaronic bench vllm --help`: a real vLLM as a peer.",
+        "`macaronic bench vllm --help`: a real vLLM as a peer; `macaronic bench bases --help`: the registered bases "
+        "side by side.",
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")

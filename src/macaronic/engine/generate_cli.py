@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import sys
+
+from macaronic.engine.bases import BASE_HELP
 
 
 def add_model_args(ap: argparse.ArgumentParser) -> None:

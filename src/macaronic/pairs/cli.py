@@ -5,17 +5,15 @@ Prints only; the lineage and manifest logic lives in lineage.py and ids.py.
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import os
 import sys
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
 from macaronic.pairs.ids import PairManifest, diff
 from macaronic.pairs.lineage import Lineage, LineageError
-
 
 def default_lineage() -> Path:
     from macaronic.engine.base import home

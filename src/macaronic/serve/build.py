@@ -11,8 +11,6 @@ unless --base is given).
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import logging
 import os
@@ -20,6 +18,8 @@ import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+from macaronic.engine.bases import BASE_HELP
 
 DESCRIPTION = """Serve the OpenAI-compatible Mixture-of-LoRA API and the web chat.
 

@@ -13,12 +13,12 @@ modes|grpo` reruns the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import sys
 from pathlib import Path
+
+from macaronic.engine.bases import BASE_HELP
 
 ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is skipped
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),

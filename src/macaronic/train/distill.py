@@ -16,13 +16,13 @@ Dev and test families are never read.
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import sys
 import time
 from pathlib import Path
+
+from macaronic.engine.bases import BASE_HELP
 
 DATA = Path(__file__).resolve().parent / "data" / "coding_distill.jsonl"
 

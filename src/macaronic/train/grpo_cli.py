@@ -10,14 +10,14 @@ from an SFT adapter (or from zero), rewards from the role's grader:
 
 from __future__ import annotations
 
-from macaronic.engine.bases import BASE_HELP
-
 import argparse
 import json
 import sys
 from pathlib import Path
 
 import torch
+
+from macaronic.engine.bases import BASE_HELP
 
 
 def _agent_reward(g: dict) -> float:
