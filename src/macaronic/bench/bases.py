@@ -83,13 +83,20 @@ def measure_base(name: str, workdir: Path, history: int = 2048, tokens: int = 32
         cached.close(), cleared.close()
         del b
     # llama.cpp on the very GGUF the base was imported from (a split base is assembled first)
+    from importlib.util import find_spec
+
+    out["llamacpp_decode_tok_s"] = out[f"llamacpp_prefill{history}_tok_s"] = None  # not installed: null
     scratch = workdir / spec.gguf
     try:
+        if find_spec("llama_cpp") is None or not spec.packages:  # no llama.cpp, or no GGUF to give it
+            raise LookupError
         gguf = base_gguf(name, scratch)
         ids = cached.encode_chat([{"role": "user", "content": "Write a long list of fruits, one per line."}])
         lc = _llamacpp_decode(tokens, [ids], gguf=gguf, n16=False)
         out["llamacpp_decode_tok_s"] = lc["llamacpp_single_tok_s"]
         out[f"llamacpp_prefill{history}_tok_s"] = _llamacpp_prefill(hist, gguf=gguf)
+    except LookupError:
+        pass
     finally:
         scratch.unlink(missing_ok=True)
     out["rule_speed_ok"] = (out["int4_decode_tok_s"] >= MIN_DECODE_TOK_S and out["int4_switch_ttft_ms"] < MAX_TTFT_MS)
@@ -145,7 +152,16 @@ def main(argv: list[str]) -> int:
     names = a.bases.split(",") if a.bases else [n for n, s in bases.BASES.items() if bases.installed(s)]
     for n in names:
         bases.get(n)  # an unknown name is a clear error before anything loads
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(a.threads)
+    try:
+        return _run(a, names)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(a, names: list[str]) -> int:
+    import os
     from importlib.util import find_spec
 
     from macaronic.bench import machine
