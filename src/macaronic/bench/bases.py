@@ -155,12 +155,12 @@ def main(argv: list[str]) -> int:
     threads_before = torch.get_num_threads()
     torch.set_num_threads(a.threads)
     try:
-        return _run(a, names)
+        return _run(a, names, argv)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _run(a, names: list[str]) -> int:
+def _run(a, names: list[str], argv: list[str]) -> int:
     import os
     from importlib.util import find_spec
 
