@@ -11,7 +11,8 @@ import torch
 from macaronic.engine.engine import EngineConfig
 from macaronic.engine.errors import EngineError
 from macaronic.engine.llm import load_llm
-from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.kvpool import KVBuffer
+from macaronic.engine.model import SeqSlice
 from macaronic.engine.sampling import SamplingParams
 from macaronic.engine.slots import ReferenceLora
 from macaronic.testing import make_random_adapter
@@ -287,7 +288,7 @@ def test_pooled_hidden_batched_equals_one_at_a_time(llm_factory):
 def test_pooled_decode_attention_equals_one_call_per_sequence(tiny_dirs, dtype):
     """One batched attention over KVPool rows gives the per-sequence logits (with a gap row)."""
     from macaronic.engine.base import load_base
-    from macaronic.engine.model import KVPool
+    from macaronic.engine.kvpool import KVPool
 
     base = load_base(tiny_dirs["llama"], dtype=dtype)
     m, args = base.model, base.args

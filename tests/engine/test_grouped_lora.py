@@ -9,7 +9,8 @@ import torch
 from macaronic.engine.adapters import read_adapter
 from macaronic.engine.base import load_base
 from macaronic.engine.config import FUSED
-from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.kvpool import KVBuffer
+from macaronic.engine.model import SeqSlice
 from macaronic.engine.slots import LoraBank, ReferenceLora
 from macaronic.testing import make_random_adapter
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from macaronic.engine.base import load_base
-from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.kvpool import KVBuffer
+from macaronic.engine.model import SeqSlice
 
 
 def _hf(path):

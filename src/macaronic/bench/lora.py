@@ -20,7 +20,8 @@ from torch import Tensor
 
 from macaronic.engine.adapters import read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF
-from macaronic.engine.model import KVPool, SeqSlice
+from macaronic.engine.kvpool import KVPool
+from macaronic.engine.model import SeqSlice
 from macaronic.engine.slots import LoraBank
 from macaronic.testing import make_random_adapter
 

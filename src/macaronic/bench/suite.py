@@ -208,7 +208,8 @@ def precision_accuracy(base, tokens: int = 128) -> dict:
     """Each fast precision against fp32 on the same text, decoded one token at a time (the path
     decode takes): top-1 agreement, mean KL(fp32 || fast) and next-token NLL of the text."""
     from macaronic.engine.base import load_base
-    from macaronic.engine.model import KVBuffer, SeqSlice
+    from macaronic.engine.kvpool import KVBuffer
+    from macaronic.engine.model import SeqSlice
 
     tok = load_tokenizer(base.path)
     msgs, _ = conversation(tok, tokens + 50)

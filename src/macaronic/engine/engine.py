@@ -37,7 +37,8 @@ from macaronic.engine.base import Base
 from macaronic.engine.detok import Detokenizer, StopMatcher
 from macaronic.engine.errors import EngineError
 from macaronic.engine.kvcache import ADOPT, BASE, PrefixCache
-from macaronic.engine.model import KVBuffer, KVPool, SeqSlice
+from macaronic.engine.kvpool import KVBuffer, KVPool
+from macaronic.engine.model import SeqSlice
 from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
 from macaronic.engine.slots import AdapterRegistry, LoraBank
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from macaronic.engine.model import KVBuffer
+from macaronic.engine.kvpool import KVBuffer
 
 ADOPT = -1  # label wildcard for history positions
 BASE = 0

@@ -17,7 +17,8 @@ import torch
 from macaronic.engine.adapters import AdapterInfo
 from macaronic.engine.base import Base, load_base
 from macaronic.engine.engine import DTYPES, Engine, EngineConfig, Handle, Request
-from macaronic.engine.model import KVBuffer, SeqSlice
+from macaronic.engine.kvpool import KVBuffer
+from macaronic.engine.model import SeqSlice
 from macaronic.engine.sampling import SamplingParams
 
 
