@@ -59,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
                    help="decode without the harness's grammars (tool calls, response formats, GenUI cards): "
                         "the 'without constraints' rows")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="start no unit after this many seconds; the units already running finish and the summary "
+                        "covers the units done (its n per suite says how many; rerun to continue)")
     return p
 
 
@@ -147,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         log = ResultLog(tasks_path, contract.sha256)
         todo = [u for u in units if _key(h, u) not in log.rows]
         try:
-            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress)
+            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress, args.max_seconds)
         finally:
             log.close()
+        ran = sum(1 for u in todo if _key(h, u) in log.rows)
+        missing = sum(1 for u in units if _key(h, u) not in log.rows)
     finally:
         llm.close()
     wall = time.perf_counter() - t0
@@ -160,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
-           "wall_s": round(wall, 1), "units": len(units), "units_run": len(todo), "memo_hits": h.memo.hits,
+           "wall_s": round(wall, 1), "units": len(units), "units_run": ran, "units_missing": missing, "memo_hits": h.memo.hits,
            "threads": args.threads, "workers": args.workers, "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
     text = section(doc, contract, cfgs, args.json)
@@ -175,7 +180,8 @@ def section(doc: dict, contract, cfgs, json_path) -> str:
     """The markdown written between the markers: the command and its conditions, then the tables."""
     from macaronic.contract import ablate
 
-    head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units, "
+    left = f", {doc['units_missing']} not run (--max-seconds)" if doc.get("units_missing") else ""
+    head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units{left}, "
             f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). Contract `{contract.id}` "
             f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
             f"Raw: `{json_path}`.\n\n")
@@ -189,16 +195,23 @@ def _key(h, unit) -> str:
     return unit_key(f"{cfg.name}/{h.pair_ids[cfg.name]}", task.suite, task.id, sample)
 
 
-def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress) -> None:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress, max_seconds: float = 0.0) -> None:
+    from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 
+    deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
     with progress(quiet) as bar, ThreadPoolExecutor(max(1, workers)) as ex:
         job = bar.add_task("ablate", total=total, completed=total - len(todo))
         futures = [ex.submit(h.run_unit, contract, cfg, task, sample) for cfg, task, sample in todo]
         try:
             for f in as_completed(futures):
-                log.add(f.result())
+                try:
+                    log.add(f.result())
+                except CancelledError:
+                    continue
                 bar.advance(job)
+                if deadline is not None and time.monotonic() > deadline:
+                    for g in futures:
+                        g.cancel()  # units not started yet; the running ones still finish
         except BaseException:
             for f in futures:
                 f.cancel()
