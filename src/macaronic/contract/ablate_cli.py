@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         llm.close()
     wall = time.perf_counter() - t0
     rows = [r for r in read_rows(tasks_path, contract.sha256)
-            if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"]
+            if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"
+            and r["suite"] in {s.name for s in contract.suites}]  # a --suites run may share a file with a wider one
     summary = ablate.summarize(contract, rows, cfgs)
     command = "macaronic eval ablate " + " ".join(argv if argv is not None else sys.argv[1:])
     doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
