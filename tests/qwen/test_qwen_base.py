@@ -28,7 +28,9 @@ def test_logits_and_greedy_text_match_transformers(qwen_dir):
         with torch.no_grad():
             ref = hf(torch.tensor([ids])).logits[0]
         ours = llm.score(ids, None)
-        assert (ours - ref).abs().max().item() <= 5e-4  # measured 5e-5 at import
+        diff = (ours - ref).abs().max().item()
+        print(f"qwen logits: max abs difference {diff:.2e} over {len(ids)} positions")
+        assert diff <= 5e-4  # the issue measured about 5e-5
         assert torch.equal(ours.argmax(-1), ref.argmax(-1))
         with torch.no_grad():
             hf_out = hf.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
@@ -38,7 +40,7 @@ def test_logits_and_greedy_text_match_transformers(qwen_dir):
         stops = set(llm.engine.default_stop_ids)
         assert {llm.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")} <= stops
         cut = next((i for i, t in enumerate(hf_out) if t in stops), len(hf_out))
-        assert h.output_ids == hf_out[:cut] and "def" in text
+        assert h.output_ids == hf_out[:cut] and "reverse" in text
     finally:
         llm.close()
 
