@@ -25,7 +25,9 @@ def config_scores(contract, doc: dict, rows: list[dict]) -> dict[str, dict[str, 
 
     out = {}
     for cfg, pid in doc["pair_ids"].items():
-        rs = [r for r in rows if r.get("config") == cfg and r["pair"] == f"{cfg}/{pid}"]
+        ran = set(doc.get("configs", {}).get(cfg, {})) or None  # the suites this summary covered
+        rs = [r for r in rows if r.get("config") == cfg and r["pair"] == f"{cfg}/{pid}"
+              and (ran is None or r["suite"] in ran)]
         if rs:
             out[cfg] = task_scores(contract, rs)
     return out
