@@ -11,7 +11,7 @@ import sys
 
 # name -> (module:function, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("macaronic.serve.app:main", "serve the OpenAI-compatible MoL API and the web chat"),
+    "serve": ("macaronic.serve.cli:main", "serve the OpenAI-compatible MoL API and the web chat"),
     "chat": ("macaronic.engine.chat:main", "chat in the terminal with the routed MoL"),
     "generate": ("macaronic.engine.generate_cli:main", "stream one reply from one adapter"),
     "info": ("macaronic.engine.info:main", "describe the base and the registered adapters"),

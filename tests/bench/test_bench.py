@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import importlib.util
+import math
 
 from macaronic.bench import cli, suite
 from macaronic.engine.base import load_base
@@ -26,7 +27,10 @@ def test_adapter_latency_and_decode_fields(tiny_dirs, tmp_path):
     dec = suite.decode_throughput(base, tmp_path, tokens=4)
     for k in ("single_tok_s", "mixed4_tok_s", "mixed16_tok_s", "base16_tok_s"):
         assert dec[k] > 0
-    assert dec["llamacpp_single_tok_s"] is None or dec["llamacpp_single_tok_s"] > 0
+    # the llama.cpp peer runs exactly when its package (the `bench` extra) is installed
+    peer = importlib.util.find_spec("llama_cpp") is not None
+    for k in ("llamacpp_single_tok_s", "llamacpp16_tok_s"):
+        assert (dec[k] > 0) if peer else (dec[k] is None), (k, dec[k], peer)
 
 
 def test_markdown_section_is_replaced_in_place(tmp_path):
@@ -39,7 +43,7 @@ def test_markdown_section_is_replaced_in_place(tmp_path):
     cli.write_markdown(md, r)
     text = md.read_text()
     assert "old" not in text and "## Routing\nkept" in text and "Prefill throughput" in text
-    json.dumps(r)
+    assert text.count("<!-- bench:start -->") == 1 and text.count("<!-- bench:end -->") == 1
 
 
 def test_decode_at_other_precisions_and_prefill_fields(tiny_dirs, tmp_path):
@@ -55,7 +59,7 @@ def test_precision_accuracy_compares_every_fast_path_to_fp32(tiny_dirs):
     base = load_base(tiny_dirs["llama"])
     acc = suite.precision_accuracy(base, tokens=24)
     for name in suite.PRECISIONS:
-        assert 0.5 <= acc[name]["top1_agree"] <= 1.0 and acc[name]["kl"] >= 0
+        assert 0.5 <= acc[name]["top1_agree"] <= 1.0 and math.isfinite(acc[name]["kl"])  # NaN fails
     assert acc["int4"]["kl"] > acc["bf16"]["kl"]  # coarser weights, larger divergence
 
 

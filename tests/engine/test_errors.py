@@ -37,7 +37,7 @@ def http(llm):
     from macaronic.router import Router, RouterConfig
     from macaronic.serve.app import ServeConfig, create_app
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
 
     bundle = load_bundle()
     router = Router(llm, bundle, config=RouterConfig.from_dict({**bundle.router, "policy": "prompted"}))

@@ -1,12 +1,14 @@
-"""`macaronic evolve` on a tiny model: two generations, one successor accepted (a router refit
-from logged outcomes) and one rejected (a harmful harness edit), with a SIGKILL mid-run and a
-resume that loses and double-counts nothing."""
+"""`macaronic evolve` on a tiny model: a generation is a search. Generation 1 screens a router
+refit (dev-positive) and a role-prompt variant (neutral, hence dominated by the refit) on dev;
+only the refit reaches the sealed gate and is accepted. Generation 2 screens a harmful router
+edit (every unsure turn to the default route) and operator proposals, one of them from the
+dominated candidate of generation 1 (archived pairs can parent); the harmful one is rejected on
+dev and never reaches the sealed test. A SIGKILL mid-run and a resume lose and double-count nothing."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,17 +27,23 @@ primary: [agent, mixed]
 suites:
   agent: {grader: agent.state_hash@1, role: agent, per_family: 1, max_tokens: 8, max_steps: 1, guard: 0.5}
   mixed: {grader: mixed.route_answer@1, per_family: 2, max_tokens: 6}
+strata: {k: 2, temperature: 0.7}
 gate: {resamples: 500}
 """
-# Generation 2 proposes an edit that sends every turn the router is not certain about to the
-# default route (coding): a plausible-looking but harmful change the gate must reject.
-PLAN = {"generations": [["router_refit"],
-                        [{"harness_edit": {"file": "router.json", "merge": {"min_confidence": 1.01},
-                                           "note": "only route when certain; else the default (coding)"}}]]}
+REFIT = {"operator": "router_refit", "steps": ["router_refit"], "note": "refit on logged outcomes"}
+PROMPT = {"operator": "prompt", "steps": [{"harness_edit": {"file": "roles/chat.md", "append": "Be brief."}}],
+          "note": "a chat prompt variant"}
+HARMFUL = {"operator": "harness_edit",
+           "steps": [{"harness_edit": {"file": "router.json", "merge": {"min_confidence": 1.01},
+                                       "note": "only route when certain; else the default (coding)"}}],
+           "note": "plausible-looking, harmful"}
+PLAN = {"generations": [[REFIT, PROMPT], [HARMFUL]]}
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    import shutil
+
     from macaronic.contract.spec import seal
     from macaronic.engine.config import ModelArgs
     from macaronic.harness import DEFAULT_BUNDLE
@@ -57,70 +65,71 @@ def setup(tmp_path_factory):
 
 def argv(root, contract, pair):
     return ["--contract", str(contract), "--generations", "2", "--workdir", str(root / "work"), "--pair", str(pair),
-            "--plan", str(root / "plan.json"), "--budget", "samples=1,per_family=1,dev_per_family=2", "--quiet"]
+            "--plan", str(root / "plan.json"), "--operators", "prompt,decoding",
+            "--budget", "per_family=1,dev_per_family=3,candidates=3,screen_confidence=90", "--quiet"]
 
 
-def test_two_generations_accept_then_reject_survive_sigkill(setup):
+def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(setup):
     from macaronic.evolve.cli import main as evolve_main
 
     root, contract, pair = setup
     work = root / "work"
-    exp = work / "experience.jsonl"
+    dev = work / "dev.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "evolve", *argv(root, contract, pair)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 300
-    while (not exp.exists() or len(exp.read_text().splitlines()) < 3) and proc.poll() is None \
+    while (not dev.exists() or len(dev.read_text().splitlines()) < 8) and proc.poll() is None \
             and time.monotonic() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group, as a crash would
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-3000:]
-    assert (work / "gen-000" / "eval.json").exists() and not (work / "gen-001" / "candidate").exists()
-    killed_rows = [l for l in exp.read_text().splitlines() if l.endswith("}")]
+    killed_rows = [l for l in dev.read_text().splitlines() if l.endswith("}")]
 
     assert evolve_main(argv(root, contract, pair)) == 0  # resume, in this process
 
     summary = json.loads((work / "report.json").read_text())
-    gens = summary["generations"]
-    assert [g["decision"] for g in gens] == ["reference", "accept", "reject"]
-    assert gens[1]["parent_id"] == gens[0]["pair_id"] and gens[2]["parent_id"] == gens[1]["pair_id"]
-    assert gens[1]["suites"]["mixed"]["delta"] > 0 and gens[1]["changes"][0]["step"] == "router_refit"
-    assert "primary" in gens[2]["failed_rules"] and gens[2]["suites"]["mixed"]["delta"] < 0
-    assert gens[2]["changes"][0]["step"] == "harness_edit"
-    assert summary["champion"] == gens[1]["pair_id"]
-    assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    gens = {g["generation"]: g for g in summary["generations"]}
+    assert [gens[g]["decision"] for g in sorted(gens)] == ["reference", "accept", "kept"]
+    s1 = {s["name"]: s for s in gens[1]["screens"]}
+    assert s1["cand-01"]["verdict"] == "positive" and s1["cand-01"]["components"] == ["router"]
+    assert s1["cand-02"]["verdict"] == "neutral" and s1["cand-02"]["components"] == ["prompt:chat"]
+    assert gens[1]["candidate"]["name"] == "cand-01"  # one positive: it goes to the gate alone
+    assert gens[1]["suites"]["mixed"]["delta"] > 0 and summary["champion"] == gens[1]["pair_id"]
+    # the refit reaches only the routed suite: the gate reuses the champion's agent rows
+    assert json.loads((work / "gen-001" / "eval.json.gate.json").read_text())["reused_suites"] == ["agent"]
+    # generation 2: the harmful edit is rejected on dev and the sealed test is not read again
+    s2 = {s["name"]: s for s in gens[2]["screens"]}
+    assert s2["cand-01"]["verdict"] == "harmful" and s2["cand-01"]["pooled"]["delta"] < 0
+    assert not (work / "gen-002" / "eval.json").exists()
+    # dominated candidates stay in the archive, and one of them parents a candidate of generation 2
+    dominated = set(summary["archive"]["dominated"])
+    assert {s1["cand-02"]["pair_id"], s2["cand-01"]["pair_id"]} <= dominated
+    assert any(s["parent_id"] in dominated - {gens[0]["pair_id"]} for s in gens[2]["screens"])
+    # sealed reads: the k = 2 strata reference, the generation-0 reference and one gate
+    assert summary["sealed_reads"]["by_purpose"] == {"evaluator": 2, "strata": 1}
+    assert summary["strata"]["k"] == 2 and sum(summary["strata"]["counts"].values()) > 0
     md = (work / "report.md").read_text()
-    assert "| 1 |" in md and "accept" in md and "reject (primary" in md
-    # generation 2 (a harness edit) learns nothing from experience: no rows for its champion
-    assert {json.loads(l)["pair"] for l in exp.read_text().splitlines()} == {gens[0]["pair_id"]}
+    assert "Sealed test reads: 3 evaluations" in md and "harmful" in md and "| 1 | parent |" in md
+    assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # Nothing lost, nothing counted twice: the rows from before the kill are still first, every
-    # unit appears once, and the lineage holds one record per generation.
-    rows = exp.read_text().splitlines()
+    # Nothing lost, nothing counted twice.
+    rows = dev.read_text().splitlines()
     assert rows[: len(killed_rows)] == killed_rows
-    keys = Counter((r["suite"], r["task"], r["sample"]) for r in map(json.loads, rows))
-    assert len(keys) == len(rows) == 10 + 5  # agent: 10 train families x 1; mixed: 5 train families x 1
-    for p in work.glob("gen-*/eval.json.tasks.jsonl"):
-        ks = Counter((r["pair"], r["suite"], r["task"], r["sample"]) for r in map(json.loads, p.read_text().splitlines()))
-        assert max(ks.values()) == 1, p
+    keys = Counter((r["pair"], r["suite"], r["task"], r["sample"]) for r in map(json.loads, rows))
+    assert max(keys.values()) == 1
     with Lineage(work / "lineage.sqlite") as lin:
         assert [r["generation"] for r in lin.records()] == [0, 1, 2]
-        assert [h["pair_id"] for h in lin.alias_history("champion")] == [gens[0]["pair_id"], gens[1]["pair_id"]]
-        assert [h["pair_id"] for h in lin.alias_history("challenger")] == [gens[1]["pair_id"], gens[2]["pair_id"]]
-        assert all(r["contract_sha256"] == summary["contract"]["sha256"] for r in lin.records())
-
-    # The collector and the trainer never read the sealed test split; the evaluator did.
+        assert len({sc["key"] for sc in lin.screens()}) == len(lin.screens()) == len(gens[1]["screens"]) + len(gens[2]["screens"])
     audit = read_audit(work / "audit.jsonl")
     assert not [a for a in audit if a["purpose"] in ("collector", "trainer") and a["split"] == "test"]
-    assert {a["purpose"] for a in audit if a["split"] == "test"} >= {"evaluator"}
-    assert {(a["purpose"], a["split"]) for a in audit} >= {("collector", "train"), ("trainer", "dev")}
 
     # A rerun with everything done changes nothing.
-    before = (work / "lineage.sqlite").stat().st_size, len(rows)
+    n = len(rows)
     assert evolve_main(argv(root, contract, pair)) == 0
     with Lineage(work / "lineage.sqlite") as lin:
         assert len(lin.records()) == 3 and len(lin.alias_history("champion")) == 2
-    assert len(exp.read_text().splitlines()) == before[1]
+    assert len(dev.read_text().splitlines()) == n
 
 
 def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
@@ -131,5 +140,4 @@ def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
         assert evolve_main(argv(root, contract, pair)) == 0
     edited = tmp_path / "contract.yaml"
     edited.write_text(contract.read_text().replace("resamples: 500", "resamples: 400"))
-    args = argv(root, edited, pair)
-    assert evolve_main(args) == 1
+    assert evolve_main(argv(root, edited, pair)) == 1

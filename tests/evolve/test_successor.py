@@ -20,7 +20,7 @@ class FakeContract:
             self.kind, self.role = kind, role
 
     def suite(self, name):
-        return {"agent": self.S("agent", "agent"), "mixed": self.S("mixed", None)}[name]
+        return {"agent": self.S("agent", "agent"), "chat": self.S("chat", "chat"), "mixed": self.S("mixed", None)}[name]
 
 
 def mixed_row(turns, passed=False):
@@ -48,20 +48,26 @@ def test_budget_and_plan():
     assert Budget.parse("samples=3,train_steps=10") == Budget(samples=3, train_steps=10)
     with pytest.raises(ValueError):
         Budget.parse("sample=3")
-    plan = Plan(generations=(("router_refit",), ('{"harness_edit": {"file": "x"}}',)))
-    assert plan.steps(1) == ("router_refit",) and plan.steps(5) == plan.steps(2)
-    assert step_spec(plan.steps(2)[0]) == ("harness_edit", {"file": "x"})
+    plan = Plan(generations=(('{"operator": "router_refit", "steps": ["router_refit"]}',),
+                             ('{"operator": "e", "steps": ["{\\"harness_edit\\": {\\"file\\": \\"x\\"}}"]}',)))
+    assert plan.candidates(1)[0]["steps"] == ["router_refit"] and plan.candidates(5) == plan.candidates(2)
+    assert step_spec(plan.candidates(2)[0]["steps"][0]) == ("harness_edit", {"file": "x"})
+    with pytest.raises(ValueError, match="unknown operators"):
+        Plan.load(None, "prompt,telepathy")
 
 
-def test_rft_data_is_graded_successes_with_the_served_system_prompt():
+def test_rft_data_is_graded_successes_in_the_served_layout():
     from macaronic.harness import load_bundle
+    from macaronic.prompts import prompt_head
+    from macaronic.substrate.tools import openai_tools
 
     bundle = load_bundle()
     found = successes(FakeContract(), bundle, ROWS)
     assert sorted(found) == ["agent", "chat"]
     (agent,) = found["agent"]  # the duplicate success is one example, the failure none
-    assert agent["messages"][0]["role"] == "system" and "<tools>" in agent["messages"][0]["content"]
-    assert agent["messages"][1:] == ROWS[0]["messages"]
+    head = prompt_head(bundle, "agent", openai_tools())  # the compact tool list, as served
+    assert agent["messages"][:2] == head and "<tools>" not in agent["messages"][0]["content"]
+    assert agent["messages"][2:] == ROWS[0]["messages"]
     (chat,) = found["chat"]  # only the mixed turn that was routed right and answered right
     assert chat["messages"][-1]["content"] == "Lima"
 
@@ -104,7 +110,9 @@ def test_rft_retrains_a_specialist_in_a_separate_process(tmp_path):
     ads = {r: make_random_adapter(tmp_path / r, args, seed=i, mode="turn", role=r)
            for i, r in enumerate(["chat", "agent"])}
     champ = PairManifest.build(base, ads, DEFAULT_BUNDLE)
-    rows = [mixed_row([{"text": f"capital of {c}?", "reply": city, "gold": "chat", "routed": "chat", "ok": True}])
+    # forced chat rows: a routed turn's prompt carries the tool list, over max_len in the tiny byte tokenizer
+    rows = [{"suite": "chat", "family": "f", "passed": True,
+             "messages": [{"role": "user", "content": f"capital of {c}?"}, {"role": "assistant", "content": city}]}
             for c, city in [("Peru", "Lima"), ("Japan", "Tokyo")]]
     ctx = {"contract": FakeContract(), "budget": Budget(min_successes=2, train_steps=2)}
     child, changes, _ = build_successor(champ, rows, ("rft",), tmp_path / "cand", ctx)
@@ -118,3 +126,42 @@ def test_rft_retrains_a_specialist_in_a_separate_process(tmp_path):
     data = [json.loads(l) for l in open(child.data[0])]
     assert [d["messages"][-1]["content"] for d in data] == ["Lima", "Tokyo"]
     assert not (tmp_path / "cand.tmp").exists()
+
+
+def test_warm_rft_continues_from_the_champion_adapter(tmp_path):
+    """`{"rft": {"warm": true}}`: `macaronic train --init-adapter` from the champion's adapter for
+    a few steps, with a replay of at most twice the successes."""
+    from macaronic.engine.config import ModelArgs
+    from macaronic.evolve.successor import build_successor
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+    from macaronic.testing import make_random_adapter, make_tiny_model_dir
+
+    base = make_tiny_model_dir(tmp_path / "base", seed=5)
+    args = ModelArgs.from_dir(base)
+    ads = {"chat": make_random_adapter(tmp_path / "chat", args, seed=1, mode="turn", role="chat")}
+    champ = PairManifest.build(base, ads, DEFAULT_BUNDLE)
+    rows = [{"suite": "chat", "family": "f", "passed": True, "hinted": i == 1,
+             "messages": [{"role": "user", "content": f"capital of {c}?"}, {"role": "assistant", "content": city}]}
+            for i, (c, city) in enumerate([("Peru", "Lima"), ("Japan", "Tokyo")])]
+    ctx = {"contract": FakeContract(), "budget": Budget(min_successes=2)}
+    step = json.dumps({"rft": {"roles": ["chat"], "warm": True, "steps": 2}})
+    child, changes, _ = build_successor(champ, rows, (step,), tmp_path / "cand", ctx)
+    (ch,) = changes
+    assert ch["retrained"] and ch["warm"] and ch["train_steps"] == 2 and ch["hinted"] == 1
+    meta = json.loads((tmp_path / "cand" / "adapters" / "chat" / "macaronic.json").read_text())
+    assert meta["training"]["config"]["init_adapter"] == str(tmp_path / "chat") and child.adapters["chat"]["id"] != champ.adapters["chat"]["id"]
+
+
+def test_failure_data_composes_tools_outside_every_split():
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    composed = {f.domain for f in FAMILIES}
+    assert not {f.domain for f in SKILLS["lookup_then_act"]} & composed
+    ex = examples("lookup_then_act", 4)
+    assert len(ex) == 4 and all(e["messages"][0]["role"] == "system" and "Tools (" in e["messages"][0]["content"]
+                                for e in ex)
+    calls = [m["content"] for e in ex for m in e["messages"] if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+    assert len(calls) == 8 and all(c.split('"name": "')[1].split('"')[0] in ("list_events", "add_reminder", "list_orders",
+                                                                             "create_note") for c in calls)

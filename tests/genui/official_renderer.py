@@ -300,7 +300,7 @@ def probe(limit: int | None = None) -> str:  # pragma: no cover - runs the real 
     from macaronic.engine.llm import EngineConfig, load_default_llm
     from macaronic.genui.probe import answer_all
     from macaronic.genui.validate import validate
-    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.mol import HarnessConfig, MoL
     from playwright.sync_api import sync_playwright
 
     requests = json.loads(resources.files("macaronic").joinpath("data/genui_requests.json").read_text())["requests"]

@@ -20,12 +20,12 @@ def test_ece_and_macro_f1():
 
 
 def test_evaluate_group_metrics():
-    prev = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "r", "adapter": "chat"},
+    prev = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "r", "specialist": "chat"},
             {"role": "user", "content": "q2"}]
     examples = [ex("a", "chat", group="g1"), ex("b", "chat", group="g1"), ex("c", "coding", group="g2"),
                 ex("d", "coding", group="g2"), ex("e", "chat", "injection", twin="a"),
                 ex("f", "agent", "multiturn", messages=prev)]
-    decisions = [D(adapter=a, confidence=0.9, reason=r) for a, r in
+    decisions = [D(role=a, confidence=0.9, reason=r) for a, r in
                  [("chat", "scored"), ("chat", "scored"), ("coding", "scored"), ("chat", "scored"),
                   ("coding", "low-confidence-default"), ("chat", "hysteresis")]]
     m = evaluate(examples, decisions)

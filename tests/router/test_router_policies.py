@@ -16,7 +16,7 @@ def test_each_policy_gives_a_distribution(fitted, splits, policy):
     assert probs.shape == (40, 4) and abstain.shape == (40,) and len(used) == 40
     assert np.allclose(probs.sum(1), 1.0) and (probs >= 0).all()
     d = fitted.route(splits["test"][0]["messages"], policy=policy)
-    assert d.adapter in ("chat", "agent", "coding", "genui") and d.ms >= 0
+    assert d.role in ("chat", "agent", "coding", "genui") and d.ms >= 0
     assert abs(sum(d.probs.values()) - 1) < 1e-6
 
 

@@ -8,7 +8,7 @@ CFG = RouterConfig()
 
 def tool_turn(caller="genui"):
     return [{"role": "user", "content": "Write a Python function that adds two numbers."},
-            {"role": "assistant", "content": "", "adapter": caller,
+            {"role": "assistant", "content": "", "specialist": caller,
              "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
 
@@ -17,7 +17,7 @@ def test_tool_result_sticks_to_caller_without_scoring(fitted):
     bb = FakeBackbone()
     router = Router(bb, fitted.bundle, fitted.state)
     d = router.route(tool_turn("genui"))
-    assert (d.adapter, d.policy, d.reason, d.confidence) == ("genui", "sticky", "sticky-tool", 1.0)
+    assert (d.role, d.policy, d.reason, d.confidence) == ("genui", "sticky", "sticky-tool", 1.0)
     assert bb.calls == {"pooled_hidden": 0, "next_logprobs": 0}
     off = router.with_config(tool_stickiness=False).route(tool_turn("genui"), policy="probe")
     assert off.policy == "probe"
@@ -44,17 +44,17 @@ def test_decide_hysteresis():
     assert decide(probs, False, "agent", no_h) == ("chat", "scored")
 
 
-def test_route_uses_current_adapter_for_hysteresis(fitted):
-    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello", "adapter": "agent"},
+def test_route_uses_current_specialist_for_hysteresis(fitted):
+    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello", "specialist": "agent"},
              {"role": "user", "content": "Who made you?"}]
     wide = fitted.with_config(hysteresis_margin=1.0, min_confidence=0.0)
     d = wide.route(convo, policy="probe")
-    assert d.adapter == "agent" and d.reason in ("hysteresis", "scored")
+    assert d.role == "agent" and d.reason in ("hysteresis", "scored")
 
 
 def test_default_route_when_unsure(fitted):
     d = fitted.with_config(min_confidence=0.999).route([{"role": "user", "content": "hmm"}], policy="probe")
-    assert (d.adapter, d.reason) == ("coding", "low-confidence-default")
+    assert (d.role, d.reason) == ("coding", "low-confidence-default")
 
 
 def _with_bands(fitted, choice: str):
@@ -80,7 +80,7 @@ def test_cascade_defers_only_where_its_band_table_says(fitted):
     d = _with_bands(fitted, "prompted").route(turn, policy="cascade")
     assert d.policy == "prompted" and d.reason == "cascade-fallback"
     d = _with_bands(fitted, "default").route(turn, policy="cascade")
-    assert (d.adapter, d.reason) == ("coding", "band-default")
+    assert (d.role, d.reason) == ("coding", "band-default")
 
 
 def test_fitted_band_table_never_picks_an_option_worse_than_the_primary_on_dev(fitted):

@@ -114,14 +114,14 @@ def test_the_shipped_state_is_small_complete_and_bound():
 
 def test_serving_a_tiny_model_with_the_shipped_state_is_refused():
     from macaronic.harness import load_bundle
-    from macaronic.serve.build import make_router
+    from macaronic.router.shipped import router_for
     from macaronic.testing import tiny_llm
 
     llm = tiny_llm()
     try:
         with pytest.raises(StateMismatch, match="does not match this backbone.*macaronic route fit"):
-            make_router(llm, load_bundle(), None, None)
-        router, _ = make_router(llm, load_bundle(), "prompted", None)  # needs no fitted state
+            router_for(llm, load_bundle(), None, None)
+        router = router_for(llm, load_bundle(), "prompted", None)  # needs no fitted state
         assert router.config.policy == "prompted"
     finally:
         llm.close()
@@ -145,5 +145,5 @@ def test_route_classify_routes_from_the_shipped_state_on_the_real_base():
                        capture_output=True, text=True, timeout=600, env=ENV)
     assert p.returncode == 0, p.stderr[-2000:]
     out = [json.loads(l) for l in p.stdout.splitlines()]
-    assert [o["adapter"] for o in out] == [label for _, label in turns]
+    assert [o["role"] for o in out] == [label for _, label in turns]
     assert all(o["policy"] in ("head", "probe", "embedding", "arrow") for o in out)

@@ -37,7 +37,7 @@ def test_tiny_llm_is_a_backbone(llm):
 def test_every_policy_end_to_end(tiny_router, policy):
     convo = [{"role": "user", "content": "Show me the weather in Oslo as a card."}]
     d = tiny_router.route(convo, policy=policy)
-    assert d.adapter in ("chat", "agent", "coding", "genui")
+    assert d.role in ("chat", "agent", "coding", "genui")
     assert np.isclose(sum(d.probs.values()), 1.0) and 0 <= d.confidence <= 1
 
 
@@ -76,7 +76,7 @@ def test_classify_cli_round_trip(tmp_path, tiny_router):
     tiny_router.save(tmp_path / "state")  # tiny_llm() is deterministic: the state fits the child's model
     lines = [{"messages": [{"role": "user", "content": "Write a regex for emails"}]},
              {"messages": [{"role": "user", "content": "x"},
-                           {"role": "assistant", "content": "", "adapter": "genui", "tool_calls": [{"id": "a"}]},
+                           {"role": "assistant", "content": "", "specialist": "genui", "tool_calls": [{"id": "a"}]},
                            {"role": "tool", "tool_call_id": "a", "content": "{}"}]}]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-m", "macaronic.cli", "route", "classify", "--tiny", "--policy", "probe",
@@ -86,5 +86,5 @@ def test_classify_cli_round_trip(tmp_path, tiny_router):
     assert out.returncode == 0, out.stderr
     rows = [json.loads(l) for l in out.stdout.splitlines()]
     assert len(rows) == 2
-    assert {"adapter", "confidence", "probs", "policy", "ms"} <= set(rows[0]) and rows[0]["policy"] == "probe"
-    assert rows[1]["adapter"] == "genui" and rows[1]["policy"] == "sticky"
+    assert {"role", "confidence", "probs", "policy", "ms"} <= set(rows[0]) and rows[0]["policy"] == "probe"
+    assert rows[1]["role"] == "genui" and rows[1]["policy"] == "sticky"

@@ -15,7 +15,7 @@ def test_size_keys_and_labels():
         assert KEYS <= set(e) and e["label"] in ROLES
         for m in e["messages"]:
             if m["role"] == "assistant":
-                assert m["adapter"] in ROLES
+                assert m["specialist"] in ROLES
 
 
 def test_families_enough_and_disjoint_across_splits():
@@ -61,7 +61,7 @@ def test_paraphrase_groups_injection_twins_and_tool_results():
     for e in tools:
         call, result = e["messages"][-2], e["messages"][-1]
         assert result["role"] == "tool" and call["tool_calls"][0]["id"] == result["tool_call_id"]
-        assert e["label"] == call["adapter"]
+        assert e["label"] == call["specialist"]
     # Some tool results belong to an adapter other than the request's intent: stickiness matters.
     assert any(e["label"] != by_id[e["id"].rsplit("/tool", 1)[0]]["label"] for e in tools)
 

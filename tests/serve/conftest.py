@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from serve_helpers import InProcessServer, Script, ServerProcess, make_models, model_args
+from serve_helpers import InProcessServer, Script, ServerProcess, model_args
+
+from macaronic.testing import make_role_models
 
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
-    return make_models(tmp_path_factory.mktemp("serve-models"))
+    return make_role_models(tmp_path_factory.mktemp("serve-models"))
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +41,7 @@ def scripted(local_llm):
     from macaronic.harness import load_bundle
     from macaronic.router import Router, RouterConfig
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
 
     bundle = load_bundle()
     script = Script(local_llm.tokenizer)

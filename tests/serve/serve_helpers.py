@@ -1,4 +1,4 @@
-"""Test helpers for the server: tiny model directories, a real `macaronic serve` subprocess,
+"""Test helpers for the server: CLI arguments for tiny model directories, a real `macaronic serve` subprocess,
 an in-process uvicorn server, and scripted replies (a logits processor that makes the tiny
 random model say a given text; the engine, harness and HTTP layer all still run for real)."""
 
@@ -15,20 +15,7 @@ from pathlib import Path
 import httpx
 import torch
 
-ROLES_MODES = {"chat": "turn", "agent": "full", "coding": "turn", "genui": "full"}
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def make_models(root: Path) -> tuple[Path, list[Path]]:
-    """A tiny random base and four role adapters (chat/coding turn-mode, agent/genui full-mode)."""
-    from macaronic.engine.config import ModelArgs
-    from macaronic.testing import make_random_adapter, make_tiny_model_dir
-
-    base = make_tiny_model_dir(root / "base", seed=3)
-    args = ModelArgs.from_dir(base)
-    adapters = [make_random_adapter(root / "adapters" / name, args, seed=i + 11, mode=mode, role=name)
-                for i, (name, mode) in enumerate(ROLES_MODES.items())]
-    return base, adapters
 
 
 def model_args(base: Path, adapters: list[Path]) -> list[str]:

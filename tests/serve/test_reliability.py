@@ -290,7 +290,7 @@ def test_a_corrupt_adapter_reports_its_name_not_the_server_path(tiny_models, tmp
     from macaronic.harness import load_bundle
     from macaronic.serve.app import create_app
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
 
     base, adapters = tiny_models
     copies = [shutil.copytree(a, tmp_path / a.name) for a in adapters]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from test_serve_harness import card_reply
+from test_serve_mol import card_reply
 
 pytestmark = pytest.mark.browser
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -187,7 +187,7 @@ def test_chat_refuses_a_card_that_did_not_validate(chromium, scripted):
     from serve_helpers import InProcessServer
 
     from macaronic.serve.app import create_app
-    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.mol import HarnessConfig, MoL
 
     mol, script = scripted
     srv = InProcessServer(create_app(MoL(mol.backend, mol.bundle, mol.router, config=HarnessConfig(constrain=False))))

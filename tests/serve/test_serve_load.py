@@ -47,7 +47,10 @@ def test_32_concurrent_streaming_clients(server, capsys):
 def test_client_disconnect_cancels_generation(scripted):
     from macaronic.serve.app import create_app
 
-    mol, _ = scripted
+    mol, script = scripted
+    # a reply that does not end before max_tokens, and never repeats (the loop cut would stop a
+    # periodic one): only cancelling stops it short of 1200 tokens
+    script.replies["chat"] = " ".join(str(i) for i in range(3000))
     llm = mol.backend.llm
     srv = InProcessServer(create_app(mol))
     try:
@@ -65,6 +68,7 @@ def test_client_disconnect_cancels_generation(scripted):
             time.sleep(0.05)
         assert not llm.engine._active
         assert llm.engine.stats["generated_tokens"] - before < 1200  # stopped long before max_tokens
+        assert llm.engine.stats["generated_tokens"] - before > 0
         # the non-streaming path cancels too
         before = llm.engine.stats["generated_tokens"]
         try:
@@ -75,6 +79,6 @@ def test_client_disconnect_cancels_generation(scripted):
             if not llm.engine._active and not llm.engine._waiting:
                 break
             time.sleep(0.05)
-        assert llm.engine.stats["generated_tokens"] - before < 1200
+        assert 0 < llm.engine.stats["generated_tokens"] - before < 1200
     finally:
         srv.stop()

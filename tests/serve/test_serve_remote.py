@@ -39,7 +39,7 @@ def test_engine_only_serves_adapters_as_model_ids(engine):
 
 def test_remote_engine_matches_the_embedded_engine(front, tiny_models):
     from macaronic.engine.llm import load_llm
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
 
     # Compared with a fresh embedded engine that sees the same requests: both caches start
     # empty, so both compute the same positions in the same chunks (a random tiny model's greedy

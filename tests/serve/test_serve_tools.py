@@ -7,7 +7,7 @@ import json
 
 import openai
 
-from test_serve_harness import TOOLS
+from test_serve_mol import TOOLS
 
 CALL = '<tool_call>{"name": "create_reminder", "arguments": {"text": "buy milk"}}</tool_call>'
 

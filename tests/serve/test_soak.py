@@ -51,7 +51,7 @@ def test_memory_plateaus_under_distinct_traffic(tiny_models, tmp_path, capsys):
     from macaronic.harness import load_bundle
     from macaronic.serve.app import create_app
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import MoL
+    from macaronic.serve.mol import MoL
     from macaronic.serve.store import Store
 
     llm = load_llm(tiny_models[0], tiny_models[1], EngineConfig(max_tokens_limit=64, prefix_cache_bytes=CACHE_BYTES))

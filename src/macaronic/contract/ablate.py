@@ -182,7 +182,7 @@ class Harnesses:
         self.pair_ids = {c.name: self.mol(c).pair_id for c in cfgs}
 
     def mol(self, cfg: Config):
-        from macaronic.serve.harness import HarnessConfig, MoL
+        from macaronic.serve.mol import HarnessConfig, MoL
 
         mols = self._local.__dict__.setdefault("mols", {})
         if cfg.name not in mols:

@@ -82,24 +82,15 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     from macaronic.contract import ablate
-    from macaronic.contract.cli import contamination_of, open_for_evaluation, progress, resolve_pair
     from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
-    from macaronic.contract.spec import ENVIRONMENT, ContractError
+    from macaronic.contract.opening import Refused, contamination_of, prepare, progress
 
     try:
-        contract, loader = open_for_evaluation(args.contract, args.audit)
-    except ContractError as e:
+        contract, loader, (manifest,) = prepare(args.contract, args.audit, [args.pair], args.lineage,
+                                                lambda: default_pair(args.base))
+    except Refused as e:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return e.code
-    try:
-        manifest = resolve_pair(args.pair, args.lineage) if args.pair else default_pair(args.base)
-    except (ValueError, OSError, LookupError) as e:
-        print(f"macaronic eval ablate: {e}", file=sys.stderr)
-        return ENVIRONMENT
-    problems = manifest.verify()
-    if problems:
-        print("macaronic eval ablate: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return ENVIRONMENT
     roles = tuple(r for r in ablate.ROLES if r in manifest.adapters)
     cfgs = ablate.configs(roles, external=not args.no_external)
     if args.configs:
@@ -130,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from macaronic.engine.llm import EngineConfig, load_llm
     from macaronic.harness import load_bundle
-    from macaronic.serve.build import make_router
+    from macaronic.router.shipped import router_for
 
     t0 = time.perf_counter()
     llm = load_llm(manifest.base, [], EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"),
@@ -139,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         for role, a in sorted(manifest.adapters.items()):
             llm.add_adapter(a["path"], name=role)
         bundle = load_bundle(manifest.harness["path"])
-        router, fit_later = make_router(llm, bundle, args.router_policy, args.router_state)
-        if fit_later is not None:  # as served once the background fit finishes; fitted here first
-            router = fit_later()
+        router = router_for(llm, bundle, args.router_policy, args.router_state)
         router_desc = {"policy": router.config.policy if router else None,
                        "state_id": router.state.id if router and router.state.policies() else None}
         h = ablate.Harnesses(llm, bundle, ablate.LockedRouter(router) if router else None, cfgs,

@@ -13,22 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+from macaronic.contract.opening import Refused, contamination_of, prepare, progress
 from macaronic.contract.spec import ENVIRONMENT, ContractError
 
 CONTAMINATED = 3
-
-
-def resolve_pair(ref: str, lineage: str | Path | None):
-    """A pair manifest from a manifest JSON path, or from the lineage by id, prefix or alias."""
-    from macaronic.pairs.ids import PairManifest
-    from macaronic.pairs.lineage import Lineage
-
-    if ref.endswith(".json") and Path(ref).is_file():
-        return PairManifest.load(ref)
-    from macaronic.pairs.cli import default_lineage
-
-    with Lineage(lineage or default_lineage()) as lin:
-        return lin.pair(ref)
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -59,6 +47,10 @@ def eval_parser() -> argparse.ArgumentParser:
                    help="harness: replies through the served per-turn harness (MoL.turn); harness-free: the same "
                         "with constrained decoding off; local: the "
                         "forced-adapter runner (system prompt + adapter, no own views or summaries)")
+    p.add_argument("--reuse-unreached", action="store_true",
+                   help="with --parent: on suites no difference between the two pairs can reach (same prompts, "
+                        "adapters and seeds: macaronic.pairs.reach), the child's rows are the parent's, marked "
+                        "reused_from; the gate file lists those suites")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -72,18 +64,6 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
     return doc.get("tasks", doc), hashlib.sha256(data).hexdigest()
 
 
-def open_for_evaluation(path: str | Path, audit):
-    """(contract, evaluator split loader) once its sources and sealed hashes check out; raises ContractError."""
-    from macaronic.contract import spec as cspec
-    from macaronic.contract.sealed import SplitLoader
-
-    contract = cspec.parse(path)
-    cspec.check_sources(contract)
-    loader = SplitLoader(contract, "evaluator", audit)
-    cspec.check_hashes(contract, loader)
-    return contract, loader
-
-
 def eval_main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "ablate":
         from macaronic.contract.ablate_cli import main
@@ -92,23 +72,12 @@ def eval_main(argv: list[str] | None = None) -> int:
     args = eval_parser().parse_args(argv)
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
-    from macaronic.pairs.lineage import LineageError
-
     try:
-        contract, loader = open_for_evaluation(args.contract, args.audit)
-    except ContractError as e:
+        contract, loader, (child, parent) = prepare(args.contract, args.audit, [args.pair, args.parent],
+                                                    args.lineage)
+    except Refused as e:
         print(f"macaronic eval: {e}", file=sys.stderr)
         return e.code
-    try:
-        child = resolve_pair(args.pair, args.lineage)
-        parent = resolve_pair(args.parent, args.lineage) if args.parent else None
-    except (LineageError, ValueError, OSError) as e:
-        print(f"macaronic eval: {e}", file=sys.stderr)
-        return ENVIRONMENT
-    problems = child.verify() + (parent.verify() if parent else [])
-    if problems:
-        print("macaronic eval: pair files do not match their ids:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return ENVIRONMENT
     units = plan(contract, loader)
     cont = contamination_of(child, args.train_data, units)
     if not cont["clean"]:
@@ -125,34 +94,30 @@ def eval_main(argv: list[str] | None = None) -> int:
     for prior in args.prior:
         for r in read_rows(prior, contract.sha256):
             log.add(r)
+    reused: list[str] = []
+    if args.reuse_unreached and parent is not None:
+        from macaronic.pairs.reach import components_between, reached_suites
+
+        reach = reached_suites(contract, components_between(child, parent), report_only=True)
+        reused = sorted(s.name for s in contract.suites if s.name not in reach)
     try:
-        for manifest in [m for m in (parent, child) if m is not None]:
-            run_pair(contract, manifest, units, log, quiet=args.quiet, answerer=args.answerer)
+        if parent is not None:
+            run_pair(contract, parent, units, log, quiet=args.quiet, answerer=args.answerer)
+        for r in [r for r in log.for_pair(parent.id) if r["suite"] in reused] if parent is not None else []:
+            log.add({**r, "pair": child.id, "reused_from": parent.id, "seconds": 0.0})
+        run_pair(contract, child, [u for u in units if u[0].suite not in reused], log, quiet=args.quiet,
+                 answerer=args.answerer)
     finally:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
                                   log.for_pair(parent.id) if parent else None, strata)
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
-                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer})
+                      {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer,
+                       "reused_suites": reused})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0
-
-
-def contamination_of(pair, extra_files, units) -> dict:
-    """The pair's training data (its data files, each adapter's own data.jsonl when it ships one,
-    and any named) against every sealed test prompt of the (task, sample) units."""
-    from macaronic.contract.sealed import contamination, texts_of_data_file
-
-    train_files = list(pair.data) + [str(p) for p in extra_files]
-    train_files += [str(Path(a["path"]) / "data.jsonl") for a in pair.adapters.values()
-                    if (Path(a["path"]) / "data.jsonl").is_file()]
-    train_texts = [t for f in train_files for t in texts_of_data_file(f)]
-    seen = {}
-    for task, _ in units:
-        seen.setdefault(task.key, task.text)
-    return contamination(train_texts, list(seen.items()))
 
 
 def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness") -> None:
@@ -172,33 +137,6 @@ def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str 
                 bar.advance(job)
     finally:
         runner.close()
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def advance(self, *a, **k):
-        pass
-
-    def update(self, *a, **k):
-        pass
-
-
-def progress(quiet: bool = False):
-    if quiet:
-        return _NoBar()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True))
 
 
 def fmt(x, nd=3):
@@ -224,7 +162,8 @@ def contract_parser() -> argparse.ArgumentParser:
         description="Check or seal a contract file. `check` runs the layers parse, schema, sources, "
                     "hashes and exits 0 (ok), 1 (bad contract) or 2 (environment: a source is missing "
                     "here). `seal` fills in the sealed test manifests of a draft; publish the result "
-                    "and never edit it again (a change is a new version).")
+                    "and never edit it again (a change is a new version). `macaronic contract strata --help`: "
+                    "freeze the strata from a k-sample reference evaluation.")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="run every check layer")
     c.add_argument("file", type=Path)
@@ -237,6 +176,10 @@ def contract_parser() -> argparse.ArgumentParser:
 
 
 def contract_main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "strata":
+        from macaronic.contract.strata import main
+
+        return main(argv[1:])
     args = contract_parser().parse_args(argv)
     from macaronic.contract import spec as cspec
     from macaronic.contract.sealed import SplitLoader

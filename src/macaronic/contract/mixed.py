@@ -18,7 +18,8 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-SPLITS = ("train", "dev", "test")
+from macaronic.splits import SPLITS
+
 
 CAPITALS = [("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"),
             ("Norway", "Oslo"), ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Italy", "Rome")]
@@ -130,19 +131,6 @@ def generate_tasks(split: str | None = None, per_family: int = 3, seed: int = 0)
 
 def answer_ok(turn: Turn, reply: str) -> bool:
     """The per-turn acceptance check (see the module docstring)."""
-    import re
+    from macaronic.suites.registry import suite
 
-    if turn.role == "chat":
-        return re.search(r"(?<!\w)" + re.escape(turn.expect.lower()) + r"(?!\w)", reply.lower()) is not None
-    if turn.role == "coding":
-        return re.search(r"def\s+" + re.escape(turn.expect) + r"\s*\(", reply) is not None
-    if turn.role == "agent":
-        from macaronic.substrate.toolcalls import parse_tool_calls
-
-        p = parse_tool_calls(reply)
-        return p.ok and any(c["function"]["name"] == turn.expect for c in p.tool_calls)
-    if turn.role == "genui":
-        from macaronic.genui.output import parse_genui_output
-
-        return parse_genui_output(reply).valid
-    raise ValueError(turn.role)
+    return suite(turn.role).turn_ok(turn.expect, reply)

@@ -2,8 +2,10 @@
 
 `HarnessRunner` (the default) goes through the served per-turn harness, `MoL.turn`. `LocalRunner`
 is the small direct path behind the same Answerer protocol, one forced adapter per turn (or a
-routed one when the suite asks for routing): system prompt = the bundle's identity + role prompt (+ the tool list for agent turns), decoding
-from the bundle's decoding.json capped by the contract's max_tokens, and for routed turns the
+routed one when the suite asks for routing). Both render the prompt with the one renderer
+(`macaronic.prompts`), so a turn's prompt token ids are the same on either path, in serving and in
+training: agent and routed turns get the substrate's tools as a client would send them; decoding
+comes from the bundle's decoding.json capped by the contract's max_tokens; routed turns use the
 bundle's router (a fitted state in `<bundle>/router_state/` when present, else the prompted
 policy, which needs no fitting). It keeps no history of its own: callers pass the conversation.
 """
@@ -51,67 +53,78 @@ class LocalRunner:
 
     def route(self, messages: list[dict]) -> tuple[str, dict]:
         d = self.router.route(messages)
-        return d.adapter, {"adapter": d.adapter, "confidence": round(float(d.confidence), 4),
+        return d.role, {"adapter": d.role, "confidence": round(float(d.confidence), 4),
                            "policy": d.policy, "reason": d.reason}
 
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
               tools: list[dict] | None = None) -> Reply:
         from macaronic.engine.sampling import SamplingParams
 
+        tools = default_tools(role, tools)
         route = None
         if role is None:
             role, route = self.route(messages)
-        system = system_prompt(self.bundle, role, tools)
         dec = self.bundle.decoding_for(role)
         sampling = SamplingParams(max_tokens=min(int(dec.get("max_tokens", max_tokens)), max_tokens),
                                   temperature=float(dec.get("temperature", 0.0)),
                                   top_p=float(dec.get("top_p", 1.0)), seed=seed)
         adapter = role if role in self.llm.adapters.names() else None  # a pair may lack a specialist
-        convo = [{"role": "system", "content": system}] + [_plain(m) for m in messages]
-        text, usage = self.llm.chat(convo, adapter, sampling)
+        text, usage = self.llm.chat(self.prompt(messages, role, tools), adapter, sampling)
         return Reply(text=text, role=role, tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
                      route=route)
 
+    def prompt(self, messages: list[dict], role: str, tools: list[dict] | None) -> list[dict]:
+        """The layout messages `role` answers from (the one renderer)."""
+        from macaronic.prompts import conversation
 
-def system_prompt(bundle, role: str, tools: list[dict] | None = None) -> str:
-    """What the answerer puts first: identity + role prompt, plus the tool list on agent turns.
-    Successor training uses the same text, so trained and served prompts match."""
-    system = bundle.system_prompt(role)
-    if role == "agent" or tools is not None:
-        from macaronic.substrate.toolcalls import format_tool_prompt
-        from macaronic.substrate.tools import TOOLS
-
-        system += "\n\n" + format_tool_prompt(tools if tools is not None else TOOLS)
-    return system
+        return conversation(self.bundle, role, [for_renderer(m, self.bundle) for m in messages], tools)
 
 
-def _plain(m: dict) -> dict:
-    # Tool results travel as a user-side message for chat templates without a tool role.
-    return {"role": m["role"], "content": m["content"]} if m["role"] != "tool" else {"role": "user", "content": m["content"]}
+def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | None:
+    """The tools a turn is shown when the suite names none: the substrate's, for agent and routed
+    turns (as the harness's clients send them); none otherwise."""
+    if tools is None and role in (None, "agent"):
+        from macaronic.substrate.tools import openai_tools
+
+        return openai_tools()
+    return tools
+
+
+def for_renderer(m: dict, bundle) -> dict:
+    """A suite's message as the renderer reads it: an assistant reply names the role that gave it
+    (`specialist`: given, or from an adapter named by role, as the harness annotates it)."""
+    out = {"role": m["role"], "content": m["content"]}
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
+        if "specialist" not in out and out.get("adapter") in bundle.role_names:
+            out["specialist"] = out["adapter"]
+    return out
 
 
 class HarnessRunner(LocalRunner):
-    """Replies through the per-turn harness (`macaronic.serve.harness.MoL.turn`): the served
+    """Replies through the per-turn harness (`macaronic.serve.mol.MoL.turn`): the served
     behaviour itself (own views, summaries, tool-call parsing, GenUI repair), with this pair's
     bundle and router. Agent and routed turns get the substrate's tools, as a client would send."""
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import MoL
+        from macaronic.serve.mol import MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
 
+    temperature: float | None = None  # None: each role's own decoding (decoding.json)
+
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
               tools: list[dict] | None = None) -> Reply:
-        from macaronic.substrate.tools import openai_tools
-
-        if tools is None and role in (None, "agent"):
-            tools = openai_tools()
+        tools = default_tools(role, tools)
         cap = max_tokens
         if role is not None:
             cap = min(int(self.bundle.decoding_for(role).get("max_tokens", max_tokens)), max_tokens)
         msgs = [_for_harness(m) for m in messages]
-        r = self.mol.turn(msgs, tools=tools, model=role, sampling={"seed": seed, "max_tokens": cap})
+        sampling = {"seed": seed, "max_tokens": cap}
+        if self.temperature is not None:  # exploration (k-sample strata, RFT collection): every role samples
+            sampling |= {"temperature": self.temperature, "top_p": 0.95}
+        r = self.mol.turn(msgs, tools=tools, model=role, sampling=sampling)
         route = None if role is not None else {"adapter": r.route.adapter, "confidence": round(r.route.confidence, 4),
                                                 "policy": r.route.policy, "reason": r.route.reason}
         return Reply(text=r.served_text, role=r.route.specialist or role or "", route=route,
@@ -120,8 +133,8 @@ class HarnessRunner(LocalRunner):
 
 def _for_harness(m: dict) -> dict:
     out = {"role": m["role"], "content": m["content"]}
-    if m["role"] == "assistant" and m.get("adapter"):
-        out["adapter"] = m["adapter"]
+    if m["role"] == "assistant":
+        out.update({k: m[k] for k in ("adapter", "specialist") if m.get(k)})
     return out
 
 
@@ -130,7 +143,7 @@ class FreeHarnessRunner(HarnessRunner):
 
     def __init__(self, manifest, engine_config=None):
         super().__init__(manifest, engine_config)
-        from macaronic.serve.harness import HarnessConfig, MoL
+        from macaronic.serve.mol import HarnessConfig, MoL
 
         self.mol = MoL.from_llm(self.llm, self.bundle, self.router, config=HarnessConfig(constrain=False))
 
@@ -138,7 +151,13 @@ class FreeHarnessRunner(HarnessRunner):
 ANSWERERS = {"harness": HarnessRunner, "harness-free": FreeHarnessRunner, "local": LocalRunner}
 
 
-def make_answerer(kind: str, manifest):
+def make_answerer(kind: str, manifest, temperature: float | None = None):
     """'harness' (the served per-turn harness), 'harness-free' (the same with constrained decoding
-    off) or 'local' (forced adapter + system prompt)."""
-    return ANSWERERS[kind](manifest)
+    off) or 'local' (forced adapter + system prompt). `temperature` (harness kinds): every role
+    samples at it (top_p 0.95) instead of its own decoding: k samples per task that differ."""
+    r = ANSWERERS[kind](manifest)
+    if temperature is not None:
+        if not isinstance(r, HarnessRunner):
+            raise ValueError(f"a sampling temperature needs a harness answerer, not {kind!r}")
+        r.temperature = float(temperature)
+    return r

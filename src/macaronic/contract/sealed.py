@@ -60,9 +60,28 @@ class SplitLoader:
             if split == "test":
                 raise ValueError("the test split is always read at the contract's own size")
             spec = replace(spec, per_family=per_family)
-        out = KINDS[spec.kind].tasks(spec, split)
+        out = held_out_split(spec, split) if spec.dev_families and split in ("train", "dev") \
+            else KINDS[spec.kind].tasks(spec, split)
         self._audit(suite, split, True, len(out))
         return out
+
+
+def held_out_split(spec, split: str) -> list:
+    """Train and dev of a suite whose dev split is whole held-out families (`dev_families`): dev is
+    every non-test instance of those families, train the generator's train split without them."""
+    from macaronic.contract.suites import KINDS
+
+    kind = KINDS[spec.kind]
+    if split == "train":
+        return [t for t in kind.tasks(spec, "train") if t.family not in spec.dev_families]
+    every = kind.tasks(spec, None)
+    test = {t.family for t in every if t.split == "test"}
+    bad = sorted(set(spec.dev_families) & test)
+    missing = sorted(set(spec.dev_families) - {t.family for t in every})
+    if bad or missing:
+        raise ValueError(f"suite {spec.name}: dev_families {bad or missing} "
+                         + ("are test families" if bad else "are not families of this suite"))
+    return [t for t in every if t.family in spec.dev_families and t.split != "test"]
 
 
 def manifest(tasks: list) -> dict:

@@ -23,7 +23,7 @@ import yaml
 
 OK, BAD_CONTRACT, ENVIRONMENT = 0, 1, 2
 SUITE_KEYS = {"kind", "grader", "role", "k", "per_family", "limit", "max_tokens", "max_steps", "guard",
-              "report_only", "sealed", "seed"}
+              "report_only", "sealed", "seed", "dev_families"}
 TOP_KEYS = {"contract", "version", "description", "primary", "suites", "strata", "gate"}
 
 
@@ -48,6 +48,9 @@ class SuiteSpec:
     report_only: bool = False  # external suites: reported, never gate
     sealed: dict = field(default_factory=dict, hash=False)  # {"n", "sha256"} of the test split
     seed: int = 0
+    # v5: the dev split is these families, held out of train whole (as test families are), instead
+    # of the generator's own dev split; train loses them. Test families are refused.
+    dev_families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Gate:
 class Strata:
     easy_min: float = 0.5  # reference pass rate >= this -> easy
     hard_max: float = 0.0  # <= this -> hard; between -> mid
+    k: int = 1  # samples per task of the reference evaluation that freezes the strata (v5: >= 4)
+    temperature: float = 0.0  # its sampling temperature for every role (0: the harness's own decoding)
     file: str | None = None  # frozen task -> stratum map, relative to the contract file
     sha256: str | None = None
 
@@ -147,13 +152,17 @@ def parse(path: str | Path) -> Contract:
         g = s.get("guard")
         if g is not None and (not isinstance(g, (int, float)) or not 0 <= g <= 1):
             errors.append(f"{where}: guard must be a number in [0, 1]")
+        dev_fams = s.get("dev_families", [])
+        if not isinstance(dev_fams, list) or not all(isinstance(f, str) for f in dev_fams):
+            errors.append(f"{where}: dev_families must be a list of family names")
+            dev_fams = []
         sealed = s.get("sealed", {})
         if not isinstance(sealed, dict) or set(sealed) - {"n", "sha256"}:
             errors.append(f"{where}: sealed must be {{n, sha256}}")
             sealed = {}
-        known = {k: v for k, v in s.items() if k in SUITE_KEYS and k not in ("kind", "sealed")}
+        known = {k: v for k, v in s.items() if k in SUITE_KEYS and k not in ("kind", "sealed", "dev_families")}
         try:
-            suites.append(SuiteSpec(name=name, kind=kind, sealed=dict(sealed), **known))
+            suites.append(SuiteSpec(name=name, kind=kind, sealed=dict(sealed), dev_families=tuple(dev_fams), **known))
         except TypeError as e:
             errors.append(f"{where}: {e}")
     primary = doc.get("primary", [s.name for s in suites if not s.report_only])
@@ -170,6 +179,9 @@ def parse(path: str | Path) -> Contract:
         errors.append("gate.confidence must be in (0.5, 1)")
     if strata is not None and not strata.hard_max < strata.easy_min:
         errors.append("strata.hard_max must be below strata.easy_min")
+    if strata is not None and (not isinstance(strata.k, int) or strata.k < 1
+                               or not isinstance(strata.temperature, (int, float)) or strata.temperature < 0):
+        errors.append("strata.k must be an integer >= 1 and strata.temperature a number >= 0")
     if errors:
         raise ContractError("schema", BAD_CONTRACT, errors)
     return Contract(name=doc["contract"], version=doc["version"], sha256=hashlib.sha256(raw).hexdigest(),

@@ -85,7 +85,8 @@ class AgentKind:
                 for t in generate_tasks(split, n_per_family=spec.per_family, base_seed=spec.seed)]
 
     def run(self, spec, task, answerer, seed):
-        from macaronic.substrate.toolcalls import format_tool_result, parse_tool_calls
+        from macaronic.prompts import tool_result_message
+        from macaronic.substrate.toolcalls import parse_tool_calls
 
         t = task.obj
         ep = t.start()
@@ -99,7 +100,9 @@ class AgentKind:
                 p = parse_tool_calls(r.text)
                 if p.tool_calls or p.error:
                     results = [ep.call_openai(c) for c in p.tool_calls] or [{"error": p.error}]
-                    msgs.append({"role": "tool", "content": "\n".join(map(format_tool_result, results))})
+                    # one message per result with the result as content, as a client sends it: the
+                    # renderer wraps it once (a pre-wrapped string was wrapped twice when served)
+                    msgs += [tool_result_message(res) for res in results]
                     continue
                 final = p.content
                 break
@@ -208,7 +211,7 @@ class MixedKind:
             msgs.append({"role": "user", "content": turn.text})
             r = answerer.reply(msgs, None, seed=seed + i, max_tokens=spec.max_tokens)
             tokens += r.tokens
-            msgs.append({"role": "assistant", "content": r.text, "adapter": r.role})
+            msgs.append({"role": "assistant", "content": r.text, "specialist": r.role})
             turns.append({"gold": turn.role, "routed": r.role, "route_ok": r.role == turn.role,
                           "answer_ok": answer_ok(turn, r.text)})
         g = graders.get(spec.grader)(turns)

@@ -71,12 +71,9 @@ class LLM:
     # ---- text ----
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True
-        )
-        if hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
+        from macaronic.prompts import encode  # the one renderer's call to the chat template
+
+        return encode(self.tokenizer, messages, add_generation_prompt, tools)
 
     def turn_start(self, ids: list[int]) -> int:
         """Position of the last user-message header: where a turn-mode adapter activates."""

@@ -15,28 +15,40 @@ from pathlib import Path
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="macaronic evolve",
-        description="Each generation: collect graded experience on the contract's train split with the "
-                    "champion, build a successor (rejection-sampling fine-tuning of specialists on their "
-                    "successes, router refit from logged outcomes with the policy chosen on dev, proposed "
-                    "harness edits), evaluate parent and child on the sealed test split with `macaronic "
-                    "eval` in its own process, promote or reject by the contract's gate, record lineage, "
-                    "and redraw WORKDIR/report.png. Kill it at any point and rerun: it resumes.")
+        description="Each generation is a search: from the archive's parents (the champion and the best "
+                    "other archived pair), operators of different kinds propose 3-6 candidates (prompt "
+                    "variants and decoding changes from clustered failure traces, router refit, RFT with "
+                    "k samples at T >= 0.7 and STaR hints warm-started from the adapter, failure-driven "
+                    "data, GRPO); each is screened against the champion on the dev split with the paired "
+                    "bootstrap and kept in the archive whatever its verdict; dev-positive changes on "
+                    "disjoint components are stacked into one candidate, and only that one is evaluated "
+                    "on the sealed test split by `macaronic eval` in its own process and promoted or "
+                    "rejected by the contract's gate. A generation without a dev-positive candidate keeps "
+                    "the champion and reads no sealed test. Writes WORKDIR/report.json, report.md and "
+                    "report.png (the transfer and compounding report). Kill it at any point and rerun: it resumes.")
     p.add_argument("--contract", required=True, type=Path, help="published contract YAML")
     p.add_argument("--generations", type=int, required=True, help="generations to run (in total, for this workdir)")
     p.add_argument("--workdir", type=Path, required=True, help="where lineage, experience, candidates and reports live")
     p.add_argument("--budget", default=None,
-                   help="comma-separated key=value: samples (k per train task), per_family (train tasks per "
-                        "family), dev_per_family, train_steps, min_successes, rft_max_roles, max_tokens")
+                   help="comma-separated key=value (integers): samples, temperature_pct, per_family, "
+                        "dev_per_family, dev_samples, screen_confidence (percent), candidates, parents, "
+                        "train_steps, rft_steps, grpo_steps, min_successes, rft_max_roles, max_tokens")
+    p.add_argument("--operators", default=None,
+                   help="comma-separated operator kinds: prompt, decoding, router_refit, rft, failure_data, grpo "
+                        "(default: prompt,decoding,router_refit,rft)")
+    p.add_argument("--collect", default=None,
+                   help="comma-separated suites to collect train experience on for rft (default: every gated suite)")
     p.add_argument("--plan", type=Path, default=None,
-                   help='JSON {"generations": [[step, ...], ...]}; a step is "rft", "router_refit", '
-                        '{"router_refit": {"shipped_data": true}} (also refit on the shipped routing data) or '
-                        '{"harness_edit": {"file", "merge"|"replace"|"text", "note"}}; the last list repeats '
-                        "(default: rft then router_refit every generation)")
+                   help='JSON {"operators"?: [...], "generations": [[candidate, ...], ...]}: explicit candidates '
+                        'per generation (the last list repeats), each {"operator", "steps": [step, ...], '
+                        '"components"?, "note"?}; a step is "rft", "router_refit" or {"harness_edit": {"file", '
+                        '"merge"|"append"|"replace"|"text", "note"}}, {"rft": {...}}, {"failure_data": {...}}, '
+                        '{"grpo": {...}}. Operator proposals fill the rest of the generation.')
     p.add_argument("--pair", default=None,
                    help="initial champion: a pair manifest .json (default: the default base, the shipped "
-                        "specialists and the shipped harness)")
+                        "specialists, the shipped harness and router state)")
     p.add_argument("--answerer", choices=("harness", "local"), default="harness",
-                   help="how replies are produced for collection and evaluation (see macaronic eval --help)")
+                   help="how replies are produced for collection, screening and evaluation (see macaronic eval --help)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -46,14 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
     from macaronic.evolve.loop import Hooks, evolve
-    from macaronic.evolve.plot import plot
 
     try:
-        budget, plan = Budget.parse(args.budget), Plan.load(args.plan)
+        budget, plan = Budget.parse(args.budget), Plan.load(args.plan, args.operators, args.collect)
     except (ValueError, KeyError, OSError) as e:
         print(f"macaronic evolve: {e}", file=sys.stderr)
         return 2
-    from macaronic.contract.cli import progress
+    from macaronic.contract.opening import progress
 
     with progress(args.quiet) as bar:
         jobs: dict[str, int] = {}
@@ -79,17 +90,27 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, RuntimeError) as e:
             print(f"macaronic evolve: {e}", file=sys.stderr)
             return 1
-    (args.workdir / "report.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    plot(summary, args.workdir / "report.png")
-    from macaronic.evolve.render import markdown
-
-    (args.workdir / "report.md").write_text(markdown(summary))
+    write_reports(args.contract, args.workdir, summary)
     for g in summary["generations"]:
+        screens = " ".join(f"{s['name']}:{s['operator']}={s['verdict']}" for s in g.get("screens", []))
         print(f"gen {g['generation']}: {g['pair_id'][:12]} {g['decision']}"
               + (f" failed={g['failed_rules']}" if g["failed_rules"] else "")
-              + "  " + " ".join(f"{k}={v['score']:.3f}" for k, v in g["suites"].items() if v["score"] is not None))
-    print(f"champion {summary['champion']}\nreport {args.workdir / 'report.json'}, report.md, report.png")
+              + (f"  [{screens}]" if screens else ""))
+    sr = summary["sealed_reads"]
+    print(f"champion {summary['champion']}\nsealed test read {sr['evaluations']} times "
+          f"({sr['by_purpose']})\nreport {args.workdir / 'report.json'}, report.md, report.png")
     return 0
+
+
+def write_reports(contract_path: Path, workdir: Path, summary: dict) -> None:
+    from macaronic.contract import spec as cspec
+    from macaronic.evolve.transfer import markdown, plot, transfer
+
+    contract = cspec.parse(contract_path)
+    tr = transfer(contract, workdir, summary)
+    (workdir / "report.json").write_text(json.dumps({**summary, "transfer": tr}, indent=2, sort_keys=True) + "\n")
+    (workdir / "report.md").write_text(markdown(summary, tr))
+    plot(summary, tr, workdir / "report.png")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Evolve configuration: the budget (how much experience and training per generation) and the
-plan (which successor-building steps each generation tries). Plain frozen data."""
+"""Evolve configuration: the budget (how much experience, screening and training per generation)
+and the plan (which operators a generation's search may use, and explicit candidates). Plain
+frozen data."""
 
 from __future__ import annotations
 
@@ -10,13 +11,20 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Budget:
-    samples: int = 2  # k samples per train task when collecting experience
-    per_family: int = 2  # train tasks per family per suite
-    dev_per_family: int = 2  # dev tasks per family (router choice on dev)
+    samples: int = 4  # k samples per train task when collecting experience (RFT exploration)
+    temperature_pct: int = 70  # their sampling temperature x 100 (every role; 0: each role's decoding)
+    per_family: int = 1  # train tasks per family per suite
+    dev_per_family: int = 2  # dev tasks per family (screening, router choice on dev)
+    dev_samples: int = 1  # samples per dev task when screening (the harness's own decoding)
+    screen_confidence: int = 90  # the screening's paired-bootstrap interval, percent
+    candidates: int = 4  # candidates per generation (3-6), before the stack
+    parents: int = 2  # the champion + this many - 1 other archive members
     train_steps: int | None = None  # SFT steps per retrained specialist (None: as the champion's was)
+    rft_steps: int = 12  # warm-started RFT / failure-data steps per candidate
+    grpo_steps: int = 0  # GRPO steps per candidate (0: no GRPO operator)
     min_successes: int = 4  # fewer graded successes for a role: no retraining
-    rft_max_roles: int = 1  # retrain at most this many roles per generation (most successes first)
-    max_tokens: int | None = None  # cap on collection replies (default: the contract's per suite)
+    rft_max_roles: int = 1  # retrain at most this many roles per candidate (most successes first)
+    max_tokens: int | None = None  # cap on collection and dev replies (default: the contract's per suite)
 
     @classmethod
     def parse(cls, text: str | None) -> "Budget":
@@ -33,28 +41,52 @@ class Budget:
         return cls(**kw)
 
 
-DEFAULT_STEPS = ("rft", "router_refit")
+OPERATORS = ("prompt", "decoding", "router_refit", "rft", "failure_data", "grpo")
+DEFAULT_OPERATORS = ("prompt", "decoding", "router_refit", "rft")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """generations[i] = the steps of generation i+1; the last entry repeats for later ones.
+    """What a generation's search may try.
 
-    A step is a name ("rft", "router_refit") or {"harness_edit": {...}} (see successor.py)."""
+    operators: the operator kinds `evolve.operators.propose` draws candidates from (failure
+    clusters, experience). generations[i]: explicit candidates of generation i+1 (the last entry
+    repeats), each {"operator", "steps": [step, ...], "components"?: [...], "note"?}; they come
+    first, then proposed ones up to budget.candidates. A step is a name ("rft", "router_refit")
+    or {"name": {options}} (see successor.py)."""
 
-    generations: tuple[tuple, ...] = (DEFAULT_STEPS,)
+    operators: tuple[str, ...] = DEFAULT_OPERATORS
+    generations: tuple[tuple, ...] = ()
+    collect: tuple[str, ...] = ()  # suites to collect train experience on (empty: every gated suite)
 
-    def steps(self, generation: int) -> tuple:
+    def candidates(self, generation: int) -> tuple[dict, ...]:
         g = self.generations
-        return tuple(g[min(generation - 1, len(g) - 1)])
+        if not g:
+            return ()
+        return tuple(json.loads(c) for c in g[min(generation - 1, len(g) - 1)])
 
     @classmethod
-    def load(cls, path: str | Path | None) -> "Plan":
+    def load(cls, path: str | Path | None, operators: str | None = None, collect: str | None = None) -> "Plan":
+        ops = DEFAULT_OPERATORS if operators is None else tuple(o for o in operators.split(",") if o)
+        col = tuple(x for x in (collect or "").split(",") if x)
+        bad = [o for o in ops if o not in OPERATORS]
+        if bad:
+            raise ValueError(f"unknown operators {bad}; known: {list(OPERATORS)}")
         if path is None:
-            return cls()
+            return cls(ops, (), col)
         doc = json.loads(Path(path).read_text())
         gens = doc["generations"] if isinstance(doc, dict) else doc
-        return cls(tuple(tuple(_freeze(s) for s in g) for g in gens))
+        if isinstance(doc, dict) and "operators" in doc and operators is None:
+            ops = tuple(doc["operators"])
+        out = []
+        for g in gens:
+            cands = []
+            for c in g:
+                if not isinstance(c, dict) or not isinstance(c.get("steps"), list):
+                    raise ValueError(f"a plan candidate is {{\"operator\", \"steps\": [...]}}, got {c!r}")
+                cands.append(json.dumps({**c, "steps": [_freeze(x) for x in c["steps"]]}, sort_keys=True))
+            out.append(tuple(cands))
+        return cls(ops, tuple(out), col)
 
 
 def _freeze(step):

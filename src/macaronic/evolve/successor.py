@@ -3,7 +3,7 @@
 Steps (a generation's plan names which run, in order):
 
   rft           rejection-sampling fine-tuning: each specialist's graded successes (deduplicated,
-                with the harness's own system prompt) join a replay of the data the champion's
+                rendered by the one renderer in the served layout) join a replay of the data the champion's
                 adapter was trained on (rebuilt from the generator its metadata records); a role
                 with at least budget.min_successes successes is retrained by `macaronic train` in
                 a separate process with the champion adapter's recorded mode, rank, batch, lr and
@@ -12,8 +12,13 @@ Steps (a generation's plan names which run, in order):
   router_refit  the router is refitted from logged outcomes (each routed turn's correct role, as
                 the grader knows it, and the role each forced suite graded its tasks on), then
                 the routing policy is chosen on the dev split.
-  harness_edit  a proposed edit to a harness file, applied as given (a merge into a JSON file,
-                a text replacement, or a whole new text); the contract decides whether it helps.
+  harness_edit  a proposed edit to a harness file, applied as given (a deep merge into a JSON
+                file, a line appended, a text replacement, or a whole new text).
+  failure_data  targeted training data for a failing skill (evolve/failure_data.py), warm start.
+  grpo          a few GRPO steps on a verifiable reward (`macaronic train grpo`), warm start.
+
+`rft` with {"warm": true} continues from the champion's adapter (`--init-adapter`) for a few
+steps on the successes (hinted ones included, STaR-style) plus a small replay.
 
 Only train and dev tasks are read, through the split loader as the `trainer`. The result is a
 new directory: harness copy (edited), retrained adapters, data files, pair manifest. Returns the
@@ -30,7 +35,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from macaronic.contract.runner import ROUTER_STATE_DIR, system_prompt
+from macaronic.contract.runner import ROUTER_STATE_DIR, default_tools, for_renderer
+from macaronic.prompts import conversation
 from macaronic.evolve.config import step_spec
 from macaronic.pairs.ids import PairManifest
 
@@ -58,9 +64,15 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
     for step in steps:
         name, opts = step_spec(step)
         if name == "rft":
-            ch, files = rft(champion, rows, tmp, ctx, adapters, log)
+            ch, files = rft(champion, rows, tmp, ctx, adapters, log, opts)
             changes += ch
             data_files += files
+        elif name == "failure_data":
+            ch, files = failure_data(champion, tmp, ctx, adapters, log, opts)
+            changes.append(ch)
+            data_files += files
+        elif name == "grpo":
+            changes.append(grpo(champion, tmp, ctx, adapters, log, opts))
         elif name == "router_refit":
             ch, files = router_refit(rows, tmp, ctx, log, shipped_data=bool(opts.get("shipped_data", False)))
             changes.append(ch)
@@ -86,11 +98,13 @@ def successes(contract, bundle, rows: list[dict]) -> dict[str, list[dict]]:
     """role -> deduplicated SFT examples from graded successes (whole replies or routed turns)."""
     out: dict[str, dict[str, dict]] = {}
 
-    def add(role: str, messages: list[dict], source: str):
-        convo = [{"role": "system", "content": system_prompt(bundle, role)}]
-        convo += [{"role": m["role"] if m["role"] != "tool" else "user", "content": m["content"]} for m in messages]
+    def add(role: str, messages: list[dict], source: str, routed: bool = False, hinted: bool = False):
+        # the served layout (the one renderer), with the tools the turn was shown
+        tools = default_tools(None if routed else role, None)
+        convo = conversation(bundle, role, [for_renderer(m, bundle) for m in messages], tools)
         key = hashlib.sha256(json.dumps(convo, sort_keys=True).encode()).hexdigest()
-        out.setdefault(role, {})[key] = {"messages": convo, "role": role, "source": source}
+        out.setdefault(role, {})[key] = {"messages": convo, "role": role, "source": source,
+                                         **({"hinted": True} if hinted else {})}
 
     for r in rows:
         spec = contract.suite(r["suite"])
@@ -100,51 +114,109 @@ def successes(contract, bundle, rows: list[dict]) -> dict[str, list[dict]]:
                 if m["role"] == "assistant":
                     t = r["detail"]["turns"][turn]
                     if t["route_ok"] and t["answer_ok"]:
-                        add(t["gold"], msgs[: i + 1], f"mixed:{r['family']}")
+                        add(t["gold"], msgs[: i + 1], f"mixed:{r['family']}", routed=True)
                     turn += 1
-        elif r["passed"] and spec.role:
-            add(spec.role, r["messages"], f"{r['suite']}:{r['family']}")
+        elif r["passed"] and spec.role:  # a hinted success trains the reply on the unhinted prompt (STaR)
+            add(spec.role, r["messages"], f"{r['suite']}:{r['family']}", hinted=bool(r.get("hinted")))
     return {role: list(d.values()) for role, d in out.items()}
 
 
-def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log) -> tuple[list[dict], list[Path]]:
+def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log, opts: dict | None = None) -> tuple[list[dict], list[Path]]:
+    """opts: roles (only these), warm (start from the champion's adapter: `--init-adapter`, a
+    replay of at most twice the successes, `steps` steps), steps."""
     from macaronic.harness import load_bundle
 
+    opts = opts or {}
     budget, contract = ctx["budget"], ctx["contract"]
     bundle = load_bundle(champion.harness["path"])
     found = successes(contract, bundle, rows)
     changes, files = [], []
-    eligible = sorted((r for r in champion.adapters if len(found.get(r, [])) >= budget.min_successes),
+    roles = [r for r in sorted(champion.adapters) if not opts.get("roles") or r in opts["roles"]]
+    eligible = sorted((r for r in roles if len(found.get(r, [])) >= budget.min_successes),
                       key=lambda r: (-len(found[r]), r))[: budget.rft_max_roles]
-    for role in sorted(champion.adapters):
+    for role in roles:
         ex = found.get(role, [])
         if role not in eligible:
             why = (f"fewer than {budget.min_successes} graded successes" if len(ex) < budget.min_successes
                    else f"budget retrains at most {budget.rft_max_roles} role(s) per generation")
             changes.append({"step": "rft", "role": role, "successes": len(ex), "retrained": False, "reason": why})
             continue
-        meta = _adapter_meta(champion.adapters[role]["path"])
+        meta = _adapter_meta(adapters[role])
         replay = _replay(meta)  # the champion adapter's own training data, rebuilt from its record
+        warm = bool(opts.get("warm"))
+        if warm:
+            import random
+
+            random.Random(f"replay:{role}").shuffle(replay)
+            replay = replay[: 2 * len(ex)]
         path = tmp / "data" / f"rft-{role}.jsonl"
         path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ex + replay))
         files.append(path)
-        steps = budget.train_steps or meta["steps"]
-        out_dir = tmp / "adapters" / role
-        cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(path), "--out", str(out_dir),
-               "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
-               "--batch", str(meta["batch"]), "--lr", str(meta["lr"]), "--seed", str(meta["seed"]),
-               "--save-every", "0", "--no-progress", "--description", meta["description"]]
-        if champion.base:
-            cmd += ["--base", champion.base]
-        log(f"rft {role}: {len(ex)} graded successes + {len(replay)} replayed examples, {steps} steps")
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
-        adapters[role] = str(out_dir)
-        changes.append({"step": "rft", "role": role, "successes": len(ex), "replayed": len(replay),
-                        "replay_source": meta["source"], "retrained": True, "train_steps": steps,
+        steps = int(opts.get("steps") or budget.train_steps or meta["steps"])
+        hinted = sum(1 for e in ex if e.get("hinted"))
+        log(f"rft {role}: {len(ex)} graded successes ({hinted} hinted) + {len(replay)} replayed, {steps} steps"
+            + (", warm start" if warm else ""))
+        _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role] if warm else None)
+        adapters[role] = str(tmp / "adapters" / role)
+        changes.append({"step": "rft", "role": role, "successes": len(ex), "hinted": hinted, "replayed": len(replay),
+                        "replay_source": meta["source"], "retrained": True, "train_steps": steps, "warm": warm,
                         "mode": meta["mode"], "rank": meta["rank"]})
     return changes, files
+
+
+def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: int, init: str | None) -> None:
+    """`macaronic train` in its own process with the champion adapter's recorded config."""
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(data), "--out", str(out_dir),
+           "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
+           "--batch", str(meta["batch"]), "--lr", str(meta["lr"]), "--seed", str(meta["seed"]),
+           "--save-every", "0", "--no-progress", "--description", meta["description"]]
+    if init:
+        cmd += ["--init-adapter", str(init)]
+    if champion.base:
+        cmd += ["--base", champion.base]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
+
+
+def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
+    import random
+
+    from macaronic.evolve.failure_data import SKILLS, examples
+
+    role, skill = opts.get("role", "agent"), opts.get("skill", "lookup_then_act")
+    n, steps = int(opts.get("examples", 24)), int(opts.get("steps") or ctx["budget"].rft_steps)
+    data = examples(skill, n, int(opts.get("seed", 0)))
+    meta = _adapter_meta(adapters[role])
+    replay = _replay(meta)
+    random.Random(f"replay:{role}").shuffle(replay)
+    replay = replay[:n]
+    path = tmp / "data" / f"failure-{role}-{skill}.jsonl"
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
+    log(f"failure data {role}/{skill}: {len(data)} episodes + {len(replay)} replayed, {steps} steps, warm start")
+    _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role])
+    adapters[role] = str(tmp / "adapters" / role)
+    return {"step": "failure_data", "role": role, "skill": skill, "examples": len(data), "replayed": len(replay),
+            "families": [f.name for f in SKILLS[skill]], "train_steps": steps, "warm": True}, [path]
+
+
+def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dict:
+    """A few GRPO steps (`macaronic train grpo`, verifiable reward) warm-started from the adapter."""
+    role, steps = opts.get("role", "coding"), int(opts.get("steps", 4))
+    meta = _adapter_meta(adapters[role])
+    out_dir = tmp / "adapters" / role
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", "grpo", role, "--init", str(adapters[role]),
+           "--out", str(out_dir), "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
+           "--prompts", str(int(opts.get("prompts", 8))), "--per-step", "2", "--group", "4",
+           "--max-new", str(int(opts.get("max_new", 128))), "--seed", str(meta["seed"])]
+    if champion.base:
+        cmd += ["--base", champion.base]
+    log(f"grpo {role}: {steps} steps from {Path(adapters[role]).name}")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"macaronic train grpo {role} failed:\n{p.stderr[-2000:]}")
+    adapters[role] = str(out_dir)
+    return {"step": "grpo", "role": role, "train_steps": steps, "rank": meta["rank"], "mode": meta["mode"]}
 
 
 def _adapter_meta(path: str) -> dict:
@@ -206,19 +278,19 @@ def routing_examples(contract, rows: list[dict]) -> list[dict]:
     return out
 
 
-def dev_routing_examples(contract, loader, per_family: int) -> list[dict]:
-    """Dev conversations with their correct role per user turn (routing needs no replies)."""
+def dev_routing_examples(contract, loader, per_family: int, split: str = "dev") -> list[dict]:
+    """A split's conversations with their correct role per user turn (routing needs no replies)."""
     out = []
     for s in contract.suites:
         if s.report_only:
             continue
-        for t in loader.tasks(s.name, "dev", per_family=per_family):
+        for t in loader.tasks(s.name, split, per_family=per_family):
             if s.kind == "mixed":
                 convo = []
                 for turn in t.obj.turns:
                     convo = convo + [{"role": "user", "content": turn.text}]
                     out.append({"messages": convo, "label": turn.role, "kind": "turn"})
-                    convo = convo + [{"role": "assistant", "content": "(reply)", "adapter": turn.role}]
+                    convo = convo + [{"role": "assistant", "content": "(reply)", "specialist": turn.role}]
             elif s.role:
                 out.append({"messages": [{"role": "user", "content": t.text}], "label": s.role, "kind": "turn"})
     return out
@@ -246,7 +318,10 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     from macaronic.router.router import Router
 
     contract, loader, llm, budget = ctx["contract"], ctx["loader"], ctx["llm"], ctx["budget"]
-    train = routing_examples(contract, rows)
+    train = routing_examples(contract, rows)  # logged outcomes, plus the train tasks' own turns:
+    seen = {(json.dumps(e["messages"], sort_keys=True), e["label"]) for e in train}
+    train += [e for e in dev_routing_examples(contract, loader, budget.per_family, "train")
+              if (json.dumps(e["messages"], sort_keys=True), e["label"]) not in seen]
     dev = dev_routing_examples(contract, loader, budget.dev_per_family)
     n_logged, n_dev = len(train), len(dev)
     if shipped_data:
@@ -268,7 +343,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     acc, recall = {}, {}
     for policy in POLICY_CHOICES:
         decisions = router.with_config(policy=policy).route_many([e["messages"] for e in dev], features=features)
-        pred, gold = [d.adapter for d in decisions], [e["label"] for e in dev]
+        pred, gold = [d.role for d in decisions], [e["label"] for e in dev]
         acc[policy], recall[policy] = accuracy(pred, gold), macro_recall(pred, gold)
     # Macro recall, not accuracy: dev is unbalanced, and "always the majority role" must not win.
     # Ties keep the current policy (no change without evidence).
@@ -287,14 +362,21 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
 # ---- harness edits -----------------------------------------------------------------------
 
 def harness_edit(harness: Path, opts: dict) -> dict:
-    """{"file", one of "merge" (JSON), "replace" ([old, new]) or "text", optional "note"}."""
+    """{"file", one of "merge" (JSON, deep), "append" (a line), "replace" ([old, new]) or "text",
+    optional "note"}."""
     target = harness / opts["file"]
     if not target.resolve().is_relative_to(harness.resolve()):
         raise ValueError(f"harness edit outside the bundle: {opts['file']}")
     if "merge" in opts:
         doc = json.loads(target.read_text())
-        doc.update(opts["merge"])
+        _deep_merge(doc, opts["merge"])
         target.write_text(json.dumps(doc, indent=2) + "\n")
+    elif "append" in opts:  # one more line at the end of the file (a role file ends with its system prompt)
+        text = target.read_text()
+        if target.name.endswith(".md") and target.parent.name == "roles" and \
+                text.rfind("## System prompt") < text.rfind("\n## "):
+            raise ValueError(f"harness edit: {opts['file']} does not end with its system prompt")
+        target.write_text(text.rstrip("\n") + "\n" + opts["append"].strip() + "\n")
     elif "replace" in opts:
         old, new = opts["replace"]
         text = target.read_text()
@@ -309,7 +391,15 @@ def harness_edit(harness: Path, opts: dict) -> dict:
 
     load_bundle(harness)  # an edit that breaks the bundle fails here, not in the evaluator
     return {"step": "harness_edit", "file": opts["file"], "note": opts.get("note", ""),
-            **{k: opts[k] for k in ("merge",) if k in opts}}
+            **{k: opts[k] for k in ("merge", "append") if k in opts}}
+
+
+def _deep_merge(doc: dict, patch: dict) -> None:
+    for k, v in patch.items():
+        if isinstance(v, dict) and isinstance(doc.get(k), dict):
+            _deep_merge(doc[k], v)
+        else:
+            doc[k] = v
 
 
 def fit_shipped_router(llm, harness: Path, features: dict | None = None) -> str:

@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
     requests = json.loads(src)["requests"][: a.limit]
     from macaronic.engine.llm import EngineConfig, load_default_llm
-    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.mol import HarnessConfig, MoL
 
     t0 = time.perf_counter()
     llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))), base=a.base)

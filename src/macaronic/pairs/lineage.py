@@ -1,9 +1,11 @@
 """Lineage: an append-only SQLite log of pairs, evaluation decisions and alias moves.
 
-Three tables, each written once per row and never changed: `pairs` (id -> manifest), `records`
+Four tables, each written once per row and never changed: `pairs` (id -> manifest), `records`
 (one per evaluated successor: parent, what changed, data manifest hash, training config, contract
-id and sha256, report sha256, decision and reasons) and `alias_moves` (`champion`/`challenger`
-history; the current holder is the latest move). Triggers refuse UPDATE and DELETE, so history
+id and sha256, report sha256, decision and reasons), `screens` (one per candidate screened on dev
+by a search: operator, components touched, per-suite dev scores and deltas, verdict; the archive
+is read from them) and `alias_moves` (`champion`/`challenger` history; the current holder is the
+latest move). Triggers refuse UPDATE and DELETE, so history
 cannot be rewritten even by a buggy caller. Every write carries a caller-chosen `key` (UNIQUE):
 replaying a write after a crash is a no-op, which is how the evolve loop avoids double counting.
 The schema evolves by appending to MIGRATIONS (ordered, applied once each). Knows nothing about
@@ -17,6 +19,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from macaronic.migrations import migrate as apply_migrations
 from macaronic.pairs.ids import PairManifest
 
 MIGRATIONS: list[str] = [
@@ -40,6 +43,18 @@ MIGRATIONS: list[str] = [
         for t in ("pairs", "records", "alias_moves") for op in ("update", "delete")),
     # 3: lookups by pair
     "CREATE INDEX records_pair ON records(pair_id); CREATE INDEX alias_moves_alias ON alias_moves(alias);",
+    # 4: dev screenings: every candidate of a search, kept whatever its verdict (the archive)
+    """
+    CREATE TABLE screens (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, generation INTEGER NOT NULL,
+        pair_id TEXT NOT NULL REFERENCES pairs(id), parent_id TEXT NOT NULL REFERENCES pairs(id),
+        operator TEXT NOT NULL, components TEXT NOT NULL, suites TEXT NOT NULL, verdict TEXT NOT NULL,
+        detail TEXT NOT NULL, created REAL NOT NULL);
+    CREATE TRIGGER screens_no_update BEFORE UPDATE ON screens
+        BEGIN SELECT RAISE(ABORT, 'lineage is append-only: UPDATE on screens refused'); END;
+    CREATE TRIGGER screens_no_delete BEFORE DELETE ON screens
+        BEGIN SELECT RAISE(ABORT, 'lineage is append-only: DELETE on screens refused'); END;
+    """,
 ]
 ALIASES = ("champion", "challenger")
 
@@ -49,15 +64,8 @@ class LineageError(LookupError):
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations not yet applied, in order; returns the schema version."""
-    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, applied REAL)")
-    done = {v for (v,) in conn.execute("SELECT version FROM _migrations")}
-    for version, sql in enumerate(MIGRATIONS, start=1):
-        if version in done:
-            continue
-        with conn:  # one transaction per migration: a crash leaves it applied or not at all
-            conn.executescript("BEGIN;" + sql + f";INSERT INTO _migrations VALUES ({version}, {time.time()});COMMIT;")
-    return len(MIGRATIONS)
+    """The lineage's migrations not yet applied, applied in order; returns the schema version."""
+    return apply_migrations(conn, MIGRATIONS)
 
 
 class Lineage:
@@ -134,6 +142,34 @@ class Lineage:
         for r in self.conn.execute(sql + " ORDER BY seq", args):
             d = dict(r)
             for k in ("changes", "training_config", "reasons"):
+                d[k] = json.loads(d[k])
+            out.append(d)
+        return out
+
+    # ---- screens (the search's archive) ---------------------------------------------------
+
+    def screen(self, *, key: str, generation: int, pair_id: str, parent_id: str, operator: str,
+               components: list[str], suites: dict, verdict: str, detail: dict | None = None) -> int:
+        """Append one dev screening of a candidate (its per-suite dev scores and deltas against
+        its parent, and the verdict); replaying the same `key` returns the existing row's seq."""
+        row = self.conn.execute("SELECT seq FROM screens WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return row[0]
+        return self.conn.execute(
+            "INSERT INTO screens (key, generation, pair_id, parent_id, operator, components, suites, verdict, "
+            "detail, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, generation, pair_id, parent_id, operator, json.dumps(sorted(components)),
+             json.dumps(suites, sort_keys=True), verdict, json.dumps(detail or {}, sort_keys=True),
+             time.time())).lastrowid
+
+    def screens(self, generation: int | None = None) -> list[dict]:
+        sql, args = "SELECT * FROM screens", ()
+        if generation is not None:
+            sql, args = sql + " WHERE generation = ?", (generation,)
+        out = []
+        for r in self.conn.execute(sql + " ORDER BY seq", args):
+            d = dict(r)
+            for k in ("components", "suites", "detail"):
                 d[k] = json.loads(d[k])
             out.append(d)
         return out

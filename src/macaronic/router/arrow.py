@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from macaronic.router.features import fit_temperature, softmax
+from macaronic.router.policybase import Saved
 from macaronic.router.types import Backbone, adapter_pairs
 
 
@@ -40,7 +41,7 @@ def top_right_singular(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True, eq=False)
-class ArrowPolicy:
+class ArrowPolicy(Saved):
     routes: tuple[str, ...]
     prototypes: np.ndarray  # [K, P, D], zero rows pad routes with fewer prototypes
     counts: np.ndarray  # [K] real prototypes per route (0: no adapter weights)
@@ -87,13 +88,3 @@ class ArrowPolicy:
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return softmax(self.logits(X), self.temperature), np.zeros(len(X), bool)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"prototypes": self.prototypes, "counts": self.counts, "center": self.center}
-
-    def meta(self) -> dict:
-        return {"routes": list(self.routes), "temperature": self.temperature}
-
-    @classmethod
-    def from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> "ArrowPolicy":
-        return cls(tuple(meta["routes"]), arrays["prototypes"], arrays["counts"], arrays["center"],
-                   float(meta["temperature"]))

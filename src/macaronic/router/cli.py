@@ -2,7 +2,7 @@
 
   macaronic route classify [--policy P] [--state DIR] [--bundle DIR] [--tiny]
       reads JSON lines {"messages": [...]} on stdin, writes one JSON line per input:
-      {"adapter", "confidence", "probs", "policy", "ms", "reason"}
+      {"role", "confidence", "probs", "policy", "ms", "reason"}
   macaronic route bench --json FILE [--markdown FILE] [--quick] [--tiny]
   macaronic route fit [--out DIR] [--check] [--tiny]
       fit on the shipped routing data (template + hand-written train/dev) and save the state;

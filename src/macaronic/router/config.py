@@ -45,3 +45,10 @@ class RouterConfig:
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def default_route(bundle) -> str:
+    """The one default route: the bundle's router.json `default_route` (else RouterConfig's), when
+    it names one of the bundle's roles; else the bundle's first role."""
+    route = RouterConfig.from_dict(bundle.router).default_route
+    return route if route in bundle.role_names else bundle.role_names[0]

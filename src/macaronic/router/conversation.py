@@ -2,7 +2,8 @@
 whether the turn is a tool result that must stay with its caller.
 
 The router sees only the latest user request (the original's rule); history matters only for
-stickiness and hysteresis. Assistant messages name their producer in an `"adapter"` key.
+stickiness and hysteresis. Assistant messages name the specialist role that produced them in a `"specialist"` key (the
+key the serving layer stores on every reply).
 """
 
 from __future__ import annotations
@@ -26,17 +27,18 @@ def request_text(conversation: list[dict]) -> str:
     return ""
 
 
-def current_adapter(conversation: list[dict]) -> str | None:
-    """The adapter that produced the latest assistant message, if it says."""
+def current_specialist(conversation: list[dict]) -> str | None:
+    """The specialist that produced the latest assistant message, if it says."""
     for m in reversed(conversation):
         if m.get("role") == "assistant":
-            return m.get("adapter")
+            return m.get("specialist")
     return None
 
 
-def tool_caller(conversation: list[dict]) -> str | None:
-    """If the last message is a tool result, the adapter of the assistant message that issued
-    the call (matched by tool_call_id when present); else None."""
+def tool_caller(conversation: list[dict]) -> dict | None:
+    """If the last message is a tool result, the assistant message that issued the call (matched
+    by tool_call_id when present); else None. The one stickiness rule: the serving layer sends a
+    tool result back to that message's adapter, the router to its specialist."""
     if not conversation or conversation[-1].get("role") != "tool":
         return None
     call_id = conversation[-1].get("tool_call_id")
@@ -46,5 +48,5 @@ def tool_caller(conversation: list[dict]) -> str | None:
         if m.get("role") == "assistant" and m.get("tool_calls"):
             ids = {c.get("id") for c in m["tool_calls"]}
             if call_id is None or call_id in ids:
-                return m.get("adapter")
+                return m
     return None

@@ -3,14 +3,14 @@
 Each example is a dict {"id", "messages", "label", "family", "split", "group", "kind"}
 (plus "twin" for injection cases: the id of the injection-free example). `messages` is a chat
 conversation whose last message is the turn to route; assistant messages carry an extra
-`"adapter"` key naming the specialist that produced them.
+`"specialist"` key naming the specialist that produced them.
 
 Kinds:
   template    a paraphrase-template turn; members of one `group` share intent and fill
   bait        words point at another role (a chat question about Python; an agent note with HTML)
   ambiguous   no specialist fits; the label is the default route (coding)
   injection   a turn with an embedded routing instruction; label = the true intent; see "twin"
-  multiturn   earlier user/assistant turns (assistants tagged with "adapter"), then a new request
+  multiturn   earlier user/assistant turns (assistants tagged with "specialist"), then a new request
   tool_result the last message is a tool result; label = the adapter that issued the call,
               even where the user's words point elsewhere (a mis-routed turn still owns its call)
   hand        hand-written turns, test split only
@@ -26,9 +26,9 @@ import random
 from functools import lru_cache
 
 from macaronic.router.families import FAMILIES, HAND, INJECTIONS, REPLIES, TOOL_CALLS, Family
+from macaronic.splits import SPLITS
 
 ROLES = ("chat", "agent", "coding", "genui")
-SPLITS = ("train", "dev", "test")
 SEED = 20250501
 
 
@@ -102,7 +102,7 @@ def build_dataset(seed: int = SEED) -> list[dict]:
                 prev = rng.choice(same)
             msgs = [prev["messages"][-1],
                     {"role": "assistant", "content": rng.choice(REPLIES[prev["label"]]),
-                     "adapter": prev["label"]},
+                     "specialist": prev["label"]},
                     e["messages"][-1]]
             out.append(_example(f"{e['id']}/mt{k}", msgs, e["label"], e["family"], split,
                                 f"{e['group']}/mt{k}", "multiturn"))
@@ -115,7 +115,7 @@ def build_dataset(seed: int = SEED) -> list[dict]:
             name, args, result = rng.choice(TOOL_CALLS[caller])
             call_id = f"call_{split}_{k}"
             msgs = [e["messages"][-1],
-                    {"role": "assistant", "content": "", "adapter": caller,
+                    {"role": "assistant", "content": "", "specialist": caller,
                      "tool_calls": [{"id": call_id, "type": "function",
                                      "function": {"name": name, "arguments": args}}]},
                     {"role": "tool", "tool_call_id": call_id, "content": result}]

@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from macaronic.router.features import fit_temperature, softmax
+from macaronic.router.policybase import Saved
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -26,7 +27,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class EmbeddingPolicy:
+class EmbeddingPolicy(Saved):
     routes: tuple[str, ...]
     mean: np.ndarray  # [D]
     centroids: np.ndarray  # [K, D], unit rows
@@ -73,13 +74,3 @@ class EmbeddingPolicy:
         abstain = cos.max(1) < self.thresholds[cos.argmax(1)]
         return softmax(cos, self.temperature), abstain
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "centroids": self.centroids, "thresholds": self.thresholds}
-
-    def meta(self) -> dict:
-        return {"routes": list(self.routes), "temperature": self.temperature}
-
-    @classmethod
-    def from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> "EmbeddingPolicy":
-        return cls(tuple(meta["routes"]), arrays["mean"], arrays["centroids"], arrays["thresholds"],
-                   float(meta["temperature"]))

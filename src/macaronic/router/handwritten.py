@@ -20,9 +20,10 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from macaronic.splits import SPLITS
+
 DATA = Path(__file__).with_name("handwritten.txt")
 ROLES = ("chat", "agent", "coding", "genui")
-SPLITS = ("train", "dev", "test")
 SEP = " ¦ "
 
 
@@ -41,7 +42,7 @@ def _messages(spec: str, where: str) -> list[dict]:
             role, text = part[2:].split("]:", 1)
             if role not in ROLES:
                 raise ValueError(f"{where}: unknown assistant role {role!r}")
-            out.append({"role": "assistant", "content": _unescape(text), "adapter": role})
+            out.append({"role": "assistant", "content": _unescape(text), "specialist": role})
         else:
             raise ValueError(f"{where}: a multi-turn part must start with 'u:' or 'a[role]:': {part[:40]!r}")
     if not out or out[-1]["role"] != "user":

@@ -15,7 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from macaronic.router.features import fit_temperature, softmax
+from macaronic.router.features import fit_temperature
+from macaronic.router.policybase import LinearSoftmax, Saved
 
 C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 
@@ -29,7 +30,7 @@ def _macro_f1(y: np.ndarray, p: np.ndarray, k: int) -> float:
 
 
 @dataclass(frozen=True, eq=False)
-class HeadPolicy:
+class HeadPolicy(Saved, LinearSoftmax):
     routes: tuple[str, ...]
     views: tuple[str, ...]  # which feature views, in order (see features.HEAD_VIEWS)
     mean: np.ndarray  # [F]
@@ -68,20 +69,3 @@ class HeadPolicy:
         t = fit_temperature(head.logits(Xd), yd) if len(yd) else 1.0
         return cls(routes, head.views, head.mean, head.scale, head.coef, head.intercept, t, float(c))
 
-    def logits(self, X: np.ndarray) -> np.ndarray:
-        return ((X - self.mean) / self.scale) @ self.coef.T + self.intercept  # [N, K]
-
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return softmax(self.logits(X), self.temperature), np.zeros(len(X), bool)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
-
-    def meta(self) -> dict:
-        return {"routes": list(self.routes), "views": list(self.views), "temperature": self.temperature,
-                "c": self.c}
-
-    @classmethod
-    def from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> "HeadPolicy":
-        return cls(tuple(meta["routes"]), tuple(meta["views"]), arrays["mean"], arrays["scale"],
-                   arrays["coef"], arrays["intercept"], float(meta["temperature"]), float(meta["c"]))

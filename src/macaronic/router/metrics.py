@@ -68,7 +68,7 @@ def percentile_ms(times: list[float], q: float) -> float:
 def previous_adapter(example: dict) -> str | None:
     for m in reversed(example["messages"][:-1]):
         if m.get("role") == "assistant":
-            return m.get("adapter")
+            return m.get("specialist")
     return None
 
 
@@ -97,9 +97,9 @@ def band_accuracy(confidences: list[float], correct: list[bool], edges) -> list[
 
 def evaluate(examples: list[dict], decisions: list) -> dict:
     """Metrics (see module docstring) for decisions aligned with examples. A decision needs
-    .adapter, .confidence and .reason (a RouteDecision)."""
+    .role, .confidence and .reason (a RouteDecision)."""
     labels = [e["label"] for e in examples]
-    preds = [d.adapter for d in decisions]
+    preds = [d.role for d in decisions]
     correct = [p == l for p, l in zip(preds, labels)]
     by_kind = defaultdict(list)
     for e, ok in zip(examples, correct):

@@ -12,11 +12,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from macaronic.router.features import fit_temperature, softmax
+from macaronic.router.features import fit_temperature
+from macaronic.router.policybase import LinearSoftmax, Saved
 
 
 @dataclass(frozen=True, eq=False)
-class ProbePolicy:
+class ProbePolicy(Saved, LinearSoftmax):
     routes: tuple[str, ...]
     mean: np.ndarray  # [D]
     scale: np.ndarray  # [D]
@@ -48,20 +49,3 @@ class ProbePolicy:
         t = fit_temperature(policy.logits(X_dev[keep]), yd)
         return cls(routes, policy.mean, policy.scale, policy.coef, policy.intercept, t)
 
-    def logits(self, X: np.ndarray) -> np.ndarray:
-        return ((X - self.mean) / self.scale) @ self.coef.T + self.intercept  # [N, K]
-
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(probs [N, K], abstain [N] bool: never; the router's min_confidence decides)."""
-        return softmax(self.logits(X), self.temperature), np.zeros(len(X), bool)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
-
-    def meta(self) -> dict:
-        return {"routes": list(self.routes), "temperature": self.temperature}
-
-    @classmethod
-    def from_saved(cls, meta: dict, arrays: dict[str, np.ndarray]) -> "ProbePolicy":
-        return cls(tuple(meta["routes"]), arrays["mean"], arrays["scale"], arrays["coef"],
-                   arrays["intercept"], float(meta["temperature"]))

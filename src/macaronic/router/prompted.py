@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from macaronic.router.config import default_route as bundle_default
 from macaronic.router.features import softmax
 from macaronic.router.types import AdapterInfo, Backbone
 
@@ -40,7 +41,7 @@ def unique_prefix_lengths(seqs: list[tuple[int, ...]]) -> list[int]:
 class PromptedPolicy:
     system_template: str
     user_template: str
-    default_route: str = "coding"
+    default_route: str  # router/config.py's default_route(bundle)
     route_adapter: str | None = "chat"  # scored with this adapter when the backbone has it
     prefill: str = "model_id="
     max_prompt_tokens: int = 1536  # past this, the boundary rules are dropped (compact listing)
@@ -48,9 +49,9 @@ class PromptedPolicy:
     name: ClassVar[str] = "prompted"
 
     @classmethod
-    def from_bundle(cls, bundle, default_route: str = "coding", route_adapter: str | None = "chat",
+    def from_bundle(cls, bundle, default_route: str | None = None, route_adapter: str | None = "chat",
                     max_prompt_tokens: int = 1536):
-        return cls(bundle.route_system, bundle.route_user, default_route, route_adapter,
+        return cls(bundle.route_system, bundle.route_user, default_route or bundle_default(bundle), route_adapter,
                    max_prompt_tokens=max_prompt_tokens)
 
     def messages(self, request: str, adapters: list[AdapterInfo], rules: bool = True) -> list[dict]:

@@ -23,7 +23,7 @@ import numpy as np
 from macaronic.router.arrow import ArrowPolicy
 from macaronic.router.bands import BandTable
 from macaronic.router.config import RouterConfig
-from macaronic.router.conversation import current_adapter, request_text, tool_caller
+from macaronic.router.conversation import current_specialist, request_text, tool_caller
 from macaronic.router.embedding import EmbeddingPolicy
 from macaronic.router.features import embed_texts, head_features
 from macaronic.router.head import HeadPolicy
@@ -271,7 +271,8 @@ class Router:
         adapters = adapters or self.adapters
         names = [a.name for a in adapters]
         policy = policy or self.config.policy
-        sticky = [tool_caller(c) if self.config.tool_stickiness else None for c in conversations]
+        sticky = [(tool_caller(c) or {}).get("specialist") if self.config.tool_stickiness else None
+                  for c in conversations]
         texts = [request_text(c) for c, s in zip(conversations, sticky) if s is None]
         cache = {} if cache is None else cache
         key = (policy, tuple(names))
@@ -288,7 +289,7 @@ class Router:
                 continue
             p, abstained, used = cache[(key, request_text(convo))]
             dist = {n: float(x) for n, x in zip(names, p)}
-            adapter, reason = decide(dist, abstained, current_adapter(convo), self.config)
+            adapter, reason = decide(dist, abstained, current_specialist(convo), self.config)
             if reason == "scored" and policy == "cascade" and used != self.config.cheap_policy:
                 reason = "cascade-fallback"
             elif reason == "low-confidence-default" and policy == "cascade" and used == self.config.cheap_policy \

@@ -66,6 +66,25 @@ def load_shipped(backbone, bundle=None, config=None, path: str | Path | None = N
     return Router.load(root, backbone, bundle, config)
 
 
+def router_for(backbone, bundle, policy: str | None = None, state_dir: str | Path | None = None):
+    """The bundle's router (its router.json, `policy` overriding the policy; "none": no router),
+    on the shipped or given state when the policy needs one. Raises StateMismatch (a ValueError)
+    or FileNotFoundError with the reason when that state cannot serve this backbone."""
+    from dataclasses import replace
+
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.router import Router
+
+    if policy == "none":
+        return None
+    cfg = RouterConfig.from_dict(bundle.router)
+    cfg = replace(cfg, policy=policy) if policy else cfg
+    needs = {cfg.cheap_policy, *cfg.cascade_candidates} if cfg.policy == "cascade" else {cfg.policy}
+    if not needs - {"prompted"}:
+        return Router(backbone, bundle, config=cfg)
+    return load_shipped(backbone, bundle, cfg, state_dir)
+
+
 def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, log=None,
               data: tuple[list[dict], list[dict]] | None = None, features=None, head_cache=None):
     """A router fitted on the shipped routing data (or `data` = (train, dev)), deterministically

@@ -66,7 +66,7 @@ class AdapterInfo:
 
 @dataclass(frozen=True)
 class RouteDecision:
-    adapter: str
+    role: str  # the specialist role chosen (the serving layer maps it to an adapter)
     probs: dict[str, float]
     confidence: float
     policy: str  # the policy that produced probs: "probe", "prompted", ..., or "sticky"
@@ -74,6 +74,6 @@ class RouteDecision:
     reason: str  # "scored", "sticky-tool", "low-confidence-default", "hysteresis", "cascade-fallback"
 
     def to_json(self) -> dict:
-        return {"adapter": self.adapter, "confidence": round(self.confidence, 6),
+        return {"role": self.role, "confidence": round(self.confidence, 6),
                 "probs": {k: round(v, 6) for k, v in self.probs.items()}, "policy": self.policy,
                 "ms": round(self.ms, 3), "reason": self.reason}

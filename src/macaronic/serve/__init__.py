@@ -1,4 +1,4 @@
-"""Serving: the per-turn MoL harness (`harness.MoL`) and the OpenAI-compatible HTTP layer (`app`).
+"""Serving: the per-turn MoL harness (`mol.MoL`) and the OpenAI-compatible HTTP layer (`app`).
 
     harness.py   route -> answer -> summary for one turn; HTTP-free (the evaluator calls it too)
     views.py     what each adapter sees: the prompt layout, own views, summaries folded in

@@ -19,13 +19,17 @@ import threading
 import time
 from pathlib import Path
 
-SCHEMA = [
+from macaronic.migrations import migrate
+
+# The schema evolves by appending to MIGRATIONS (ordered, applied once each: macaronic.migrations).
+MIGRATIONS: list[str] = [
+    # 1: responses and segments (IF NOT EXISTS: files written before migrations adopt it as is)
     """CREATE TABLE IF NOT EXISTS responses (
         id TEXT PRIMARY KEY, created REAL NOT NULL, previous_id TEXT, model TEXT,
-        messages TEXT NOT NULL, response TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS segments (
-        key TEXT PRIMARY KEY, adapter TEXT, specialist TEXT, summary TEXT, raw TEXT, created REAL NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS segments_created ON segments(created)",
+        messages TEXT NOT NULL, response TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS segments (
+        key TEXT PRIMARY KEY, adapter TEXT, specialist TEXT, summary TEXT, raw TEXT, created REAL NOT NULL);
+    CREATE INDEX IF NOT EXISTS segments_created ON segments(created)""",
 ]
 
 
@@ -42,9 +46,8 @@ class Store:
             db = self._db()
             if self.path != ":memory:":
                 db.execute("PRAGMA journal_mode=WAL")
-            for stmt in SCHEMA:
-                db.execute(stmt)
             db.commit()
+            self.version = migrate(db, MIGRATIONS)
 
     def _db(self) -> sqlite3.Connection:
         if self._shared is not None:

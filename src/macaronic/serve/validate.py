@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from macaronic.serve import views
-from macaronic.serve.harness import TurnError
+from macaronic.serve.mol import TurnError
 from macaronic.substrate.tools import depth
 
 MAX_DEPTH = 64  # any JSON value in a request; no real schema or conversation nests deeper

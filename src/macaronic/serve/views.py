@@ -1,29 +1,21 @@
-"""What one adapter sees of a conversation: the Macaronic prompt layout and the per-adapter views.
+"""What one adapter sees of a conversation: the per-adapter views over the one prompt layout.
 
-The layout (the same for serving and for training data, so import it from here):
-
-    system     identity (bundle) + the client's leading system messages + the tool list (compact:
-               one line per tool, `tool_prompt`)
-    ...for each user turn k:
-    system     the system prompt of the role that answered turn k (bundle roles/<role>.md)
-    user       turn k's user message, verbatim
-    assistant  the reply (tool calls rendered in the canonical <tool_call> text), tool results
-               as `tool` messages wrapped in <tool_response>
-
-`prompt_head(bundle, role, tools)` is the opening of a first turn in this layout; the trainer
-(`macaronic.train.builders`) builds every example from it, so a served turn sees the prompt its
-adapter was trained under. Role instructions sit *before* each user turn, never in one system prompt at the top: the top
-must be the same whichever specialist answers, or a `turn`-mode switch would invalidate the
-whole history's KV. Rebuilt for the next request, every earlier turn renders to exactly the
-tokens the engine cached (the role that answered each turn is known, see store.py).
+The layout (header, a role instruction before each user turn, replies and tool results) is the
+renderer's, `macaronic.prompts`, shared with the trainers, RFT, GRPO and the contract runner; its
+pieces are re-exported here for this module's callers. Rebuilt for the next request, every earlier
+turn renders to exactly the tokens the engine cached (the role that answered each turn is known,
+see store.py).
 
 Views by adapter mode:
-- `turn`: the whole history, exactly as above (no summaries; KV stays valid across switches);
+- `turn`: the whole history in the layout (`prompts.conversation`; no summaries; KV stays valid
+  across switches);
 - `full`: the adapter's *own view*: its own segments verbatim; a run of another adapter's
   assistant/tool messages folds into that adapter's hidden summary when one exists (a segment
   with no summary, e.g. from a `turn`-mode adapter or another client, stays verbatim).
 
-Knows messages and the bundle; knows nothing about engines, routing or HTTP.
+Also here: client messages -> internal dicts (`normalize_messages`), and the identity of an
+assistant message as a stateless client resends it (`content_key`). Knows messages and the
+bundle; knows nothing about engines, routing or HTTP.
 """
 
 from __future__ import annotations
@@ -32,7 +24,11 @@ import hashlib
 import json
 from typing import Any
 
-from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN, format_tool_call
+# The layout itself is the one renderer's (macaronic.prompts); these names are re-exported for callers of views.
+from macaronic.prompts import (  # noqa: F401
+    answered_by as turn_specialists, calls_text, header, prompt_head, render_assistant, render_tool, rendered as _render,
+    conversation, role_instruction, tool_prompt,
+)
 
 ROLES = ("system", "user", "assistant", "tool")
 ANNOTATIONS = ("adapter", "specialist", "summary", "raw")  # keys the harness adds to assistant messages
@@ -100,18 +96,6 @@ def _check_call(c: Any, where: str) -> dict:
             "function": {"name": c["function"]["name"], "arguments": args}}
 
 
-def calls_text(tool_calls: list[dict]) -> str:
-    """The canonical <tool_call> text of OpenAI tool calls (what the agent adapter emits)."""
-    lines = []
-    for c in tool_calls:
-        try:
-            args = json.loads(c["function"]["arguments"] or "{}")
-            lines.append(format_tool_call(c["function"]["name"], args if isinstance(args, dict) else {"_value": args}))
-        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: verbatim
-            lines.append(format_tool_call(c["function"]["name"], {"_raw": c["function"]["arguments"]}))
-    return "\n".join(lines)
-
-
 def content_key(previous_user: str, content: str, tool_calls: list[dict] | None = None) -> str:
     """Identity of an assistant message as a stateless client resends it: the preceding user
     text, the content (stripped) and the calls (names + arguments, not ids)."""
@@ -127,81 +111,11 @@ def previous_user_text(messages: list[dict], index: int) -> str:
     return ""
 
 
-def render_assistant(m: dict) -> str:
-    if m.get("raw"):  # the text the adapter generated, so the cached tokens match exactly
-        return m["raw"]
-    calls = calls_text(m.get("tool_calls") or [])
-    return "\n".join(x for x in (m["content"], calls) if x)
-
-
-def render_tool(m: dict) -> str:
-    try:
-        obj = json.loads(m["content"])
-        body = json.dumps(obj, ensure_ascii=False, sort_keys=True) if isinstance(obj, dict) else m["content"]
-    except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the recursion limit
-        body = m["content"]
-    return f"{RESULT_OPEN}{body}{RESULT_CLOSE}"
-
-
-def turn_specialists(messages: list[dict], current: str | None) -> dict[int, str | None]:
-    """Index of each user message -> the role that answered it (the first assistant message
-    after it says), the current role for the last user turn."""
-    out: dict[int, str | None] = {}
-    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    for n, i in enumerate(users):
-        end = users[n + 1] if n + 1 < len(users) else len(messages)
-        answer = next((messages[j] for j in range(i + 1, end) if messages[j]["role"] == "assistant"), None)
-        out[i] = answer.get("specialist") if answer is not None else (current if n == len(users) - 1 else None)
-    return out
-
-
-def tool_prompt(tools: list[dict]) -> str:
-    """One line per tool (name, arguments with `?` when optional, the description's first sentence)
-    plus the calling convention. The full JSON-schema listing of the substrate's tools is ~3,100
-    tokens, too long for a 135M base on CPU, and the specialists were trained on this form."""
-    lines = ["Tools (name(arguments): what it does):"]
-    for t in tools:  # the server validated the schemas (serve/validate.py); stay total on any dict anyway
-        fn = t.get("function", t)
-        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
-        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
-        required = params.get("required") if isinstance(params.get("required"), list) else []
-        req = {r for r in required if isinstance(r, str)}
-        desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
-        args = ", ".join(a if a in req else a + "?" for a in props)
-        lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
-    lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
-                 f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
-    return "\n".join(lines)
-
-
-def header(bundle, client_system: list[str], tools: list[dict] | None) -> dict:
-    parts = [bundle.identity.strip(), *[s.strip() for s in client_system if s.strip()]]
-    if tools:
-        parts.append(tool_prompt(tools))
-    return {"role": "system", "content": "\n\n".join(parts)}
-
-
-def role_instruction(bundle, role: str | None) -> dict | None:
-    if role is None:
-        return None
-    try:
-        return {"role": "system", "content": bundle.role(role).system_prompt.strip()}
-    except KeyError:
-        return None
-
-
-def prompt_head(bundle, role: str | None, tools: list[dict] | None = None,
-                client_system: list[str] = ()) -> list[dict]:
-    """The messages before a conversation's first user message when `role` answers it: the header
-    (identity, client system text, tool list) and the role's instruction. Shared by serving
-    (`build_view`) and training data (`macaronic.train.builders`)."""
-    ins = role_instruction(bundle, role)
-    return [header(bundle, list(client_system), tools), *([ins] if ins else [])]
-
-
 def build_view(messages: list[dict], bundle, *, adapter: str | None, mode: str, specialist: str | None,
                tools: list[dict] | None = None) -> list[dict]:
     """The {role, content} list `adapter` (mode `full` or `turn`) answers from."""
+    if mode != "full":
+        return conversation(bundle, specialist, messages, tools)
     lead = 0
     while lead < len(messages) and messages[lead]["role"] == "system":
         lead += 1
@@ -242,14 +156,6 @@ def _own(m: dict, adapter: str | None, messages: list[dict], i: int) -> bool:
         caller = next((x for x in reversed(messages[:i]) if x["role"] == "assistant"), None)
         return caller is None or caller.get("adapter") == adapter
     return m.get("adapter") == adapter
-
-
-def _render(m: dict) -> dict:
-    if m["role"] == "assistant":
-        return {"role": "assistant", "content": render_assistant(m)}
-    if m["role"] == "tool":
-        return {"role": "tool", "content": render_tool(m)}
-    return {"role": m["role"], "content": m["content"]}
 
 
 def summary_view(view: list[dict], reply: str, bundle) -> list[dict]:

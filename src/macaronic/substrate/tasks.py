@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import comb
 
+from macaronic.splits import SPLITS
 from macaronic.substrate.episode import Episode, EpisodeConfig
 from macaronic.substrate.replay import expected_hash
 from macaronic.substrate.state import DEFAULT_ACTOR, StateSpec, dump, state_hash
 
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)
@@ -309,6 +309,34 @@ def contact_to_reminder(rng: random.Random, w: World) -> Built:
                      ("add_reminder", {"title": f"Send invoice to {c['company']}", "due": due.isoformat()})], []
 
 
+# Held-out compositions for contract v5's dev split, built like the test families (two tools
+# never composed in a train family, the second step needs a fact only the first lookup gives).
+# Split "heldout": no split query returns them (v1-v4 splits are unchanged); a contract names them.
+
+def contact_to_note(rng: random.Random, w: World) -> Built:
+    c = _pick(rng, w.mine("contacts"), "contact")
+    request = rng.choice((
+        f"Look up {c['name']}'s phone number and save a note titled 'Call {c['name']}' whose text "
+        f"is just that number.",
+        f"Make a note called 'Call {c['name']}' containing {c['name']}'s phone number (find it first).",
+    ))
+    return request, [("search_contacts", {"query": c["name"]}),
+                     ("create_note", {"title": f"Call {c['name']}", "body": c["phone"]})], []
+
+
+def order_to_reminder(rng: random.Random, w: World) -> Built:
+    o = _pick(rng, [o for o in w.mine("orders", owner_field="customer")
+                    if o["status"] in ("placed", "shipped")], "undelivered order")
+    due = w.today + dt.timedelta(days=rng.randrange(1, 10))
+    request = rng.choice((
+        f"Check where my {o['item'].lower()} order stands and add a reminder '{o['item']}: <status>' "
+        f"due {_day(rng, due)}, with the order's current status filled in.",
+        f"Add a reminder for {_day(rng, due)} titled '{o['item']}: <its order status>' (look the status up).",
+    ))
+    return request, [("list_orders", {"query": o["item"]}),
+                     ("add_reminder", {"title": f"{o['item']}: {o['status']}", "due": due.isoformat()})], [o["status"]]
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("calendar_create", "train", "calendar", calendar_create),
     Family("calendar_reschedule", "train", "calendar", calendar_reschedule),
@@ -325,6 +353,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("refund_ineligible", "test", "commerce", refund_ineligible),
     Family("meeting_with_contact", "test", "calendar+contacts", meeting_with_contact),
     Family("contact_to_reminder", "test", "contacts+reminders", contact_to_reminder),
+    Family("contact_to_note", "heldout", "contacts+notes", contact_to_note),
+    Family("order_to_reminder", "heldout", "commerce+reminders", order_to_reminder),
 )
 FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}
 

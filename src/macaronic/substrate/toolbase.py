@@ -132,6 +132,15 @@ def require_owner(ctx: ToolContext, row: sqlite3.Row, noun: str, owner_field: st
                         f"{ctx.actor} may only change their own {noun}s")
 
 
+def delete_owned(ctx: ToolContext, table: str, row_id: int, noun: str, to_dict) -> dict:
+    """Delete one row the actor owns: {"deleted": to_dict(row)}; not_found / permission_denied
+    otherwise. `table` is always a literal from the handler modules."""
+    row = fetch_one(ctx, table, row_id, noun)
+    require_owner(ctx, row, noun)
+    ctx.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row["id"],))
+    return {"deleted": to_dict(row)}
+
+
 def contains(column: str) -> str:
     """A case-insensitive substring test that needs no LIKE escaping (casefold: see state.connect)."""
     return f"instr(casefold({column}), casefold(?)) > 0"

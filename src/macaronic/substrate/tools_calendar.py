@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from macaronic.substrate.toolbase import (
-    DATE, DATETIME, ID, Tool, ToolContext, ToolError, contains, described, fetch_one, obj,
+    DATE, DATETIME, ID, Tool, ToolContext, ToolError, contains, delete_owned, described, fetch_one, obj,
     parse_date, parse_datetime, require_owner, text,
 )
 
@@ -89,10 +89,7 @@ def update_event(ctx: ToolContext, args: dict) -> dict:
 
 
 def delete_event(ctx: ToolContext, args: dict) -> dict:
-    row = fetch_one(ctx, "events", args["event_id"], "event")
-    require_owner(ctx, row, "event")
-    ctx.conn.execute("DELETE FROM events WHERE id = ?", (row["id"],))
-    return {"deleted": event_dict(row)}
+    return delete_owned(ctx, "events", args["event_id"], "event", event_dict)
 
 
 EVENT_ID = described(ID, "id of the event, from list_events")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from macaronic.substrate.toolbase import (
-    DATE, ID, Tool, ToolContext, ToolError, contains, described, fetch_one, obj, parse_date,
+    DATE, ID, Tool, ToolContext, ToolError, contains, delete_owned, described, fetch_one, obj, parse_date,
     require_owner, text,
 )
 
@@ -58,10 +58,7 @@ def complete_reminder(ctx: ToolContext, args: dict) -> dict:
 
 
 def delete_reminder(ctx: ToolContext, args: dict) -> dict:
-    row = fetch_one(ctx, "reminders", args["reminder_id"], "reminder")
-    require_owner(ctx, row, "reminder")
-    ctx.conn.execute("DELETE FROM reminders WHERE id = ?", (row["id"],))
-    return {"deleted": reminder_dict(row)}
+    return delete_owned(ctx, "reminders", args["reminder_id"], "reminder", reminder_dict)
 
 
 # ---- contacts -------------------------------------------------------------------------
@@ -141,10 +138,7 @@ def append_to_note(ctx: ToolContext, args: dict) -> dict:
 
 
 def delete_note(ctx: ToolContext, args: dict) -> dict:
-    row = fetch_one(ctx, "notes", args["note_id"], "note")
-    require_owner(ctx, row, "note")
-    ctx.conn.execute("DELETE FROM notes WHERE id = ?", (row["id"],))
-    return {"deleted": note_dict(row)}
+    return delete_owned(ctx, "notes", args["note_id"], "note", note_dict)
 
 
 REMINDER_ID = described(ID, "id of the reminder, from list_reminders")

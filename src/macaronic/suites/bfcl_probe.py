@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
     a = ap.parse_args(argv)
     from macaronic.engine.llm import EngineConfig, load_default_llm
-    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.mol import HarnessConfig, MoL
 
     t0 = time.perf_counter()
     llm = load_default_llm(EngineConfig.from_env(max_batch=16), base=a.base)

@@ -19,7 +19,8 @@ import random
 import re
 from dataclasses import dataclass
 
-SPLITS = ("train", "dev", "test")
+from macaronic.splits import SPLITS
+
 
 def identity(base: str | None = None) -> str:
     from macaronic.engine.bases import get

@@ -16,9 +16,9 @@ import random
 import re
 from dataclasses import dataclass
 
+from macaronic.splits import SPLITS
 from macaronic.suites.sandbox import run_python
 
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,20 @@ def make_random_adapter(
     return save_adapter(path, pairs, rank=rank, alpha=2 * rank, meta=meta, invocation_tokens=invocation_tokens)
 
 
+ROLES_MODES = {"chat": "turn", "agent": "full", "coding": "turn", "genui": "full"}
+
+
+def make_role_models(root: Path) -> tuple[Path, list[Path]]:
+    """A tiny random base and four role adapters (chat/coding turn-mode, agent/genui full-mode)."""
+    from macaronic.engine.config import ModelArgs
+
+    base = make_tiny_model_dir(root / "base", seed=3)
+    args = ModelArgs.from_dir(base)
+    adapters = [make_random_adapter(root / "adapters" / name, args, seed=i + 11, mode=mode, role=name)
+                for i, (name, mode) in enumerate(ROLES_MODES.items())]
+    return base, adapters
+
+
 def tiny_llm(family: str = "llama", n_adapters: int = 4, mode: str = "turn", seed: int = 0, config=None,
              workdir: str | Path | None = None):
     """A real LLM on a tiny random model with `n_adapters` random adapters named after the roles."""

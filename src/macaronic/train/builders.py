@@ -5,8 +5,8 @@ task families (nothing downloaded), train-split families only.
                                                coding, coding_distill, genui
 
 Every conversation opens with the messages the served harness puts before a first turn answered
-by that role (`role_prompt_head`, built by `macaronic.serve.views.prompt_head`: identity + tool
-list, then the role's instruction), so the adapter learns under the prompt it will see. Builders never read
+by that role (`role_prompt_head`, built by the one renderer `macaronic.prompts.prompt_head`:
+identity + tool list, then the role's instruction), so the adapter learns under the prompt it will see. Builders never read
 dev or test families; `dev_prompts(role, n)` gives held-out conversations for sanity checks.
 Knows nothing about models or training.
 """
@@ -28,8 +28,8 @@ def _bundle():
 
 
 def compact_tool_prompt() -> str:
-    """The substrate's tools in the harness's compact listing (`macaronic.serve.views.tool_prompt`)."""
-    from macaronic.serve.views import tool_prompt
+    """The substrate's tools in the harness's compact listing (`macaronic.prompts.tool_prompt`)."""
+    from macaronic.prompts import tool_prompt
     from macaronic.substrate.tools import openai_tools
 
     return tool_prompt(openai_tools())
@@ -38,8 +38,8 @@ def compact_tool_prompt() -> str:
 def role_prompt_head(role: str) -> list[dict]:
     """What the served harness puts before a first user turn that `role` answers: the header
     (identity; the substrate's tools for agent, as the harness's clients send them) and the role's
-    instruction. One builder for both sides: `macaronic.serve.views.prompt_head`."""
-    from macaronic.serve.views import prompt_head
+    instruction. One builder for both sides: `macaronic.prompts.prompt_head`."""
+    from macaronic.prompts import prompt_head
     from macaronic.substrate.tools import openai_tools
 
     return prompt_head(_bundle(), role, openai_tools() if role == "agent" else None)
@@ -181,7 +181,7 @@ def rename_in(text: str, renaming: dict[str, str]) -> str:
 
 def grounded_episode(task, rng: random.Random) -> Example:
     """`agent_episode(task)` under a random tool renaming (list, descriptions, calls)."""
-    from macaronic.serve.views import prompt_head
+    from macaronic.prompts import prompt_head
     from macaronic.substrate.tools import openai_tools
 
     tools = openai_tools()
@@ -279,21 +279,7 @@ def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Exa
 
 def dev_tasks(role: str, n: int, seed: int = 0) -> list:
     """Dev-split tasks of a role's suite (never test): (messages, task) pairs to grade."""
-    if role == "chat":
-        from macaronic.suites.chat import generate_tasks
-        ts = generate_tasks("dev", -(-n // 3), seed)[:n]
-        return [(list(_conv("chat", t.prompt)), t) for t in ts]
-    if role == "coding":
-        from macaronic.suites.coding import generate_tasks
-        ts = generate_tasks("dev", -(-n // 3), seed)
-        ts = [ts[i] for i in range(0, len(ts), max(1, len(ts) // n))][:n]
-        return [(list(_conv("coding", t.prompt)), t) for t in ts]
-    if role == "agent":
-        from macaronic.substrate.tasks import generate_tasks
-        ts = generate_tasks("dev", -(-n // 2), base_seed=seed)[:n]
-        return [(list(_conv("agent", t.request)), t) for t in ts]
-    if role == "genui":
-        from macaronic.genui.tasks import generate_tasks
-        ts = generate_tasks(seed=seed, per_family=10, split="dev")[:n]
-        return [(list(_conv("genui", t.user_message())), t) for t in ts]
-    raise ValueError(role)
+    from macaronic.suites.registry import suite
+
+    s = suite(role)
+    return [(list(_conv(role, s.user(t))), t) for t in s.dev(n, seed)]

@@ -15,34 +15,14 @@ import json
 import sys
 from pathlib import Path
 
-MAX_NEW = {"chat": 96, "coding": 200, "agent": 160, "genui": 800}
+from macaronic.suites.registry import SUITES, suite
+
+MAX_NEW = {role: s.max_new for role, s in SUITES.items()}
 
 
 def score(role: str, task, reply: str) -> dict:
-    if role == "coding":
-        from macaronic.suites.coding import grade
-
-        g = grade(task, reply)
-        return {"pass": g["passed"], "tests": g["tests_passed"] / g["tests_total"]}
-    if role == "chat":
-        from macaronic.suites.chat import grade
-
-        g = grade(task, reply)
-        return {"pass": g["passed"], "score": g["score"]}
-    if role == "genui":
-        from macaronic.genui.grade import grade
-
-        g = grade(task, reply)
-        return {"pass": bool(g["l1_valid"]), "l2": g["l2_content"]}
-    if role == "agent":
-        from macaronic.substrate.toolcalls import parse_tool_calls
-
-        p = parse_tool_calls(reply)
-        calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in p.tool_calls] if p.ok else []
-        name, args = task.gold_actions[0]
-        return {"pass": bool(calls) and calls[0] == (name, args), "parsed": bool(calls),
-                "tool": bool(calls) and calls[0][0] == name}
-    raise ValueError(role)
+    """The role's suite grade of one reply (`suites.registry`)."""
+    return suite(role).grade(task, reply)
 
 
 def check(llm, roles: list[str], n: int, seed: int = 0, with_base: bool = True) -> dict:

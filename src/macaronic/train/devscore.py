@@ -24,6 +24,27 @@ METRICS = {"agent": ("pass", "state", "first_call", "first_tool"), "coding": ("p
 HELDOUT_SEED = 5000  # builders use seeds 0.., `train compare grpo` 1000..; nothing trains from 5000 on
 
 
+def _agent_pool(n: int, seed: int, exclude: frozenset[str]):
+    from macaronic.substrate.tasks import FAMILIES, generate_tasks
+
+    fams = [f.name for f in FAMILIES if f.split == "train"]
+    pool = {f: [t for t in generate_tasks("train", n_per_family=n, base_seed=HELDOUT_SEED + seed, families=[f])
+                if t.request not in exclude] for f in fams}
+    return fams, pool, lambda t: t.request
+
+
+def _coding_pool(n: int, seed: int, exclude: frozenset[str]):
+    from macaronic.suites.coding import FAMILIES, make_task
+
+    fams = [f for f, (sp, _) in FAMILIES.items() if sp == "train"]
+    pool = {f: [t for t in (make_task(f, i, HELDOUT_SEED + seed) for i in range(4 * n)) if t.prompt not in exclude]
+            for f in fams}
+    return fams, pool, lambda t: t.prompt
+
+
+HELDOUT_POOLS = {"agent": _agent_pool, "coding": _coding_pool}  # (families, {family: tasks}, user text)
+
+
 def tasks_for(role: str, split: str, n: int, seed: int = 0, exclude: frozenset[str] = frozenset()) -> list:
     """(messages, task) pairs: split "dev" (dev families) or "heldout" (unseen train-family
     instances: seeds from HELDOUT_SEED, minus any whose user message is in `exclude`, since the
@@ -34,22 +55,9 @@ def tasks_for(role: str, split: str, n: int, seed: int = 0, exclude: frozenset[s
         return dev_tasks(role, n, seed)
     if split != "heldout":
         raise ValueError(f"split must be dev or heldout, got {split!r}")
-    if role == "agent":
-        from macaronic.substrate.tasks import FAMILIES, generate_tasks
-
-        fams = [f.name for f in FAMILIES if f.split == "train"]
-        pool = {f: [t for t in generate_tasks("train", n_per_family=n, base_seed=HELDOUT_SEED + seed, families=[f])
-                    if t.request not in exclude] for f in fams}
-        text = lambda t: t.request  # noqa: E731
-    elif role == "coding":
-        from macaronic.suites.coding import FAMILIES, make_task
-
-        fams = [f for f, (sp, _) in FAMILIES.items() if sp == "train"]
-        pool = {f: [t for t in (make_task(f, i, HELDOUT_SEED + seed) for i in range(4 * n)) if t.prompt not in exclude]
-                for f in fams}
-        text = lambda t: t.prompt  # noqa: E731
-    else:
+    if role not in HELDOUT_POOLS:
         raise ValueError(f"no held-out tasks for role {role!r}")
+    fams, pool, text = HELDOUT_POOLS[role](n, seed, exclude)
     seen, ts = set(), []
     for k in range(4 * n):  # round-robin over families, each text once
         for f in fams:
@@ -125,9 +133,9 @@ def _coding(llm, variants, tasks, max_tokens: int) -> dict:
 
 def score(llm, role: str, variants: dict, tasks: list, max_tokens: int = 128, max_steps: int = 4) -> dict:
     """{label: [row per task, in task order]} for each {label: adapter name (None = bare base)}."""
-    if role == "agent":
+    if role == "agent":  # multi-step episodes on the substrate
         return _agent(llm, variants, tasks, max_tokens, max_steps)
-    if role == "coding":
+    if role == "coding":  # one reply, run against the tests
         return _coding(llm, variants, tasks, max_tokens)
     raise ValueError(f"no dev scorer for role {role!r}; have {sorted(METRICS)}")
 

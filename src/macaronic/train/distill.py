@@ -8,7 +8,7 @@ one-liner shapes (loss 0.002) and then wrote confident, wrong one-liners for uns
 losing to the base. Training on the base's own passing code keeps its idioms and only moves
 probability toward answers that pass: for each distinct train prompt, one greedy and `samples`
 sampled replies, each cut at its closing fence, graded in the sandbox, passing code kept (distinct
-per prompt, at most `per_prompt`). The served prompt head (`builders._conv`) is used for sampling
+per prompt, at most `per_prompt`). The served prompt head (`prompts.first_turn`) is used for sampling
 and, at build time, for training. The generator adds the reference solution for a few prompts of
 each train family the base never solved (without them the adapter lost a base idiom on dev).
 Dev and test families are never read.
@@ -51,11 +51,12 @@ def sample(llm, tasks: list, samples: int, *, temperature: float = 0.8, top_p: f
     """One greedy (k=0) and `samples` sampled replies per task from the bare base, graded."""
     from macaronic.engine.sampling import SamplingParams
     from macaronic.suites.coding import extract_code, grade
-    from macaronic.train.builders import _conv
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import first_turn
 
     handles = []
     for j, t in enumerate(tasks):
-        ids = llm.encode_chat(list(_conv("coding", t.prompt)))
+        ids = llm.encode_chat(first_turn(load_bundle(), "coding", t.prompt))
         for k in range(samples + 1):
             sp = SamplingParams(max_tokens=max_tokens, temperature=0.0 if k == 0 else temperature, top_p=top_p,
                                 seed=None if k == 0 else seed * 1_000_003 + 1000 * j + k, stop=("\n```",))

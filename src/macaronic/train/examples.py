@@ -56,10 +56,9 @@ def current_turn(messages) -> int:
 
 
 def _render(tokenizer, messages, gen: bool) -> list[int]:
-    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=gen, tokenize=True)
-    if hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids)
+    from macaronic.prompts import encode  # the same chat-template call as serving
+
+    return encode(tokenizer, messages, add_generation_prompt=gen)
 
 
 def encode(tokenizer, example: Example, max_len: int, marker: list[int] | None = None) -> Encoded:

@@ -20,52 +20,29 @@ import torch
 from macaronic.engine.bases import BASE_HELP
 
 
-def _agent_reward(g: dict) -> float:
-    # The validity step matters: the shipped agent's greedy first call on fresh train instances
-    # names the gold tool 1 time in 10 and is unparseable 8 times in 10, so gold-only rewards gave
-    # GRPO groups with no signal.
-    return 1.0 if g["pass"] else 0.5 if g["tool"] else 0.25 if g["parsed"] else 0.0
+def rollout_prompt(tok, role: str, user: str) -> list[int]:
+    """The token ids a rollout for `role` starts from: the served prompt of a first turn (the one
+    renderer, with the substrate's tools for agent, as the SFT data has them)."""
+    from macaronic.prompts import encode
+    from macaronic.train import builders
+
+    return encode(tok, builders._conv(role, user), add_generation_prompt=True)
 
 
 def prompts_for(role: str, llm_tok, n: int, seed: int):
-    from macaronic.train import builders
-    from macaronic.train.check import score
+    from macaronic.suites.registry import suite
     from macaronic.train.examples import user_marker
 
     marker = user_marker(llm_tok)
-    if role == "coding":
-        from macaronic.suites.coding import FAMILIES, make_task
-        fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
-        tasks = [make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(n)]
-        user = [t.prompt for t in tasks]
-        rew = [lambda text, t=t: score("coding", t, text)["tests"] for t in tasks]
-    elif role == "chat":
-        from macaronic.suites.chat import FAMILIES, make_task
-        fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
-        tasks = [make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(n)]
-        user = [t.prompt for t in tasks]
-        rew = [lambda text, t=t: score("chat", t, text)["score"] for t in tasks]
-    elif role == "genui":
-        from macaronic.genui.tasks import FAMILIES, TEST_FAMILIES, make_task
-        fams = [f for f in FAMILIES if f not in TEST_FAMILIES]
-        tasks = [t for t in (make_task(fams[i % len(fams)], 1000 + i // len(fams), seed) for i in range(2 * n))
-                 if t.split == "train"][:n]
-        user = [t.user_message() for t in tasks]
-        rew = [lambda text, t=t: 0.5 * score("genui", t, text)["pass"] + 0.5 * score("genui", t, text)["l2"]
-               for t in tasks]
-    elif role == "agent":
-        from macaronic.substrate.tasks import generate_tasks
-        tasks = generate_tasks("train", n_per_family=max(1, n // 10 + 1), base_seed=1000 + seed)[:n]
-        user = [t.request for t in tasks]
-        rew = [lambda text, t=t: _agent_reward(score("agent", t, text)) for t in tasks]
-    else:
-        raise ValueError(f"no reward for role {role!r}")
+    s = suite(role)
+    tasks = s.rl_tasks(n, seed)
+    user = [s.user(t) for t in tasks]
+    rew = [lambda text, t=t: s.reward(s.grade(t, text)) for t in tasks]
     from macaronic.train.grpo import Prompt
 
     out = []
     for u, r, t in zip(user, rew, tasks):
-        ids = llm_tok.apply_chat_template(list(builders._conv(role, u)), add_generation_prompt=True, tokenize=True)
-        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        ids = rollout_prompt(llm_tok, role, u)
         start = max((i for i in range(len(ids) - len(marker) + 1) if ids[i:i + len(marker)] == marker), default=0)
         out.append(Prompt(tuple(ids), start, r, getattr(t, "id", "")))
     return out

@@ -1,4 +1,5 @@
-"""The per-turn MoL harness: route -> answer -> (summary), HTTP-free.
+"""The Mixture-of-LoRA runtime, `MoL`: route -> answer -> (summary) for one turn, HTTP-free. It reads
+the harness bundle (`macaronic.harness`: prompts, router options, decoding) and a backend.
 
 `MoL.turn(messages, tools=None, model=None, sampling=None) -> TurnResult` runs one turn; the
 evaluator calls it directly, the server calls the streaming twin `MoL.astream` and schedules
@@ -37,6 +38,8 @@ from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
+from macaronic.router.config import default_route
+from macaronic.router.conversation import tool_caller
 from macaronic.serve import structured, views
 from macaronic.serve.callstream import CallDelta, CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
@@ -242,7 +245,7 @@ class MoL:
             return Route(adapter, role, self.mode_of(adapter), "forced", 1.0, 0.0, "forced")
         last = messages[-1]
         if last["role"] == "tool":
-            caller = next((m for m in reversed(messages[:-1]) if m["role"] == "assistant"), None)
+            caller = tool_caller(messages)
             if caller is not None and caller.get("adapter") in self.backend.adapters():
                 a = caller["adapter"]
                 return Route(a, caller.get("specialist"), self.mode_of(a), "sticky", 1.0, 0.0, "sticky-tool")
@@ -252,15 +255,14 @@ class MoL:
             a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role("genui")
             if a is not None or "genui" in self.bundle.role_names:
                 return Route(a, "genui", self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
-        default = self.bundle.router.get("default_route") or self.bundle.role_names[0]
+        default = default_route(self.bundle)
         if self.router is None:
             a = self.adapter_for_role(default)
             return Route(a, default, self.mode_of(a), "default", 1.0, 0.0, "no-router")
-        convo = [{**m, "adapter": m.get("specialist")} if m["role"] == "assistant" else m for m in messages]
         t0 = time.perf_counter()
         try:
-            d = await asyncio.to_thread(self.router.route, convo)
-            role, policy, conf, probs, reason = d.adapter, d.policy, d.confidence, d.probs, d.reason
+            d = await asyncio.to_thread(self.router.route, messages)
+            role, policy, conf, probs, reason = d.role, d.policy, d.confidence, d.probs, d.reason
         except Exception as e:  # a broken router must not take the server down: default route
             log.warning("router failed (%s); default route %s", e, default)
             role, policy, conf, probs, reason = default, "default", 0.0, {}, f"router-error: {e}"

@@ -10,7 +10,7 @@ from macaronic.genui.build import Card
 from macaronic.harness import load_bundle
 from macaronic.serve import views
 from macaronic.pairs.ids import pair_id
-from macaronic.serve.harness import HarnessConfig, MoL, TurnError
+from macaronic.serve.mol import HarnessConfig, MoL, TurnError
 
 GREEDY = {"temperature": 0.0, "max_tokens": 6}
 TOOLS = [{"type": "function", "function": {

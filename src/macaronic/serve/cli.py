@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from macaronic.engine.bases import BASE_HELP
@@ -85,30 +84,14 @@ def load_local(a):
     return load_base_llm(a.base, a.adapter_dir, cfg)
 
 
-def make_router(llm, bundle, policy: str | None, state_dir: str | None):
-    """(router, None): the configured router, on the shipped or given state when the policy needs
-    one. Raises ValueError (StateMismatch) or FileNotFoundError with the reason when that state
-    cannot serve this backbone. (The second item is kept for callers that once fitted here.)"""
-    from macaronic.router import Router, RouterConfig
-    from macaronic.router.shipped import load_shipped
-
-    if policy == "none":
-        return None, None
-    cfg = RouterConfig.from_dict(bundle.router)
-    cfg = replace(cfg, policy=policy) if policy else cfg
-    needs = {cfg.cheap_policy, *cfg.cascade_candidates} if cfg.policy == "cascade" else {cfg.policy}
-    if not needs - {"prompted"}:
-        return Router(llm, bundle, config=cfg), None
-    return load_shipped(llm, bundle, cfg, state_dir), None
-
-
 def build(a):
     """(MoL, ServeConfig) from parsed arguments."""
     from macaronic.engine.base import home
     from macaronic.harness import load_bundle
-    from macaronic.serve.app import ServeConfig
+    from macaronic.router.shipped import router_for
     from macaronic.serve.backends import LocalBackend
-    from macaronic.serve.harness import HarnessConfig, MoL
+    from macaronic.serve.guard import ServeConfig
+    from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.serve.store import Store
 
     bundle = load_bundle(a.bundle)
@@ -122,8 +105,8 @@ def build(a):
     else:
         llm = load_local(a)
         backend = LocalBackend(llm)
-    router, _ = make_router(llm, bundle, a.router_policy, a.router_state) \
-        if llm is not None and not a.engine_only else (None, None)
+    router = router_for(llm, bundle, a.router_policy, a.router_state) \
+        if llm is not None and not a.engine_only else None
     store = Store(a.store or home() / "serve" / "state.sqlite")
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit)

@@ -1,0 +1,107 @@
+"""Failure traces -> clusters: what went wrong, by suite and kind, read from graded result rows.
+
+A cluster is (suite, label). Labels come from the trace itself (the messages and the grader's
+detail), never from the test split:
+
+  agent   no_call (answered without acting), invented_tool (a call to a tool not in the list),
+          bad_arguments (a call the parser refused), act_without_lookup (the first call writes
+          although the task needs a fact first), wrong_state, missing_facts
+  genui   invalid_card, missing_content
+  coding  no_function (no `def`), wrong_output
+  chat    too_long, wrong_answer
+  mixed   wrong_route:<role>, wrong_answer:<role>
+
+`HINTS` maps a cluster to a one-line instruction for the role's prompt: the prompt-variant
+operator's text (a fixed reflection per failure kind, not a generated one). Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+LOOKUPS = ("search_", "list_", "get_")
+
+HINTS = {
+    ("agent", "no_call"): ("agent", "When the user asks you to change or look up their data, call a tool; do not "
+                                    "answer from memory."),
+    ("agent", "invented_tool"): ("agent", "Call only tools whose names appear in the tool list, spelled exactly."),
+    ("agent", "bad_arguments"): ("agent", "Give every required argument, with the type the tool list shows."),
+    ("agent", "act_without_lookup"): ("agent", "When the request needs a fact you do not have yet (a company, a phone "
+                                               "number, an order status), first call the tool that looks it up, "
+                                               "then act with what it returned."),
+    ("agent", "missing_facts"): ("agent", "In your final answer, state the facts the tools returned (names, dates, "
+                                          "statuses)."),
+    ("agent", "wrong_state"): ("agent", "Change exactly what the user asked for, with the values they gave."),
+    ("genui", "invalid_card"): ("genui", "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and "
+                                         "nothing else."),
+    ("genui", "missing_content"): ("genui", "Put every item, field and value the user mentions into the card."),
+    ("coding", "no_function"): ("coding", "Reply with the whole function in one ```python block."),
+    ("coding", "wrong_output"): ("coding", "Check the function against the examples in the request before replying."),
+    ("chat", "too_long"): ("chat", "Answer in one short sentence."),
+    ("chat", "wrong_answer"): ("chat", "Answer exactly what was asked; give the fact itself."),
+}
+
+
+def _calls(text: str):
+    from macaronic.substrate.toolcalls import parse_tool_calls
+    from macaronic.substrate.tools import TOOLS
+
+    return parse_tool_calls(text, TOOLS)
+
+
+def label(row: dict) -> list[str]:
+    """The failure labels of one graded row (empty when it passed)."""
+    if row.get("passed"):
+        return []
+    suite, detail = row["suite"], row.get("detail") or {}
+    replies = [m["content"] for m in row.get("messages", []) if m["role"] == "assistant"]
+    if suite == "mixed":
+        out = []
+        for t in detail.get("turns", []):
+            if not t.get("route_ok"):
+                out.append(f"wrong_route:{t['gold']}")
+            elif not t.get("answer_ok"):
+                out.append(f"wrong_answer:{t['gold']}")
+        return out
+    if suite == "agent":
+        calls, errors = [], []
+        for r in replies:
+            p = _calls(r)
+            calls += [c["function"]["name"] for c in p.tool_calls]
+            if p.error:
+                errors.append(p.error)
+        if errors and not calls:
+            return ["invented_tool" if any("unknown tool" in e for e in errors) else "bad_arguments"]
+        if not calls:
+            return ["no_call"]
+        if not calls[0].startswith(LOOKUPS) and len(calls) == 1 and detail.get("state_match") is False:
+            return ["act_without_lookup"]
+        if detail.get("state_match") and detail.get("facts_missing"):
+            return ["missing_facts"]
+        return ["wrong_state"]
+    if suite == "genui":
+        return ["invalid_card"] if not detail.get("l1_valid", True) else ["missing_content"]
+    if suite == "coding":
+        return ["no_function"] if not any("def " in r for r in replies) else ["wrong_output"]
+    if suite == "chat":
+        return ["too_long"] if replies and len(replies[-1].split()) > 30 else ["wrong_answer"]
+    return ["failed"]
+
+
+def clusters(rows: list[dict]) -> Counter:
+    """(suite, label) -> number of failing rows with it."""
+    c: Counter = Counter()
+    for r in rows:
+        for lb in label(r):
+            c[(r["suite"], lb)] += 1
+    return c
+
+
+def hints_for(c: Counter) -> list[tuple[str, str, tuple, int]]:
+    """(role, hint, cluster, count) for the clusters that have a hint, largest first."""
+    out = []
+    for key, n in c.most_common():
+        if key in HINTS:
+            role, text = HINTS[key]
+            out.append((role, text, key, n))
+    return out

@@ -1,0 +1,144 @@
+"""Operators: from a parent pair, its failure clusters and its experience, the candidates of one
+generation's search, each a list of successor steps with the components it touches.
+
+  prompt        a role's system prompt gains the instruction of its largest failure cluster
+                (failures.HINTS); one candidate per role, largest clusters first
+  decoding      the role with the most failures decodes greedily (if it sampled), else with half
+                its token cap (if its failures run long)
+  router_refit  the router refitted on logged outcomes, policy chosen on dev
+  rft           RFT with exploration: k samples per train task at T >= 0.7 (collected by the loop),
+                graded successes (plus STaR-style hinted successes for tasks never solved),
+                warm-started from the parent's adapter for a few steps
+  failure_data  targeted data for the failing skill: agent episodes of lookup-then-act on tool
+                compositions that are in no split (evolve/failure_data.py)
+  grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
+
+A candidate already screened from the same parent with the same steps is not proposed again.
+Pure: numbers and manifests in, Candidate list out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from macaronic.evolve.failures import hints_for
+from macaronic.evolve.search import Candidate
+
+ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
+
+
+def signature(parent: str, steps) -> str:
+    return json.dumps([parent, list(steps)], sort_keys=True)
+
+
+def _role_failures(clusters) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (suite, label), n in clusters.items():
+        role = suite if suite in ROLE_SUITES else (label.split(":")[1] if ":" in label else None)
+        if role:
+            out[role] = out.get(role, 0) + n
+    return out
+
+
+def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
+            start: int = 1) -> list[Candidate]:
+    """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates."""
+    from macaronic.harness import load_bundle
+
+    bundle = load_bundle(parent.harness["path"])
+    out: list[Candidate] = []
+
+    def add(op: str, steps: list, comps: tuple, note: str):
+        steps = tuple(json.dumps(s, sort_keys=True) if isinstance(s, dict) else s for s in steps)
+        sig = signature(parent.id, steps)
+        if sig in tried or any(signature(c.parent, c.steps) == sig for c in out):
+            return
+        out.append(Candidate(f"cand-{start + len(out):02d}", op, parent.id, steps, comps, note))
+
+    fails = _role_failures(clusters)
+    if "prompt" in operators:
+        seen_roles = set()
+        for role, hint, (suite, label), n in hints_for(clusters):
+            if role in seen_roles or role not in bundle.role_names:
+                continue
+            if hint in bundle.role(role).system_prompt:
+                continue  # already there (an earlier generation's accepted variant)
+            seen_roles.add(role)
+            add("prompt", [{"harness_edit": {"file": f"roles/{role}.md", "append": hint,
+                                             "note": f"prompt variant from failure cluster {suite}/{label} ({n})"}}],
+                (f"prompt:{role}",), f"{role}: {label} x{n}")
+            if len(seen_roles) >= 2:
+                break
+    if "decoding" in operators:
+        for role, n in sorted(fails.items(), key=lambda kv: (-kv[1], kv[0])):
+            if role not in bundle.role_names:
+                continue
+            dec = bundle.decoding_for(role)
+            if float(dec.get("temperature", 0.0)) > 0:
+                change, why = {"temperature": 0.0}, "greedy instead of sampling"
+            elif clusters.get((role, "too_long")) or int(dec.get("max_tokens", 256)) > 256:
+                change, why = {"max_tokens": max(64, int(dec.get("max_tokens", 256)) // 2)}, "half the token cap"
+            else:
+                continue
+            add("decoding", [{"harness_edit": {"file": "decoding.json", "merge": {"roles": {role: change}},
+                                               "note": f"{role} decoding: {why} ({n} failures)"}}],
+                (f"decoding:{role}",), f"{role}: {why}")
+            break
+    if "router_refit" in operators:
+        wrong = sum(n for (s, lb), n in clusters.items() if lb.startswith("wrong_route"))
+        add("router_refit", ["router_refit"], ("router",), f"{wrong} wrongly routed dev turns")
+    if "rft" in operators and successes:
+        ranked = sorted((r for r in successes if r in parent.adapters and len(successes[r]) >= budget.min_successes),
+                        key=lambda r: (-fails.get(r, 0), -len(successes[r]), r))
+        for role in ranked[:1]:
+            add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
+                f"{role}: {len(successes[role])} graded successes, warm start")
+    if "failure_data" in operators and "agent" in parent.adapters:
+        n = sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in ("act_without_lookup", "wrong_state", "no_call"))
+        if n:
+            add("failure_data", [{"failure_data": {"role": "agent", "skill": "lookup_then_act",
+                                                   "steps": budget.rft_steps}}],
+                ("adapter:agent",), f"agent: lookup-then-act data for {n} failures")
+    if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
+        add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
+            f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")
+    return out[: budget.candidates]
+
+
+def explicit(parent_id: str, specs: tuple[dict, ...], start: int = 1) -> list[Candidate]:
+    """Plan-given candidates (tests, hand-written proposals), components from their steps."""
+    out = []
+    for i, c in enumerate(specs):
+        steps = tuple(c["steps"])
+        comps = tuple(c.get("components") or components_of(steps))
+        out.append(Candidate(f"cand-{start + i:02d}", c.get("operator", "harness_edit"), parent_id, steps, comps,
+                             c.get("note", "")))
+    return out
+
+
+def components_of(steps) -> tuple[str, ...]:
+    """What a list of steps touches (for stacking and for the suites screening re-runs)."""
+    from macaronic.evolve.config import step_spec
+
+    out = set()
+    for s in steps:
+        name, opts = step_spec(s)
+        if name == "router_refit":
+            out.add("router")
+        elif name == "harness_edit":
+            f = opts.get("file", "")
+            if f.startswith("roles/"):
+                out.add(f"prompt:{Path(f).stem}")
+            elif f == "decoding.json" and set(opts.get("merge", {})) == {"roles"}:
+                out |= {f"decoding:{r}" for r in opts["merge"]["roles"]}
+            elif f == "router.json" or f.startswith("route/"):
+                out.add("router")
+            else:
+                out.add("all")
+        elif name in ("rft", "failure_data", "grpo"):
+            roles = opts.get("roles") or ([opts["role"]] if opts.get("role") else [])
+            out |= {f"adapter:{r}" for r in roles} if roles else {"all"}
+        else:
+            out.add("all")
+    return tuple(sorted(out))

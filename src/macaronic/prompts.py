@@ -1,0 +1,176 @@
+"""The one prompt renderer: how a turn becomes chat messages and then token ids, for serving
+(`serve/views.py` builds its views from these pieces), the trainers (`train/builders.py`,
+`train/examples.py`), RFT (`evolve/`), GRPO (`train/grpo_cli.py`) and the contract runner
+(`contract/runner.py`). A prompt that differs between training and serving is a bug nobody sees,
+so there is no second copy of any of this anywhere.
+
+The layout (the one the shipped specialists were trained on: their recorded data manifests
+rebuild byte for byte from `train/builders.py`, which opens every example with `prompt_head`):
+
+    system     identity (bundle) + the client's leading system messages + the tool list
+               (compact: one line per tool, `tool_prompt`)
+    ...for each user turn k:
+    system     the instruction of the role that answers turn k (bundle roles/<role>.md)
+    user       turn k's user message, verbatim
+    assistant  the reply: its raw text, or content + canonical <tool_call> text of its calls
+    tool       each tool result, wrapped once in <tool_response> (a JSON object re-serialised
+               with sorted keys, so `tool_result_message(r)` renders to `format_tool_result(r)`)
+
+Role instructions sit before each user turn, never at the top: the top must be the same whichever
+specialist answers, or a `turn`-mode switch would invalidate the whole history's KV.
+
+Messages here are conversation messages (`{role, content, tool_calls?}`; a tool result's content
+is the result as the client sends it). Knows the bundle and a tokenizer's chat template; knows
+nothing about engines, routing, HTTP, or the per-adapter own views of `full`-mode adapters
+(`serve/views.py` folds other adapters' segments on top of this layout).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN, format_tool_call
+
+
+# ---- pieces ------------------------------------------------------------------------------
+
+def tool_prompt(tools: list[dict]) -> str:
+    """One line per tool (name, arguments with `?` when optional, the description's first sentence)
+    plus the calling convention. The full JSON-schema listing of the substrate's tools is ~3,100
+    tokens, too long for a 135M base on CPU, and the specialists were trained on this form."""
+    lines = ["Tools (name(arguments): what it does):"]
+    for t in tools:  # the server validated the schemas (serve/validate.py); stay total on any dict anyway
+        fn = t.get("function", t)
+        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        required = params.get("required") if isinstance(params.get("required"), list) else []
+        req = {r for r in required if isinstance(r, str)}
+        desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
+        args = ", ".join(a if a in req else a + "?" for a in props)
+        lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
+    lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
+                 f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
+    return "\n".join(lines)
+
+
+def header(bundle, client_system: list[str], tools: list[dict] | None) -> dict:
+    """The first message of every prompt: identity, the client's system text, the tool list."""
+    parts = [bundle.identity.strip(), *[s.strip() for s in client_system if s.strip()]]
+    if tools:
+        parts.append(tool_prompt(tools))
+    return {"role": "system", "content": "\n\n".join(parts)}
+
+
+def role_instruction(bundle, role: str | None) -> dict | None:
+    """The system message before a user turn that `role` answers (None: no role, or not in the bundle)."""
+    if role is None:
+        return None
+    try:
+        return {"role": "system", "content": bundle.role(role).system_prompt.strip()}
+    except KeyError:
+        return None
+
+
+def prompt_head(bundle, role: str | None, tools: list[dict] | None = None,
+                client_system: list[str] = ()) -> list[dict]:
+    """The messages before a conversation's first user message when `role` answers it."""
+    ins = role_instruction(bundle, role)
+    return [header(bundle, list(client_system), tools), *([ins] if ins else [])]
+
+
+def calls_text(tool_calls: list[dict]) -> str:
+    """The canonical <tool_call> text of OpenAI tool calls (what the agent adapter emits)."""
+    lines = []
+    for c in tool_calls:
+        try:
+            args = json.loads(c["function"]["arguments"] or "{}")
+            lines.append(format_tool_call(c["function"]["name"], args if isinstance(args, dict) else {"_value": args}))
+        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: verbatim
+            lines.append(format_tool_call(c["function"]["name"], {"_raw": c["function"]["arguments"]}))
+    return "\n".join(lines)
+
+
+def render_assistant(m: dict) -> str:
+    if m.get("raw"):  # the text the adapter generated, so the cached tokens match exactly
+        return m["raw"]
+    calls = calls_text(m.get("tool_calls") or [])
+    return "\n".join(x for x in (m.get("content") or "", calls) if x)
+
+
+def render_tool(m: dict) -> str:
+    try:
+        obj = json.loads(m["content"])
+        body = json.dumps(obj, ensure_ascii=False, sort_keys=True) if isinstance(obj, dict) else m["content"]
+    except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the recursion limit
+        body = m["content"]
+    return f"{RESULT_OPEN}{body}{RESULT_CLOSE}"
+
+
+def tool_result_message(result: Any) -> dict:
+    """A tool result as a client sends it back (one message per call)."""
+    return {"role": "tool", "content": json.dumps(result, ensure_ascii=False, sort_keys=True)}
+
+
+def rendered(m: dict) -> dict:
+    """One non-user conversation message in the layout."""
+    if m["role"] == "assistant":
+        return {"role": "assistant", "content": render_assistant(m)}
+    if m["role"] == "tool":
+        return {"role": "tool", "content": render_tool(m)}
+    return {"role": m["role"], "content": m["content"]}
+
+
+# ---- whole prompts -----------------------------------------------------------------------
+
+def answered_by(messages: list[dict], current: str | None) -> dict[int, str | None]:
+    """Index of each user message -> the role that answered it: the first assistant message after
+    it says (its `specialist` annotation); the last user turn is `current`'s when given (the role
+    answering now, whose earlier steps of this turn, if any, are already in `messages`)."""
+    out: dict[int, str | None] = {}
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    for n, i in enumerate(users):
+        end = users[n + 1] if n + 1 < len(users) else len(messages)
+        answer = next((messages[j] for j in range(i + 1, end) if messages[j]["role"] == "assistant"), None)
+        said = answer.get("specialist") if answer is not None else None
+        out[i] = (current or said) if n == len(users) - 1 else said
+    return out
+
+
+def conversation(bundle, role: str | None, messages: list[dict], tools: list[dict] | None = None) -> list[dict]:
+    """The whole layout of a conversation whose last user turn `role` answers: what a `turn`-mode
+    adapter sees (earlier turns carry the instruction of the role their reply names as
+    `specialist`; leading system messages join the header)."""
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    out = [header(bundle, [m["content"] for m in messages[:lead]], tools)]
+    roles = answered_by(messages, role)
+    for i in range(lead, len(messages)):
+        m = messages[i]
+        if m["role"] == "user":
+            ins = role_instruction(bundle, roles.get(i))
+            out += [ins] if ins else []
+            out.append({"role": "user", "content": m["content"]})
+        else:
+            out.append(rendered(m))
+    return out
+
+
+def first_turn(bundle, role: str | None, user: str, tools: list[dict] | None = None) -> list[dict]:
+    """`prompt_head` + the user message: the prompt of a one-turn task."""
+    return [*prompt_head(bundle, role, tools), {"role": "user", "content": user}]
+
+
+def encode(tokenizer, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
+    """Layout messages -> token ids through the base's chat template (the only call to it)."""
+    ids = tokenizer.apply_chat_template(list(messages), tools=tools, add_generation_prompt=add_generation_prompt,
+                                        tokenize=True)
+    if hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+def prompt_ids(tokenizer, bundle, role: str | None, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+    """The token ids `role` answers the last turn of `messages` from."""
+    return encode(tokenizer, conversation(bundle, role, messages, tools), add_generation_prompt=True)

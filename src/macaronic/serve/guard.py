@@ -1,0 +1,150 @@
+"""The HTTP boundary in front of the app: a pure-ASGI guard and the OpenAI error shape.
+
+The guard checks the API key (constant-time compare; the key is never logged), caps the body size
+and the time to receive it, counts requests and latency, and is the one exception boundary: every
+request gets an `x-request-id`, and an exception that escapes the app is logged with its traceback
+and answered as a 500 in the OpenAI shape `{"error": {message, type, param, code}}` naming the
+request id. Server-side details (file paths) stay in the log (`public_message`). Knows nothing of
+routes, turns or the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from fastapi.responses import JSONResponse
+
+from macaronic.serve import api
+from macaronic.serve.metrics import Metrics
+
+log = logging.getLogger("macaronic.serve")
+ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
+PROTECTED = ("/v1/", "/metrics")
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
+# absolute paths in engine messages (an adapter's directory): logged, never sent to a client
+SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s'\"():,;]+")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    api_key: str | None = None
+    max_body_bytes: int = 4 << 20
+    engine_only: bool = False  # act as a plain multi-LoRA engine (no routing, no harness)
+    body_timeout_s: float = 30.0  # the whole request body must arrive within this
+    body_idle_s: float = 10.0  # and no gap between its parts may be longer
+
+
+def public_message(message: str) -> str:
+    """A server-side error message without server file paths (those go to the log only)."""
+    return SERVER_PATH.sub("<server path>", message)
+
+
+class ErrorResponse(JSONResponse):
+    """The OpenAI error shape; ASCII-escaped, so no text in a message can fail to encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True).encode()
+
+
+def error_response(status: int, message: str, type_: str | None = None, code: str | None = None,
+                   param: str | None = None, headers: dict | None = None) -> ErrorResponse:
+    type_ = type_ or ("invalid_request_error" if status < 500 else "server_error")
+    return ErrorResponse(api.error_body(message, type_, code, param), status_code=status, headers=headers)
+
+
+class Guard:
+    """ASGI middleware: request id, API key, body size and time limits, request metrics, and the
+    exception boundary (an exception that escapes the app is logged here with its traceback)."""
+
+    def __init__(self, app, config: ServeConfig, metrics: Metrics):
+        self.app, self.config, self.metrics = app, config, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path, t0, status = scope["path"], time.perf_counter(), [500]
+        endpoint = path if path in ENDPOINTS else "/v1/responses/{id}" if path.startswith("/v1/responses/") \
+            else "/static" if path.startswith("/static/") else "other"
+        rid = "req_" + secrets.token_hex(12)
+        scope.setdefault("state", {})["request_id"] = rid
+        started = [False]
+
+        async def send_(message):
+            if message["type"] == "http.response.start":
+                status[0], started[0] = message["status"], True
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        try:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            if self.config.api_key and path.startswith(PROTECTED):
+                auth = headers.get("authorization", "")
+                token = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("x-api-key", "")
+                if not hmac.compare_digest(token.encode(), self.config.api_key.encode()):
+                    return await self._reply(send_, 401, api.error_body(
+                        "missing or wrong API key (send 'Authorization: Bearer KEY')", code="invalid_api_key"))
+            limit = self.config.max_body_bytes
+            try:
+                declared = int(headers.get("content-length", "0"))
+            except ValueError:
+                return await self._reply(send_, 400, api.error_body("invalid Content-Length header"))
+            if declared > limit:
+                return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes",
+                                                                    code="request_too_large"))
+            chunks, total = [], 0
+            deadline = time.monotonic() + self.config.body_timeout_s
+            while True:
+                wait = min(self.config.body_idle_s, deadline - time.monotonic())
+                try:
+                    message = await asyncio.wait_for(receive(), max(wait, 0.001))
+                except asyncio.TimeoutError:  # a slow or stalled client must not hold the connection
+                    return await self._reply(send_, 408, api.error_body(
+                        f"the request body did not arrive in time (idle {self.config.body_idle_s:g} s, "
+                        f"total {self.config.body_timeout_s:g} s)", code="request_timeout"), close=True)
+                if message["type"] != "http.request":
+                    return
+                chunks.append(message.get("body", b""))
+                total += len(chunks[-1])
+                if total > limit:
+                    return await self._reply(send_, 413, api.error_body(f"request body over {limit} bytes",
+                                                                        code="request_too_large"))
+                if not message.get("more_body"):
+                    break
+            data = b"".join(chunks)
+            if data and path.startswith("/v1/"):
+                try:
+                    data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return await self._reply(send_, 400, api.error_body(
+                        f"request body is not valid UTF-8 (byte {e.start})", code="invalid_json"))
+            replay = [{"type": "http.request", "body": data, "more_body": False}]
+
+            async def receive_():
+                return replay.pop() if replay else await receive()
+
+            try:
+                await self.app(scope, receive_, send_)
+            except Exception:  # the boundary: log with the traceback; answer 500 if nothing was sent
+                if not scope["state"].get("logged"):
+                    log.exception("request %s %s %s failed", rid, scope.get("method"), path)
+                if not started[0]:
+                    await self._reply(send_, 500, api.error_body(
+                        f"internal server error (request id {rid})", "server_error", "internal_error"))
+        finally:
+            self.metrics.requests.inc(endpoint, str(status[0]))
+            self.metrics.latency.observe(time.perf_counter() - t0, endpoint)
+
+    @staticmethod
+    async def _reply(send, status: int, body: dict, close: bool = False):
+        data = json.dumps(body).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        await send({"type": "http.response.start", "status": status,
+                    "headers": headers + ([(b"connection", b"close")] if close else [])})
+        await send({"type": "http.response.body", "body": data})

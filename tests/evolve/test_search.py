@@ -1,0 +1,112 @@
+"""The search's pure parts: the dev verdict (paired bootstrap), stacking of disjoint positives,
+the Pareto archive and parent choice, what a change reaches, failure clusters. Rows are made
+here (unit tests); the loop itself runs on a tiny model in test_evolve.py."""
+
+from __future__ import annotations
+
+from macaronic.evolve import archive
+from macaronic.evolve.failures import clusters, hints_for
+from macaronic.evolve.search import Candidate, reached_suites, stack, verdict
+
+
+class Spec:
+    def __init__(self, name, role, guard=None, report_only=False):
+        self.name, self.role, self.guard, self.report_only, self.k, self.kind = name, role, guard, report_only, 1, name
+
+
+class Contract:
+    class G:
+        resamples, confidence, seed = 500, 0.95, 0
+
+    gate = G()
+    suites = (Spec("chat", "chat", 0.2), Spec("coding", "coding", 0.2), Spec("mixed", None), Spec("bfcl", "agent", report_only=True))
+    primary = ("chat", "coding", "mixed")
+
+    def suite(self, name):
+        return next(s for s in self.suites if s.name == name)
+
+
+def rows(suite, passes):
+    return [{"suite": suite, "task": f"t{i}", "sample": 0, "score": float(p), "passed": bool(p)} for i, p in enumerate(passes)]
+
+
+def test_verdicts_positive_neutral_harmful():
+    c = Contract()
+    champ = rows("chat", [0] * 8) + rows("coding", [1] * 8) + rows("mixed", [0, 1] * 4)
+    better = rows("chat", [1] * 6 + [0] * 2)
+    v = verdict(_dc(c), better, champ, {"chat"}, 0.9)
+    assert v["verdict"] == "positive" and v["suites"]["chat"]["delta"] == 0.75
+    assert v["suites"]["coding"]["delta"] == 0 and not v["suites"]["coding"]["touched"]  # the champion's rows
+    assert verdict(_dc(c), rows("chat", [0] * 8), champ, {"chat"}, 0.9)["verdict"] == "neutral"
+    worse = rows("coding", [0] * 8)
+    h = verdict(_dc(c), worse, champ, {"coding"}, 0.9)
+    assert h["verdict"] == "harmful" and h["guard_breach"] == ["coding"]
+
+
+def _dc(c):
+    """The contract as a dataclass-like object `dataclasses.replace` accepts."""
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class S:
+        name: str
+        role: str | None
+        guard: float | None = None
+        report_only: bool = False
+        k: int = 1
+        kind: str = ""
+
+    @dataclass(frozen=True)
+    class C:
+        suites: tuple = field(default_factory=tuple)
+        primary: tuple = ()
+        gate: object = None
+
+        def suite(self, name):
+            return next(s for s in self.suites if s.name == name)
+
+    return C(tuple(S(s.name, s.role, s.guard, s.report_only, 1, s.kind) for s in c.suites), c.primary, c.gate)
+
+
+def test_stack_takes_disjoint_positives_from_the_champion_best_first():
+    pos = lambda d: {"verdict": "positive", "pooled": {"delta": d}}  # noqa: E731
+    a = Candidate("a", "prompt", "C", ("s1",), ("prompt:chat",))
+    b = Candidate("b", "decoding", "C", ("s2",), ("decoding:chat",))
+    c = Candidate("c", "prompt", "C", ("s3",), ("prompt:chat",))  # overlaps a
+    d = Candidate("d", "router_refit", "P", ("s4",), ("router",))  # another parent: not stacked
+    e = Candidate("e", "prompt", "C", ("s5",), ("prompt:coding",))
+    chosen = stack([(a, pos(0.2)), (b, pos(0.1)), (c, pos(0.3)), (d, pos(0.5)), (e, {"verdict": "neutral", "pooled": {"delta": 0.4}})], "C")
+    assert [x.name for x in chosen] == ["c", "b"]
+
+
+def test_archive_keeps_dominated_members_and_they_can_parent():
+    ms = [archive.Member("champ", {"chat": 0.5, "mixed": 0.5}, "reference", 0),
+          archive.Member("dom", {"chat": 0.5, "mixed": 0.2}, "neutral", 1),
+          archive.Member("side", {"chat": 0.7, "mixed": 0.1}, "neutral", 1),
+          archive.Member("bad", {"chat": 0.9, "mixed": 0.0}, "harmful", 1)]
+    assert {m.pair_id for m in archive.front(ms)} == {"champ", "side", "bad"}
+    assert archive.summary(ms)["dominated"] == ["dom"]
+    assert archive.parents(ms, "champ", {}, 2) == ["champ", "side"]  # front first; harmful never
+    assert archive.parents(ms, "champ", {}, 3) == ["champ", "side", "dom"]  # dominated can parent
+
+
+def test_what_a_change_reaches():
+    c = _dc(Contract())
+    assert reached_suites(c, ["prompt:chat"]) == {"chat", "mixed"}
+    assert reached_suites(c, ["router"]) == {"mixed"}
+    assert reached_suites(c, ["all"]) == {"chat", "coding", "mixed"}  # never report-only suites
+
+
+def test_failure_clusters_and_hints():
+    call = '<tool_call>{"name": "create_note", "arguments": {"title": "x", "body": "y"}}</tool_call>'
+    fake = '<tool_call>{"name": "make_note", "arguments": {}}</tool_call>'
+    rs = [{"suite": "agent", "passed": False, "detail": {"state_match": False},
+           "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": call}]},
+          {"suite": "agent", "passed": False, "detail": {},
+           "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": fake}]},
+          {"suite": "mixed", "passed": False, "detail": {"turns": [{"gold": "chat", "route_ok": False, "answer_ok": False}]},
+           "messages": []},
+          {"suite": "chat", "passed": True, "detail": {}, "messages": []}]
+    c = clusters(rs)
+    assert c == {("agent", "act_without_lookup"): 1, ("agent", "invented_tool"): 1, ("mixed", "wrong_route:chat"): 1}
+    assert {h[0] for h in hints_for(c)} == {"agent"}
