@@ -121,6 +121,7 @@ def test_http_load_through_a_real_server(tiny_dirs, tmp_path):
 def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(tiny_dirs, tmp_path, monkeypatch):
     """`macaronic bench bases` on a registered base whose cached import is a tiny model (it has no
     packages, hence no GGUF: the llama.cpp columns are null whether llama.cpp is installed or not)."""
+    import json
     import shutil
     from dataclasses import replace
 

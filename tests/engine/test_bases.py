@@ -149,6 +149,6 @@ def test_a_base_without_its_own_router_state_routes_with_its_router_base():
         assert router.backbone is not answering and router.backbone.base.name == "smollm2-135m-instruct"
         assert router.state.id == RouterState.load(SHIPPED_DIR).id
         d = router.route([{"role": "user", "content": "Write a Python function that adds two numbers."}])
-        assert d.adapter == "coding"
+        assert d.role == "coding"
     finally:
         router.backbone.close()
