@@ -103,9 +103,11 @@ def measure_base(name: str, workdir: Path, history: int = 2048, tokens: int = 32
     return out
 
 
-def markdown(r: dict) -> str:
-    from macaronic.bench.cli import _fmt
+def _fmt(x) -> str:
+    return "n/a" if x is None else (f"{x:,.1f}" if isinstance(x, float) else str(x))
 
+
+def markdown(r: dict) -> str:
     m = r["machine"]
     n = r["history_tokens"]
     lines = [
