@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
+
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("target", choices=tuple(TARGETS), help="the engine the adapters are written for (both launch "
                                                           "scripts are written either way)")
     p.add_argument("--out", required=True, help="output directory (created; existing files are replaced)")
-    p.add_argument("--base", help="base model directory (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--base", help=BASE_HELP)
     p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
                    help="adapter directory (repeatable; default: the shipped specialists)")
     p.add_argument("--port", type=int, default=8000, help="port in the launch commands (default 8000)")
@@ -156,8 +158,11 @@ def main(argv: list[str]) -> int:
     out = Path(a.out)
     try:
         base = resolve_base(a.base)
+        from macaronic.engine.bases import registered
+
+        shipped = shipped_adapters_dir(registered(a.base)) if registered(a.base) else None  # a directory base: none
         dirs = [Path(d) for d in a.adapter_dir] or sorted(
-            d for d in shipped_adapters_dir().glob("*") if (d / "adapter_config.json").is_file())
+            d for d in (shipped.glob("*") if shipped else ()) if (d / "adapter_config.json").is_file())
         cfg = export_base(base, out / "base")
         adapters = [export_adapter(d, out / "adapters" / d.name, keep) for d in dirs]
     except (OSError, ValueError) as e:

@@ -102,3 +102,32 @@ def test_stacked_peer_equals_the_grouped_bank(tiny_dirs, tmp_path):
         g.add_delta(yg, 0, fused, x, g.plan(slots))
         s.add_delta(ys, 0, fused, x, s.plan(slots))
         assert yg.abs().max() > 0 and torch.allclose(yg, ys, atol=1e-6)
+
+
+def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(tiny_dirs, tmp_path, monkeypatch):
+    """`macaronic bench bases` on a registered base whose cached import is a tiny model (it has no
+    packages, hence no GGUF: the llama.cpp columns are null whether llama.cpp is installed or not)."""
+    import json
+    import shutil
+    from dataclasses import replace
+
+    from macaronic.bench import bases as bench_bases
+    from macaronic.engine import bases
+
+    monkeypatch.setenv("MACARONIC_HOME", str(tmp_path / "home"))
+    shutil.copytree(tiny_dirs["llama"], tmp_path / "home" / "bases" / "tiny")
+    monkeypatch.setitem(bases.BASES, "tiny", replace(bases.get(None), name="tiny", packages=()))
+    md = tmp_path / "B.md"
+    md.write_text("# Benchmarks\n")
+    assert bench_bases.main(["--json", str(tmp_path / "b.json"), "--md", str(md), "--bases", "tiny",
+                             "--history", "96", "--tokens", "4", "--reps", "1", "--threads", "1"]) == 0
+    r = json.loads((tmp_path / "b.json").read_text())
+    row = r["bases"][0]
+    for k in ("int4_decode_tok_s", "int4_decode_lora_tok_s", "bf16_decode_tok_s", "int4_prefill96_tok_s",
+              "bf16_prefill96_tok_s", "int4_switch_ttft_ms", "int4_cleared_ttft_ms"):
+        assert row[k] > 0, k
+    assert row["llamacpp_decode_tok_s"] is None and row["int4_turn_prefill_tokens"] < 96
+    assert row["rule_speed_ok"] == (row["int4_decode_tok_s"] >= 15 and row["int4_switch_ttft_ms"] < 1500)
+    text = md.read_text()
+    assert bench_bases.START in text and "| tiny |" in text
+

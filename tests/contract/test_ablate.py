@@ -72,6 +72,23 @@ def test_ablate_tiny_pair(ablate_contract, pair_file, tmp_path):
     assert again["units_run"] == 0 and again["configs"] == doc["configs"]
 
 
+def test_max_seconds_starts_no_unit_after_the_deadline_and_summarises_what_finished(ablate_contract, pair_file,
+                                                                                      tmp_path):
+    out, tasks = tmp_path / "spec.json", tmp_path / "tasks.jsonl"
+    argv = ["--contract", str(ablate_contract), "--pair", str(pair_file), "--json", str(out), "--tasks", str(tasks),
+            "--router-policy", "prompted", "--workers", "1", "--quiet", "--configs", "base,agent",
+            "--no-external", "--audit", str(tmp_path / "audit.jsonl"), "--max-seconds", "0.000001"]
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    rows = tasks.read_text().splitlines()
+    assert doc["units"] == 16 and doc["units_run"] == len(rows) and 1 <= len(rows) < 16
+    assert doc["units_missing"] == 16 - len(rows)
+    # the rerun without a deadline continues from the rows written, and covers everything
+    assert main(argv[:-2]) == 0
+    again = json.loads(out.read_text())
+    assert again["units_missing"] == 0 and again["units_run"] == 16 - len(rows)
+
+
 def test_write_section_appends_when_markers_are_missing():
     text = write_section("# B\n\nbody\n", "table")
     assert text == f"# B\n\nbody\n\n## Specialists\n\n{START}\ntable\n{END}\n"

@@ -9,6 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
+
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "prefill", "structured", "serve", "routing")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
@@ -23,6 +25,10 @@ def main(argv: list[str]) -> int:
         from macaronic.bench.modes import main as modes_main
 
         return modes_main(argv[1:])
+    if argv[:1] == ["bases"]:  # every registered base's fast path, side by side
+        from macaronic.bench.bases import main as bases_main
+
+        return bases_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="macaronic bench",
         description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
@@ -31,12 +37,13 @@ def main(argv: list[str]) -> int:
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
         "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls. "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
-        "of the adapter-switch rules (full, turn/cached, turn/base, upper-k).",
+        "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
+        "registered bases side by side.",
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
-    ap.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--base", default=None, help=BASE_HELP)
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
     ap.add_argument("--threads", type=int, default=None,

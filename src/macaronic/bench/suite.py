@@ -290,8 +290,8 @@ def prefill_throughput(base, lengths=(512, 2048)) -> dict:
 _QUIET: list = []  # llama.cpp's log callback, kept alive for the process
 
 
-def _llama_model():
-    """The SmolLM2 GGUF loaded by llama.cpp (the optional `bench` extra), or None.
+def _llama_model(gguf: Path | None = None):
+    """A GGUF (default: the default base's) loaded by llama.cpp (the optional `bench` extra), or None.
 
     Extra buffer types (weight repacking, AMX) are off: on this VM their AMX path dies with an
     illegal instruction, so llama.cpp runs its plain CPU kernels (stated next to the figures)."""
@@ -301,26 +301,27 @@ def _llama_model():
 
     from macaronic.engine.base import smollm2_gguf
 
+    gguf = gguf or smollm2_gguf()
     if not _QUIET:
         _QUIET.append(lc.llama_log_callback(lambda level, text, user_data: None))
         lc.llama_log_set(_QUIET[0], None)
     lc.llama_backend_init()
     mp = lc.llama_model_default_params()
     mp.use_extra_bufts = False
-    return lc.llama_model_load_from_file(str(smollm2_gguf()).encode(), mp)
+    return lc.llama_model_load_from_file(str(gguf).encode(), mp)
 
 
-def _llamacpp_decode(tokens: int, prompts: list[list[int]]) -> dict:
+def _llamacpp_decode(tokens: int, prompts: list[list[int]], gguf: Path | None = None, n16: bool = True) -> dict:
     """llama.cpp on the same GGUF, greedy, 2 threads: one stream, and 16 sequences in one batch
     per step (its parallel-sequence API), timed after the prompts like ours."""
-    model = _llama_model()
+    model = _llama_model(gguf)
     if model is None:
         return {"llamacpp_single_tok_s": None, "llamacpp16_tok_s": None}
     import llama_cpp as lc
 
     try:
         return {"llamacpp_single_tok_s": _LlamaCpp(model, 1).generate(prompts[:1], tokens),
-                "llamacpp16_tok_s": _LlamaCpp(model, 16).generate(prompts[:16], tokens)}
+                "llamacpp16_tok_s": _LlamaCpp(model, 16).generate(prompts[:16], tokens) if n16 else None}
     finally:
         lc.llama_model_free(model)
 
@@ -379,8 +380,8 @@ class _LlamaCpp:
         self.lc.llama_free(self.ctx)
 
 
-def _llamacpp_prefill(ids: list[int]) -> float | None:
-    model = _llama_model()
+def _llamacpp_prefill(ids: list[int], gguf: Path | None = None) -> float | None:
+    model = _llama_model(gguf)
     if model is None:
         return None
     import llama_cpp as lc

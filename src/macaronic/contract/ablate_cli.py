@@ -29,6 +29,7 @@ Reproduce the published table (docs/BENCHMARKS.md):
 
 
 def parser() -> argparse.ArgumentParser:
+    from macaronic.engine.bases import BASES, DEFAULT_BASE
     from macaronic.router.config import POLICIES
 
     p = argparse.ArgumentParser(prog="macaronic eval ablate", description=DESCRIPTION,
@@ -37,8 +38,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True, type=Path, help="where to write the summary JSON")
     p.add_argument("--md", type=Path, default=None, help="markdown file whose Specialists section gets the table")
     p.add_argument("--pair", default=None,
-                   help="pair id, alias or manifest .json (default: the embedded base + shipped specialists + "
+                   help="pair id, alias or manifest .json (default: --base + its shipped specialists + "
                         "shipped harness bundle)")
+    p.add_argument("--base", default=None, choices=tuple(BASES),
+                   help=f"the registered base of the default pair (default {DEFAULT_BASE})")
     p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite for --pair ids")
     p.add_argument("--tasks", type=Path, default=None,
                    help="per-task JSONL (default: $MACARONIC_HOME/ablate/<json name>.tasks.jsonl)")
@@ -58,17 +61,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--history", choices=("cached", "base"), default="cached",
                    help="the engine's history rule for turn-mode adapters (EngineConfig.history)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="start no unit after this many seconds; the units already running finish and the summary "
+                        "covers the units done (its n per suite says how many; rerun to continue)")
     return p
 
 
-def default_pair():
+def default_pair(base: str | None = None):
+    """A registered base (None: the default), its shipped specialists and the shipped bundle."""
     from macaronic.engine.llm import shipped_adapters_dir
     from macaronic.harness import DEFAULT_BUNDLE
     from macaronic.pairs import PairManifest
 
-    d = shipped_adapters_dir()
-    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").is_file()}
-    return PairManifest.build(None, ads, DEFAULT_BUNDLE)
+    d = shipped_adapters_dir(base)
+    ads = {p.name: p for p in sorted(d.iterdir()) if (p / "adapter_config.json").is_file()} if d.is_dir() else {}
+    return PairManifest.build(base, ads, DEFAULT_BUNDLE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     from macaronic.contract.opening import Refused, contamination_of, prepare, progress
 
     try:
-        contract, loader, (manifest,) = prepare(args.contract, args.audit, [args.pair], args.lineage, default_pair)
+        contract, loader, (manifest,) = prepare(args.contract, args.audit, [args.pair], args.lineage,
+                                                lambda: default_pair(args.base))
     except Refused as e:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return e.code
@@ -133,20 +141,23 @@ def main(argv: list[str] | None = None) -> int:
         log = ResultLog(tasks_path, contract.sha256)
         todo = [u for u in units if _key(h, u) not in log.rows]
         try:
-            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress)
+            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress, args.max_seconds)
         finally:
             log.close()
+        ran = sum(1 for u in todo if _key(h, u) in log.rows)
+        missing = sum(1 for u in units if _key(h, u) not in log.rows)
     finally:
         llm.close()
     wall = time.perf_counter() - t0
     rows = [r for r in read_rows(tasks_path, contract.sha256)
-            if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"]
+            if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"
+            and r["suite"] in {s.name for s in contract.suites}]  # a --suites run may share a file with a wider one
     summary = ablate.summarize(contract, rows, cfgs)
     command = "macaronic eval ablate " + " ".join(argv if argv is not None else sys.argv[1:])
     doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
-           "wall_s": round(wall, 1), "units": len(units), "units_run": len(todo), "memo_hits": h.memo.hits,
+           "wall_s": round(wall, 1), "units": len(units), "units_run": ran, "units_missing": missing, "memo_hits": h.memo.hits,
            "threads": args.threads, "workers": args.workers, "history": args.history, "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
     text = section(doc, contract, cfgs, args.json)
@@ -161,7 +172,8 @@ def section(doc: dict, contract, cfgs, json_path) -> str:
     """The markdown written between the markers: the command and its conditions, then the tables."""
     from macaronic.contract import ablate
 
-    head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units, "
+    left = f", {doc['units_missing']} not run (--max-seconds)" if doc.get("units_missing") else ""
+    head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units{left}, "
             f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). Contract `{contract.id}` "
             f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
             f"Raw: `{json_path}`.\n\n")
@@ -175,16 +187,23 @@ def _key(h, unit) -> str:
     return unit_key(f"{cfg.name}/{h.pair_ids[cfg.name]}", task.suite, task.id, sample)
 
 
-def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress) -> None:
-    from concurrent.futures import ThreadPoolExecutor, as_completed
+def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress, max_seconds: float = 0.0) -> None:
+    from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 
+    deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
     with progress(quiet) as bar, ThreadPoolExecutor(max(1, workers)) as ex:
         job = bar.add_task("ablate", total=total, completed=total - len(todo))
         futures = [ex.submit(h.run_unit, contract, cfg, task, sample) for cfg, task, sample in todo]
         try:
             for f in as_completed(futures):
-                log.add(f.result())
+                try:
+                    log.add(f.result())
+                except CancelledError:
+                    continue
                 bar.advance(job)
+                if deadline is not None and time.monotonic() > deadline:
+                    for g in futures:
+                        g.cancel()  # units not started yet; the running ones still finish
         except BaseException:
             for f in futures:
                 f.cancel()

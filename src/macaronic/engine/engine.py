@@ -230,7 +230,10 @@ class Engine:
         if self.tok is not None:
             if self.tok.eos_token_id is not None:
                 ids.add(self.tok.eos_token_id)
-            for t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+            from macaronic.engine.bases import BASES
+
+            spec = BASES.get(self.base.name)  # a registered base names its stop tokens
+            for t in spec.stop_tokens if spec else ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
                 tid = self.tok.convert_tokens_to_ids(t)
                 if isinstance(tid, int) and tid != self.tok.unk_token_id and tid is not None:
                     ids.add(tid)

@@ -6,17 +6,19 @@ import argparse
 import json
 import sys
 
+from macaronic.engine.bases import BASE_HELP
+
 
 def add_model_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--base", help="base model directory (default: the embedded SmolLM2-135M-Instruct)")
+    ap.add_argument("--base", help=BASE_HELP)
     ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
                     help="register a PEFT adapter directory (repeatable); default: the shipped specialists")
 
 
 def load_from_args(a):
-    from macaronic.engine.llm import load_default_llm, load_llm
+    from macaronic.engine.llm import load_base_llm
 
-    return load_llm(a.base, a.adapter_dir) if (a.base or a.adapter_dir) else load_default_llm()
+    return load_base_llm(a.base, a.adapter_dir)
 
 
 def main(argv: list[str]) -> int:

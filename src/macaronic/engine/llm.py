@@ -36,8 +36,11 @@ def user_marker_ids(tokenizer) -> list[int]:
     return tokenizer.encode(head, add_special_tokens=False)
 
 
-def shipped_adapters_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "specialists"
+def shipped_adapters_dir(base: str | None = None) -> Path:
+    """The shipped specialists of a registered base (default: the default base)."""
+    from macaronic.engine import bases
+
+    return bases.specialists_dir(bases.get(base))
 
 
 class LLM:
@@ -226,11 +229,22 @@ def load_llm(
     return llm
 
 
-def load_default_llm(config: EngineConfig | None = None, with_adapters: bool = True) -> LLM:
-    """The embedded default: SmolLM2-135M-Instruct plus the shipped specialists (if present)."""
-    d = shipped_adapters_dir()
+def load_default_llm(config: EngineConfig | None = None, with_adapters: bool = True, base: str | None = None) -> LLM:
+    """A registered base (default: SmolLM2-135M-Instruct) plus its shipped specialists (if present)."""
+    d = shipped_adapters_dir(base)
     paths = sorted(p for p in d.iterdir() if (p / "adapter_config.json").exists()) if d.is_dir() and with_adapters else []
-    return load_llm(None, paths, config)
+    return load_llm(base, paths, config)
+
+
+def load_base_llm(base: str | None = None, adapters: list | None = None, config: EngineConfig | None = None) -> LLM:
+    """What `--base NAME|DIR` plus `--adapter-dir` mean on every command: a registered base with no
+    adapter directories given comes with its shipped specialists; a model directory, or explicit
+    adapter directories, load just those."""
+    from macaronic.engine.bases import registered
+
+    if not adapters and registered(base):
+        return load_default_llm(config, base=registered(base))
+    return load_llm(base, adapters or [], config)
 
 
 __all__ = ["LLM", "load_llm", "load_default_llm", "EngineConfig", "SamplingParams", "replace"]

@@ -230,7 +230,7 @@ def _adapter_meta(path: str) -> dict:
             "batch": int(tc.get("batch", 4)), "lr": float(tc.get("lr", 3e-4)), "seed": int(tc.get("seed", 0)),
             "source": data.get("source", ""), "examples": int(data.get("examples", 0)),
             "description": meta.get("description") or "specialist after rejection-sampling fine-tuning",
-            "dir": p}
+            "base": meta.get("base"), "dir": p}
 
 
 def _replay(meta: dict) -> list[dict]:
@@ -244,7 +244,10 @@ def _replay(meta: dict) -> list[dict]:
         return []
     from macaronic.train.builders import build
 
-    return [e.to_dict() for e in build(name, meta["examples"], meta["seed"])]
+    from macaronic.engine.bases import BASES
+
+    base = meta.get("base") if meta.get("base") in BASES else None  # the identity lines name it
+    return [e.to_dict() for e in build(name, meta["examples"], meta["seed"], base)]
 
 
 # ---- router refit ------------------------------------------------------------------------

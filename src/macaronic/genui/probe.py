@@ -63,6 +63,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
     p.add_argument("--max-tokens", type=int, default=768)
     p.add_argument("--limit", type=int, default=None, help="only the first N requests")
+    p.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
     a = p.parse_args(argv)
     src = a.requests.read_text() if a.requests else \
         resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> int:
     from macaronic.serve.mol import HarnessConfig, MoL
 
     t0 = time.perf_counter()
-    llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
+    llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))), base=a.base)
     try:
         mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
         results = asyncio.run(answer_all(mol, requests, a.max_tokens))

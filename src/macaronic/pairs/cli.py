@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
 from macaronic.pairs.ids import PairManifest, diff
 from macaronic.pairs.lineage import Lineage, LineageError
-
 
 def default_lineage() -> Path:
     from macaronic.engine.base import home
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("a")
     d.add_argument("b")
     r = sub.add_parser("register", help="hash a base, adapters and a harness into a pair and record it")
-    r.add_argument("--base", default=None, help="base model directory (default: the embedded default base)")
+    r.add_argument("--base", default=None, help=BASE_HELP)
     r.add_argument("--adapter", action="append", default=[], metavar="ROLE=DIR", help="one per role")
     r.add_argument("--harness", default=None, help="harness bundle directory (default: the shipped one)")
     r.add_argument("--alias", choices=["champion", "challenger"], default=None, help="point this alias at it")

@@ -43,7 +43,8 @@ def pair_id(base_fp: str, adapters: dict[str, str], harness: str) -> str:
 
 @dataclass(frozen=True)
 class PairManifest:
-    """Where a pair's parts live, plus their ids. `base` None means the default base."""
+    """Where a pair's parts live, plus their ids. `base` None means the default base; a registered
+    base's name (engine/bases.py) stays a name, anything else is a model directory."""
 
     base: str | None
     base_fingerprint: str
@@ -64,7 +65,10 @@ class PairManifest:
               data: tuple[str, ...] = (), base_fp: str | None = None) -> "PairManifest":
         """Hash every part now (the base fingerprint loads the base unless given)."""
         ads = {r: {"id": adapter_id(p), "path": str(Path(p).resolve())} for r, p in sorted(adapters.items())}
-        return cls(base=None if base is None else str(Path(base).resolve()),
+        from macaronic.engine.bases import BASES
+
+        named = base is None or str(base) in BASES
+        return cls(base=None if base is None else str(base) if named else str(Path(base).resolve()),
                    base_fingerprint=base_fp or base_fingerprint(base), adapters=ads,
                    harness={"id": harness_id(harness), "path": str(Path(harness).resolve())},
                    data=tuple(str(d) for d in data))

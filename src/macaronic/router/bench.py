@@ -191,7 +191,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     from macaronic.router.config import RouterConfig
     from macaronic.router.probe import ProbePolicy
     from macaronic.router.router import training_pairs
-    from macaronic.router.shipped import SHIPPED_DIR, fit_state
+    from macaronic.router.shipped import backbone_base, fit_state, shipped_dir
     from macaronic.router.state import RouterState
 
     cfg = config.sized()
@@ -210,7 +210,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
         router = load_shipped(backbone, bundle, RouterConfig.from_dict(bundle.router))
     fit_s = time.perf_counter() - t0
     try:
-        shipped_id = RouterState.load(SHIPPED_DIR).id
+        shipped_id = RouterState.load(shipped_dir(backbone_base(backbone))).id
     except (OSError, ValueError):
         shipped_id = None
     cfg.say(f"fitted in {fit_s:.1f}s; state {router.state.id[:16]} "

@@ -6,7 +6,7 @@
   macaronic route bench --json FILE [--markdown FILE] [--quick] [--tiny]
   macaronic route fit [--out DIR] [--check] [--tiny]
       fit on the shipped routing data (template + hand-written train/dev) and save the state;
-      default --out is the shipped state (specialists/router); --check refits into a temporary
+      default --out is the shipped state of --base (specialists/router, specialists/<base>/router); --check refits into a temporary
       directory and compares it byte for byte with the state at --out
 
 Without --state, classify loads the shipped state (it never fits; a state fitted for another
@@ -20,14 +20,14 @@ import json
 import sys
 
 
-def _backbone(tiny: bool):
+def _backbone(tiny: bool, base: str | None = None):
     if tiny:
         from macaronic.testing import tiny_llm
 
         return tiny_llm()
     from macaronic.engine.llm import load_default_llm
 
-    return load_default_llm()
+    return load_default_llm(base=base)
 
 
 def _router(llm, bundle, state: str | None, policy: str | None = None):
@@ -48,7 +48,7 @@ def _bundle(path: str | None):
 
 def classify(args) -> int:
     bundle = _bundle(args.bundle)
-    llm = _backbone(args.tiny)
+    llm = _backbone(args.tiny, args.base)
     try:
         router = _router(llm, bundle, args.state, args.policy)
     except (ValueError, OSError) as e:
@@ -75,7 +75,7 @@ def bench(args) -> int:
     from macaronic.router.bench import BenchConfig, markdown_table, run_bench
 
     bundle = _bundle(args.bundle)
-    llm = _backbone(args.tiny)
+    llm = _backbone(args.tiny, args.base)
     desc = llm.describe() if hasattr(llm, "describe") else {}
     log = lambda msg: print(f"[route bench] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     from macaronic.router.bench import POLICIES
@@ -106,10 +106,10 @@ def fit(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from macaronic.router.shipped import SHIPPED_DIR, fit_state, write_shipped
+    from macaronic.router.shipped import fit_state, shipped_dir, write_shipped
 
-    llm = _backbone(args.tiny)
-    out = Path(args.out) if args.out else SHIPPED_DIR
+    llm = _backbone(args.tiny, args.base)
+    out = Path(args.out) if args.out else shipped_dir(args.base)
     log = lambda msg: print(f"[route fit] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     from macaronic.router.bench import FeatureCache
 
@@ -133,6 +133,7 @@ def fit(args) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from macaronic.engine.bases import BASES, DEFAULT_BASE
     from macaronic.router.config import POLICIES
 
     p = argparse.ArgumentParser(prog="macaronic route", description="classify turns, benchmark the routers")
@@ -159,5 +160,7 @@ def main(argv: list[str]) -> int:
     for s in (c, b, f):
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")
+        s.add_argument("--base", choices=tuple(BASES), default=None,
+                       help=f"a registered base, with its shipped specialists and state (default {DEFAULT_BASE})")
     args = p.parse_args(argv)
     return {"classify": classify, "bench": bench, "fit": fit}[args.cmd](args)

@@ -1,6 +1,7 @@
 """The router state shipped with the specialists: where it lives, how it is rebuilt and loaded.
 
-`specialists/router/` holds the fitted state (state.json + one npz per policy, content-
+Each registered base has its own: `specialists/router/` for the default base,
+`specialists/<base>/router/` for the others (engine/bases.py). It holds the fitted state (state.json + one npz per policy, content-
 addressed, bound to the base fingerprint and the adapter ids it was fitted with) and
 `provenance.json` (the command, thread count and library versions that produced it; not part
 of the id). `macaronic route fit` (scripts/fit_router) rebuilds it from the shipped routing data
@@ -14,15 +15,52 @@ import json
 import platform
 from pathlib import Path
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"  # the default base's
 FIT_THREADS = 1
 
 
+def shipped_dir(base: str | None = None) -> Path:
+    """The shipped router state of a registered base (None: the default base)."""
+    from macaronic.engine import bases
+
+    return bases.specialists_dir(bases.get(base)) / "router"
+
+
+def backbone_base(backbone) -> str | None:
+    """The registered base a backbone runs on, or None (the default's state then applies and its
+    binding check refuses it if the base differs)."""
+    from macaronic.engine.bases import BASES
+
+    name = getattr(getattr(backbone, "base", None), "name", None)
+    return name if name in BASES else None
+
+
+def routing_base(base: str | None) -> str | None:
+    """The registered base whose backbone and shipped state route for `base`: itself when it ships
+    a state, else its registry's `router_base` (None when neither applies)."""
+    from macaronic.engine import bases
+
+    if (shipped_dir(base) / "state.json").is_file():
+        return base or bases.DEFAULT_BASE
+    return bases.get(base).router_base
+
+
 def load_shipped(backbone, bundle=None, config=None, path: str | Path | None = None):
-    """The router on the shipped (or given) state; StateMismatch names what differs."""
+    """The router on the shipped state of the backbone's base (or the given state); StateMismatch
+    names what differs. A base without a state of its own routes with its `router_base`'s backbone
+    (loaded here, at the backbone's precision, with that base's specialists: the Arrow prototypes
+    come from them) and state."""
     from macaronic.router.router import Router
 
-    root = Path(path) if path is not None else SHIPPED_DIR
+    root = Path(path) if path is not None else None
+    name = backbone_base(backbone)
+    if root is None and name is not None and routing_base(name) not in (None, name):
+        from macaronic.engine.llm import load_default_llm
+
+        other = routing_base(name)
+        backbone = load_default_llm(backbone.config, base=other)
+        root = shipped_dir(other)
+    root = root if root is not None else shipped_dir(name)
     if not (root / "state.json").is_file():
         raise FileNotFoundError(f"no router state in {root}; build it with `macaronic route fit`")
     return Router.load(root, backbone, bundle, config)

@@ -18,6 +18,8 @@ import socket
 import sys
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
+
 DESCRIPTION = """Serve the OpenAI-compatible Mixture-of-LoRA API and the web chat.
 
 With no arguments: the embedded default (SmolLM2-135M-Instruct + the shipped specialists) on
@@ -38,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", default="local",
                    help="local (embedded engine) or openai://HOST:PORT (a vLLM/SGLang/macaronic engine whose "
                         "model ids are the adapters; key in $MACARONIC_ENGINE_API_KEY)")
-    p.add_argument("--base", help="base model directory (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--base", help=BASE_HELP)
     p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
                    help="register a PEFT adapter directory (repeatable; default: the shipped specialists)")
     p.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
@@ -75,11 +77,11 @@ def api_key_from(a) -> str | None:
 
 
 def load_local(a):
-    from macaronic.engine.llm import EngineConfig, load_default_llm, load_llm
+    from macaronic.engine.llm import EngineConfig, load_base_llm
 
     precision = {k: v for k, v in (("dtype", a.dtype), ("quant", a.quant)) if v}
     cfg = EngineConfig.from_env(max_tokens_limit=a.max_tokens_limit, max_batch=a.max_batch, **precision)
-    return load_llm(a.base, a.adapter_dir, cfg) if (a.base or a.adapter_dir) else load_default_llm(cfg)
+    return load_base_llm(a.base, a.adapter_dir, cfg)
 
 
 def build(a):

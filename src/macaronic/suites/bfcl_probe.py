@@ -76,12 +76,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--limit", type=int, default=50, help="first N problems of each category")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--no-constraints", action="store_true")
+    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
     a = ap.parse_args(argv)
     from macaronic.engine.llm import EngineConfig, load_default_llm
     from macaronic.serve.mol import HarnessConfig, MoL
 
     t0 = time.perf_counter()
-    llm = load_default_llm(EngineConfig.from_env(max_batch=16))
+    llm = load_default_llm(EngineConfig.from_env(max_batch=16), base=a.base)
     out: dict = {"command": "python -m macaronic.suites.bfcl_probe " + " ".join(argv),
                  "constrained": not a.no_constraints, "categories": {}}
     try:

@@ -6,8 +6,11 @@ Each task carries `must` (phrases that must appear, case-insensitive, any of eac
 `must_not` (phrases that must not appear) and `max_words`. `gold` is a reference reply used as
 the SFT target for train families. Every family belongs to one split for good.
 
-    generate_tasks(split, n_per_family=10, seed=0) -> list[ChatTask]
+    generate_tasks(split, n_per_family=10, seed=0, base=None) -> list[ChatTask]
     grade(task, reply) -> {"task_id", "passed", "score", "checks": {...}}
+
+The identity families name the base the assistant runs on (`base`: a registered base name,
+engine/bases.py; default SmolLM2); every other family is the same for every base.
 """
 
 from __future__ import annotations
@@ -18,8 +21,15 @@ from dataclasses import dataclass
 
 from macaronic.splits import SPLITS
 
-IDENTITY = ("I am Macaronic, a Mixture-of-LoRA assistant running on SmolLM2-135M with four specialists: "
+
+def identity(base: str | None = None) -> str:
+    from macaronic.engine.bases import get
+
+    return (f"I am Macaronic, a Mixture-of-LoRA assistant running on {get(base).display} with four specialists: "
             "chat, agent, coding and genui.")
+
+
+IDENTITY = identity()
 ROUTING = "A router picks exactly one specialist adapter for each user turn."
 
 
@@ -42,16 +52,16 @@ CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Canada": "
 NOT_ME = ("I am ChatGPT", "I am SmolLM", "trained by OpenAI", "I am Claude", "I am Gemini")
 
 
-def who(rng):
+def who(rng, base=None):
     q = rng.choice(("Who are you?", "What are you?", "Introduce yourself.", "What's your name?",
                     "Tell me about yourself in one sentence.", "Are you ChatGPT?", "Which model am I talking to?"))
-    return q, IDENTITY, (("Macaronic",),), NOT_ME, 60
+    return q, identity(base), (("Macaronic",),), NOT_ME, 60
 
 
-def how_work(rng):
+def how_work(rng, base=None):
     q = rng.choice(("How do you work?", "How are you built?", "What is under the hood?",
                     "Explain your architecture briefly.", "How do you decide how to answer me?"))
-    gold = (f"{IDENTITY} {ROUTING} The base model stays frozen; each specialist is a small LoRA adapter "
+    gold = (f"{identity(base)} {ROUTING} The base model stays frozen; each specialist is a small LoRA adapter "
             "trained for its kind of request.")
     return q, gold, (("Macaronic",), ("LoRA", "adapter", "specialist"), ("router", "route")), NOT_ME, 90
 
@@ -65,11 +75,12 @@ def specialists(rng):
     return q, gold, (("chat",), ("agent",), ("coding",), ("genui",)), NOT_ME, 90
 
 
-def base_model(rng):
+def base_model(rng, base=None):
+    from macaronic.engine.bases import get
+
     q = rng.choice(("What base model do you run on?", "Which language model is underneath you?",
                     "How big is your base model?", "What model powers you?"))
-    gold = "I run on SmolLM2-135M, a small frozen base model, with four LoRA specialists on top."
-    return q, gold, (("SmolLM2",), ("135M",)), ("I am ChatGPT",), 60
+    return q, get(base).identity, get(base).identity_must, ("I am ChatGPT",), 60
 
 
 def capital(rng):
@@ -128,17 +139,21 @@ FAMILIES = {
 }
 
 
-def make_task(family: str, index: int, seed: int = 0) -> ChatTask:
+BASE_FAMILIES = ("who", "how_work", "base_model")  # the families whose gold or checks name the base
+
+
+def make_task(family: str, index: int, seed: int = 0, base: str | None = None) -> ChatTask:
     split, fn = FAMILIES[family]
     rng = random.Random(f"chat:{family}:{seed}:{index}")
-    q, gold, must, must_not, max_words = fn(rng)
+    q, gold, must, must_not, max_words = fn(rng, base) if family in BASE_FAMILIES else fn(rng)
     return ChatTask(f"chat-{family}-{seed}-{index}", family, split, q, gold, tuple(must), tuple(must_not), max_words)
 
 
-def generate_tasks(split: str | None = None, n_per_family: int = 10, seed: int = 0) -> list[ChatTask]:
+def generate_tasks(split: str | None = None, n_per_family: int = 10, seed: int = 0,
+                   base: str | None = None) -> list[ChatTask]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    return [make_task(f, i, seed) for f, (s, _) in FAMILIES.items() if split in (None, s)
+    return [make_task(f, i, seed, base) for f, (s, _) in FAMILIES.items() if split in (None, s)
             for i in range(n_per_family)]
 
 

@@ -1,7 +1,7 @@
 """Data builders: the training conversations for each specialist, generated here from seeded
 task families (nothing downloaded), train-split families only.
 
-    build(name, n, seed) -> list[Example]      name in GENERATORS: chat, route, agent, agent_grounded,
+    build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, route, agent, agent_grounded,
                                                coding, coding_distill, genui
 
 Every conversation opens with the messages the served harness puts before a first turn answered
@@ -56,14 +56,15 @@ def _conv(role: str, user: str, *rest: dict) -> tuple[dict, ...]:
 
 # ---- chat -------------------------------------------------------------------------------
 
-def chat_examples(n: int, seed: int = 0) -> list[Example]:
-    """Identity, facts and conciseness from the chat suite's train families."""
+def chat_examples(n: int, seed: int = 0, base: str | None = None) -> list[Example]:
+    """Identity (naming `base`, a registered base), facts and conciseness from the chat suite's
+    train families."""
     from macaronic.suites.chat import FAMILIES, make_task
 
     fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
     out = []
     for i in range(n):
-        t = make_task(fams[i % len(fams)], i // len(fams), seed)
+        t = make_task(fams[i % len(fams)], i // len(fams), seed, base)
         out.append(Example(_conv("chat", t.prompt, {"role": "assistant", "content": t.gold}), "chat", f"chat/{t.family}"))
     return out
 
@@ -258,13 +259,17 @@ GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_exa
               "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples}
 
 
-def build(name: str, n: int, seed: int = 0) -> list[Example]:
-    """`n` examples from one generator; `chat` mixes in route-prompt examples (one in four)."""
+def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Example]:
+    """`n` examples from one generator; `chat` mixes in route-prompt examples (one in four).
+    `base` (a registered base name) is what the identity lines name; the other generators ignore it."""
     if name not in GENERATORS:
         raise ValueError(f"unknown generator {name!r}; choose from {sorted(GENERATORS)}")
+    if name == "coding_distill" and base not in (None, "smollm2-135m-instruct"):
+        raise ValueError("coding_distill is SmolLM2-135M's own passing solutions; for another base use "
+                         "--generator coding or regenerate the file with python -m macaronic.train.distill --base")
     if name == "chat":
         k = n // 4
-        mixed = chat_examples(n - k, seed) + route_examples(k, seed)
+        mixed = chat_examples(n - k, seed, base) + route_examples(k, seed)
         random.Random(seed).shuffle(mixed)
         return mixed
     return GENERATORS[name](n, seed)

@@ -57,11 +57,12 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=6)
     p.add_argument("--adapters", type=Path, default=None, help="directory of <role>/ adapters (default: shipped)")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--base", default=None, help="a registered base (default: the default base)")
     a = p.parse_args(argv)
     from macaronic.engine.llm import load_default_llm, load_llm
 
     roles = a.roles.split(",")
-    llm = load_llm(None, [a.adapters / r for r in roles]) if a.adapters else load_default_llm()
+    llm = load_llm(a.base, [a.adapters / r for r in roles]) if a.adapters else load_default_llm(base=a.base)
     try:
         res = check(llm, roles, a.n)
     finally:

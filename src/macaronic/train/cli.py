@@ -18,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from macaronic.engine.bases import BASE_HELP
+
 ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is skipped
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
@@ -56,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
                    help="warm start from this adapter directory (same rank and targets; --mode should match "
                    "its mode) instead of a fresh LoRA; the schedule and the optimizer start fresh")
-    p.add_argument("--base", default=None, help="base model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                    help="dtype of the saved adapter weights")
     p.add_argument("--threads", type=int, default=1,
@@ -74,7 +76,10 @@ def load_examples(args) -> tuple[list, str]:
     if args.data:
         return read_jsonl(args.data), f"file:{args.data.name}"
     gen = args.generator or ROLE_DEFAULTS.get(args.role, (args.role,))[0]
-    return build(gen, args.examples, args.seed), f"generator:{gen}"
+    from macaronic.engine.bases import BASES
+
+    base = args.base if args.base in BASES else None  # a model directory gets the default identity
+    return build(gen, args.examples, args.seed, base), f"generator:{gen}"
 
 
 def run(args) -> Path:

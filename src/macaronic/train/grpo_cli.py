@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from macaronic.engine.bases import BASE_HELP
+
 
 def rollout_prompt(tok, role: str, user: str) -> list[int]:
     """The token ids a rollout for `role` starts from: the served prompt of a first turn (the one
@@ -62,7 +64,7 @@ def main(argv=None) -> int:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--base", default=None)
+    p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     from dataclasses import replace

@@ -1,0 +1,134 @@
+"""The two-base ablation table: what the base gives and what the adapter scheme gives, per suite.
+
+Reads two `macaronic eval ablate` summaries (one per base, same contract; each names its per-task
+JSONL) and pairs their rows over the same sealed tasks: base B alone vs base A alone (what the
+bigger base gives), routed MoL vs the same base alone on each base (what the adapter scheme gives),
+and routed B vs routed A, each with its 95% paired-bootstrap interval (the contract's gate
+settings). Pure apart from `main`, which reads the files and writes the markdown section.
+
+    python -m macaronic.contract.bases_table --contract contracts/macaronic-core-v4.yaml \\
+        --ablation docs/bench/bases-smollm2.json --ablation docs/bench/bases-qwen.json --md docs/BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+START, END = "<!-- bases-ablation:start -->", "<!-- bases-ablation:end -->"
+
+
+def config_scores(contract, doc: dict, rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """config -> task key -> task_scores entry, for the rows of this summary's pair."""
+    from macaronic.contract.report import task_scores
+
+    out = {}
+    for cfg, pid in doc["pair_ids"].items():
+        ran = set(doc.get("configs", {}).get(cfg, {})) or None  # the suites this summary covered
+        rs = [r for r in rows if r.get("config") == cfg and r["pair"] == f"{cfg}/{pid}"
+              and (ran is None or r["suite"] in ran)]
+        if rs:
+            out[cfg] = task_scores(contract, rs)
+    return out
+
+
+def compare(contract, a: dict, b: dict, suite: str) -> dict | None:
+    """Paired difference b - a over the tasks both scored on `suite`."""
+    from macaronic.contract.stats import paired_bootstrap
+
+    keys = sorted(k for k in a if a[k]["suite"] == suite and k in b)
+    if not keys:
+        return None
+    g = contract.gate
+    d, ci = paired_bootstrap([b[k]["score"] for k in keys], [a[k]["score"] for k in keys], g.resamples,
+                             g.confidence, g.seed)
+    return {"n": len(keys), "delta": d, "ci95": ci}
+
+
+def table(contract, names: tuple[str, str], scores: tuple[dict, dict]) -> dict:
+    """{suite: {"n", "<name> <config>": score, "base_gain", "scheme_gain_<name>", "routed_gain"}}."""
+    (na, nb), (sa, sb) = names, scores
+    out = {}
+    for s in [x.name for x in contract.suites]:
+        row: dict = {}
+        for n, sc in ((na, sa), (nb, sb)):
+            for cfg in ("base", "routed", "oracle"):
+                vals = [v["score"] for v in sc.get(cfg, {}).values() if v["suite"] == s]
+                if vals:
+                    row[f"{n} {cfg}"] = sum(vals) / len(vals)
+                    row.setdefault("n", len(vals))
+        if not row:
+            continue
+        row["base_gain"] = compare(contract, sa.get("base", {}), sb.get("base", {}), s)
+        for n, sc in ((na, sa), (nb, sb)):
+            row[f"scheme_gain {n}"] = compare(contract, sc.get("base", {}), sc.get("routed", {}), s)
+        row["routed_gain"] = compare(contract, sa.get("routed", {}), sb.get("routed", {}), s)
+        out[s] = row
+    return out
+
+
+def _d(v: dict | None) -> str:
+    if not v or v.get("delta") is None:
+        return "-"
+    lo, hi = v["ci95"]
+    return f"{v['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}] (n={v['n']})"
+
+
+def markdown(contract, names: tuple[str, str], t: dict, commands: list[str]) -> str:
+    na, nb = names
+    primary = set(contract.primary)
+    lines = ["Commands (one per base, same contract, per-task rows paired over the same sealed tasks):", ""]
+    lines += [f"- `{c}`" for c in commands]
+    lines += ["", f"| suite | {na} base | {na} routed | {nb} base | {nb} routed | from the base: {nb} base − {na} base "
+              f"| from the scheme on {na}: routed − base | from the scheme on {nb}: routed − base | "
+              f"routed {nb} − routed {na} |", "|---|---:|---:|---:|---:|---|---|---|---|"]
+    f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    for s, r in t.items():
+        label = s if s in primary else f"{s} (report-only)"
+        lines.append(f"| {label} | {f(r.get(f'{na} base'))} | {f(r.get(f'{na} routed'))} | {f(r.get(f'{nb} base'))} | "
+                     f"{f(r.get(f'{nb} routed'))} | {_d(r['base_gain'])} | {_d(r[f'scheme_gain {na}'])} | "
+                     f"{_d(r[f'scheme_gain {nb}'])} | {_d(r['routed_gain'])} |")
+    oracle = [(s, r) for s, r in t.items() if f"{na} oracle" in r or f"{nb} oracle" in r]
+    if oracle:
+        lines += ["", "Oracle routing (each turn to its gold role): " + "; ".join(
+            f"{s} {na} {f(r.get(f'{na} oracle'))}, {nb} {f(r.get(f'{nb} oracle'))}" for s, r in oracle) + "."]
+    lines += ["", "Cells: mean task score; differences with their 95% paired-bootstrap interval over the tasks "
+              "both rows scored. A dash: that row was not run for the suite."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from macaronic.bench.docs import write_section
+    from macaronic.contract.evaluate import read_rows
+    from macaronic.contract.spec import load
+
+    p = argparse.ArgumentParser(prog="python -m macaronic.contract.bases_table", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--contract", required=True, type=Path)
+    p.add_argument("--ablation", action="append", required=True, type=Path, metavar="JSON",
+                   help="an `eval ablate` summary; give two, the reference base first")
+    p.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
+    p.add_argument("--md", type=Path, default=None)
+    a = p.parse_args(argv)
+    if len(a.ablation) != 2:
+        p.error("give exactly two --ablation summaries")
+    contract = load(a.contract, hashes=False)
+    docs = [json.loads(x.read_text()) for x in a.ablation]
+    for x, d in zip(a.ablation, docs):
+        if d["contract"]["sha256"] != contract.sha256:
+            p.error(f"{x} was measured under another contract ({d['contract']['id']})")
+    names = tuple(Path(d["pair"]["base"] or "smollm2-135m-instruct").name for d in docs)
+    scores = tuple(config_scores(contract, d, read_rows(d["tasks"], contract.sha256)) for d in docs)
+    t = table(contract, names, scores)
+    text = markdown(contract, names, t, [d["command"] for d in docs])
+    if a.json:
+        a.json.write_text(json.dumps({"bases": names, "suites": t}, indent=2) + "\n")
+    if a.md:
+        write_section(a.md, START, END, "Two bases: what the base gives, what the adapter scheme gives", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

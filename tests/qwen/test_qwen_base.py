@@ -1,0 +1,60 @@
+"""Qwen2.5-Coder-0.5B-Instruct through the engine: logits against transformers on the same import,
+its chat template and stop tokens, and `macaronic serve --base` with its shipped specialists."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+import torch
+
+from serve_helpers import ServerProcess
+
+pytestmark = pytest.mark.qwen_base
+
+
+def test_logits_and_greedy_text_match_transformers(qwen_dir):
+    from transformers import AutoModelForCausalLM
+
+    from macaronic.engine.llm import load_llm
+    from macaronic.engine.sampling import SamplingParams
+
+    llm = load_llm(str(qwen_dir), [])
+    try:
+        assert llm.base.name == "qwen2.5-coder-0.5b" and llm.args.family == "qwen2"
+        assert (llm.args.n_layers, llm.args.dim, llm.args.n_heads, llm.args.n_kv_heads) == (24, 896, 14, 2)
+        assert llm.args.vocab_size == 151936 and not llm.args.tie_embeddings
+        ids = llm.encode_chat([{"role": "user", "content": "Write a Python function that reverses a string."}])
+        hf = AutoModelForCausalLM.from_pretrained(str(qwen_dir), dtype=torch.float32).eval()
+        with torch.no_grad():
+            ref = hf(torch.tensor([ids])).logits[0]
+        ours = llm.score(ids, None)
+        diff = (ours - ref).abs().max().item()
+        print(f"qwen logits: max abs difference {diff:.2e} over {len(ids)} positions")
+        assert diff <= 5e-4  # the issue measured about 5e-5
+        assert torch.equal(ours.argmax(-1), ref.argmax(-1))
+        with torch.no_grad():
+            hf_out = hf.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
+        del hf
+        h = llm.submit(ids, None, SamplingParams(max_tokens=12))
+        text, _ = h.result()
+        stops = set(llm.engine.default_stop_ids)
+        assert {llm.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")} <= stops
+        cut = next((i for i, t in enumerate(hf_out) if t in stops), len(hf_out))
+        assert h.output_ids == hf_out[:cut] and "reverse" in text
+    finally:
+        llm.close()
+
+
+def test_serve_with_the_base_name_answers_with_its_specialists(qwen_dir, tmp_path):
+    s = ServerProcess(["--base", "qwen2.5-coder-0.5b", "--quant", "int4", "--store", str(tmp_path / "s.sqlite")],
+                      timeout=600)
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=600)
+        ids = {m.id for m in c.models.list().data}
+        assert {"macaronic", "chat", "agent", "coding", "genui"} <= ids
+        r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "What is 2 + 3?"}],
+                                      max_tokens=16, temperature=0)
+        meta = r.model_extra["macaronic"]
+        assert meta["specialist"] in {"chat", "agent", "coding", "genui"} and "5" in r.choices[0].message.content
+    finally:
+        s.stop()
