@@ -17,14 +17,6 @@ sys.path.insert(0, str(HERE.parent / "serve"))  # serve_helpers: the real `macar
 QWEN = "qwen2.5-coder-0.5b"
 
 
-def pytest_ignore_collect(collection_path, config):
-    base = Path(config.invocation_params.dir)
-    named = [(base / str(a).split("::")[0]).resolve() for a in config.args]
-    if any(p == HERE or HERE in p.parents for p in named):
-        return None
-    return True
-
-
 @pytest.fixture(scope="session")
 def qwen_dir():
     from macaronic.engine.base import resolve_base

@@ -15,14 +15,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "serve"))  # serve_helpers: the real `macaronic serve` subprocess
 
 
-def pytest_ignore_collect(collection_path, config):
-    base = Path(config.invocation_params.dir)
-    named = [(base / str(a).split("::")[0]).resolve() for a in config.args]
-    if any(p == HERE or HERE in p.parents for p in named):
-        return None
-    return True
-
-
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory):
     from macaronic.bench.vllm_server import VllmServer, export

@@ -12,10 +12,9 @@ Data only: knows nothing about training or the loop.
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 
-from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _day, _pick
+from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _day, _pick, build_task
 
 
 def event_to_reminder(rng: random.Random, w: World):
@@ -44,18 +43,7 @@ SKILLS = {"lookup_then_act": (Family("event_to_reminder", "evolve", "calendar+re
 
 def make(fam: Family, seed: int) -> AgentTask:
     """`substrate.tasks.make_task` for a family outside the suite's table."""
-    from macaronic.substrate.state import StateSpec, dump
-
-    spec = StateSpec(seed=seed)
-    conn = spec.build()
-    try:
-        rows = dump(conn)
-    finally:
-        conn.close()
-    today = dt.date.fromisoformat(next(r["value"] for r in rows["meta"] if r["key"] == "today"))
-    request, gold, facts = fam.build(random.Random(f"{fam.name}:{seed}"), World(rows, today, spec.actor))
-    return AgentTask(id=f"{fam.name}/{seed}", family=fam.name, split=fam.split, seed=seed, state=spec,
-                     request=request, gold_actions=tuple(gold), required_facts=tuple(facts), actor=spec.actor)
+    return build_task(fam, seed)
 
 
 def examples(skill: str, n: int, seed: int = 0) -> list[dict]:

@@ -361,7 +361,12 @@ FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}
 
 def make_task(family: str, seed: int) -> AgentTask:
     """One task: the family's builder applied to the state seeded by `seed`."""
-    fam = FAMILIES_BY_NAME[family]
+    return build_task(FAMILIES_BY_NAME[family], seed)
+
+
+def build_task(fam: Family, seed: int) -> AgentTask:
+    """`make_task` for any family, also one outside the suite's table."""
+    family = fam.name
     spec = StateSpec(seed=seed)
     conn = spec.build()
     try:
