@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from macaronic.evolve import archive
 from macaronic.evolve.failures import clusters, hints_for
-from macaronic.evolve.search import Candidate, reached_suites, stack, verdict
+from macaronic.evolve.search import Candidate, stack, verdict
+from macaronic.pairs.reach import reached_suites
 
 
 class Spec:

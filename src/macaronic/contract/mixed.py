@@ -18,7 +18,6 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from macaronic.splits import SPLITS
 
 
 CAPITALS = [("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"),

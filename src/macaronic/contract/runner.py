@@ -12,7 +12,6 @@ policy, which needs no fitting). It keeps no history of its own: callers pass th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from macaronic.contract.suites import Reply

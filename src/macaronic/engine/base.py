@@ -10,7 +10,6 @@ about adapters or serving.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import sys

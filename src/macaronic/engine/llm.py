@@ -8,11 +8,9 @@ nothing about HTTP or routing policy.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from macaronic.engine.adapters import AdapterInfo

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _day, _pick, build_task
+from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _pick, build_task
 
 
 def event_to_reminder(rng: random.Random, w: World):

@@ -229,8 +229,7 @@ class Run:
     def generation(self, g: int) -> None:
         from macaronic.evolve import archive, operators
         from macaronic.evolve.failures import clusters
-        from macaronic.evolve.search import (Candidate, components_between, reached_suites, stack, stacked,
-                                             verdict)
+        from macaronic.evolve.search import Candidate, stack, stacked
 
         if any(r["key"] == f"gen-{g}" for r in self.lin.records()):
             return
@@ -347,7 +346,8 @@ class Run:
         return m
 
     def screen(self, c, m: PairManifest, champ: PairManifest, champ_dev: list[dict], g: int, conf: float) -> dict:
-        from macaronic.evolve.search import components_between, reached_suites, verdict
+        from macaronic.evolve.search import verdict
+        from macaronic.pairs.reach import components_between, reached_suites
 
         key = f"gen-{g}:{c.name}"
         done = [sc for sc in self.lin.screens(g) if sc["key"] == key]

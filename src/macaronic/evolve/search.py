@@ -25,14 +25,12 @@ through the hooks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from macaronic.contract.evaluate import ResultLog, read_rows, run_units
+from macaronic.contract.evaluate import ResultLog, run_units
 from macaronic.contract.report import task_scores
 from macaronic.contract.stats import paired_bootstrap
-from macaronic.pairs.reach import components_between, reached_suites, routed_suites  # noqa: F401 (the loop's)
 
 VERDICTS = ("positive", "neutral", "harmful")
 

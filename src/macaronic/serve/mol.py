@@ -41,7 +41,7 @@ from macaronic.pairs.ids import pair_id
 from macaronic.router.config import default_route
 from macaronic.router.conversation import tool_caller
 from macaronic.serve import structured, views
-from macaronic.serve.callstream import CallDelta, CallStreamer
+from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
 

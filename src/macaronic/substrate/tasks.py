@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import comb
 
-from macaronic.splits import SPLITS
 from macaronic.substrate.episode import Episode, EpisodeConfig
 from macaronic.substrate.replay import expected_hash
 from macaronic.substrate.state import DEFAULT_ACTOR, StateSpec, dump, state_hash

@@ -26,7 +26,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from macaronic.splits import SPLITS  # noqa: F401  (the one definition, re-exported for readers)
 
 RL_SEED = 1000  # rl_tasks instances start here: never the indices SFT data or dev checks use
 

@@ -7,7 +7,6 @@ training itself.
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import time
