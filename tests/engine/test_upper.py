@@ -13,20 +13,10 @@ from macaronic.engine.llm import load_llm
 from macaronic.engine.model import SeqSlice
 from macaronic.engine.sampling import SamplingParams
 from macaronic.testing import make_random_adapter
+from test_engine import Recorder  # the test double that keeps the logits the sampler saw
 
 GREEDY = SamplingParams(max_tokens=10, stop_token_ids=())
 TAIL = "<|im_end|>\n<|im_start|>user\nand now?<|im_end|>\n<|im_start|>assistant\n"
-
-
-class Recorder:
-    """A logits processor that keeps the logits the sampler saw (test double)."""
-
-    def __init__(self):
-        self.logits = []
-
-    def __call__(self, generated, logits):
-        self.logits.append(logits.clone())
-        return logits
 
 
 @pytest.fixture()

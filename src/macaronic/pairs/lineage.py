@@ -138,13 +138,7 @@ class Lineage:
         sql, args = "SELECT * FROM records", ()
         if pair_id is not None:
             sql, args = sql + " WHERE pair_id = ? OR parent_id = ?", (pair_id, pair_id)
-        out = []
-        for r in self.conn.execute(sql + " ORDER BY seq", args):
-            d = dict(r)
-            for k in ("changes", "training_config", "reasons"):
-                d[k] = json.loads(d[k])
-            out.append(d)
-        return out
+        return self._rows(sql, args, ("changes", "training_config", "reasons"))
 
     # ---- screens (the search's archive) ---------------------------------------------------
 
@@ -166,10 +160,14 @@ class Lineage:
         sql, args = "SELECT * FROM screens", ()
         if generation is not None:
             sql, args = sql + " WHERE generation = ?", (generation,)
+        return self._rows(sql, args, ("components", "suites", "detail"))
+
+    def _rows(self, sql: str, args: tuple, json_cols: tuple[str, ...]) -> list[dict]:
+        """The rows of `sql` in append order, their JSON columns decoded."""
         out = []
         for r in self.conn.execute(sql + " ORDER BY seq", args):
             d = dict(r)
-            for k in ("components", "suites", "detail"):
+            for k in json_cols:
                 d[k] = json.loads(d[k])
             out.append(d)
         return out
