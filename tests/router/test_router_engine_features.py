@@ -16,9 +16,9 @@ from macaronic.router.state import RouterState
 def test_engine_features_match_the_fitted_ones_and_decide_the_same(real_llm):
     head = RouterState.load(SHIPPED_DIR).head
     texts = [request_text(e["messages"]) for e in load_handwritten("test")[::40]]
-    fitted_way = head_features(DirectViews(real_llm), texts, head.views)  # the direct forwards
-    assert np.array_equal(head_features(real_llm, texts, head.views), fitted_way)  # as `route fit` computes them
-    served = head_features(real_llm, texts, head.views, together=True)  # as Router.route computes them
+    fitted_way = head_features(DirectViews(real_llm), texts, head.views, layer=head.layer)  # the direct forwards
+    assert np.array_equal(head_features(real_llm, texts, head.views, layer=head.layer), fitted_way)  # as `route fit` computes them
+    served = head_features(real_llm, texts, head.views, together=True, layer=head.layer)  # as Router.route computes them
     assert np.abs(served - fitted_way).max() < 1e-3 * np.abs(fitted_way).max()
     p_fit, p_serve = head.predict(fitted_way)[0], head.predict(served)[0]
     assert (p_fit.argmax(1) == p_serve.argmax(1)).all()

@@ -91,7 +91,7 @@ def test_classify_cli_round_trip(tmp_path, tiny_router):
 
 
 def test_head_at_an_early_layer_reads_that_layer_and_keeps_it_when_saved(tmp_path, llm, tiny_router):
-    """head_layer: the head is fitted and scored on the residual entering that layer (one early-exit
+    """head_depth: the head is fitted and scored on the residual entering that layer (one early-exit
     engine forward per view group), the layer is part of the saved state; a final-layer head's
     saved meta carries no layer (so states saved before layers existed keep their ids)."""
     from dataclasses import replace
@@ -99,9 +99,10 @@ def test_head_at_an_early_layer_reads_that_layer_and_keeps_it_when_saved(tmp_pat
     from macaronic.router.config import RouterConfig
     from macaronic.router.features import head_features
 
-    assert "layer" not in tiny_router.state.head.meta()
+    assert tiny_router.state.head.layer == 2  # the bundle's head_depth 0.5 of the tiny model's 3 layers
+    assert "layer" not in replace(tiny_router.state.head, layer=None).meta()
     train, dev = load_routing_data("train")[::8], load_routing_data("dev")[::8]
-    cfg = replace(RouterConfig(), head_views=("chatmean", "chatlast"), head_layer=1)
+    cfg = replace(RouterConfig(), head_views=("chatmean", "chatlast"), head_depth=0.4)  # layer 1 of 3
     r = Router.fit(llm, train, dev, config=cfg)
     assert r.state.head.layer == 1 and r.state.head.meta()["layer"] == 1
     text = "Show me the weather in Oslo as a card."
@@ -113,5 +114,8 @@ def test_head_at_an_early_layer_reads_that_layer_and_keeps_it_when_saved(tmp_pat
     assert again.state.head.layer == 1 and again.state.id == r.state.id
     convo = [{"role": "user", "content": text}]
     assert again.route(convo, policy="head").probs == pytest.approx(r.route(convo, policy="head").probs)
-    with pytest.raises(ValueError, match="head_layer"):
-        RouterConfig.from_dict({"head_layer": 0})
+    assert RouterConfig(head_depth=0.5).head_layer(30) == 15 and RouterConfig(head_depth=1.0).head_layer(30) is None
+    assert RouterConfig(head_depth=0.5).head_layer(0) is None  # no layer access: the final state
+    for bad in (0, 1.5, "half"):
+        with pytest.raises(ValueError, match="head_depth"):
+            RouterConfig.from_dict({"head_depth": bad})

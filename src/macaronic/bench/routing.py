@@ -40,8 +40,8 @@ class DirectViews:
     def __getattr__(self, name):
         return getattr(self._llm, name)
 
-    def hidden_views(self, batch, max_tokens: int = 4096):
-        return self._llm.hidden_views_direct(batch, max_tokens)
+    def hidden_views(self, batch, max_tokens: int = 4096, layer: int | None = None):
+        return self._llm.hidden_views_direct(batch, max_tokens, layer)
 
     def pooled_hidden(self, batch, max_tokens: int = 4096):
         return self._llm.hidden_views_direct(batch, max_tokens)[0]

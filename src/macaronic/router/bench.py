@@ -151,7 +151,7 @@ class FeatureCache:
             bundle = load_bundle()
         cfg = RouterConfig.from_dict(bundle.router)
         # head rows are only reused for the head they were computed for (its views and layer)
-        self.head_key = f"{','.join(cfg.head_views)}@{cfg.head_layer}"
+        self.head_key = f"{','.join(cfg.head_views)}@{cfg.head_depth}"
         self.path, self.pooled, self.head = path, {}, {}
         if path:
             from pathlib import Path

@@ -24,7 +24,7 @@ class RouterConfig:
     embedding_threshold_quantile: float = 0.05
     probe_c: float = 1.0
     head_views: tuple[str, ...] = ("mean", "last", "chatmean", "chatlast")
-    head_layer: int | None = None  # the head reads the residual entering this layer (None: the final norm)
+    head_depth: float | None = None  # the head reads the residual entering layer round(depth x layers) (None: final norm)
     route_adapter: str | None = "chat"  # the adapter that reads the route prompt
     prompt_max_tokens: int = 1536  # prompted: beyond this, list descriptions without rules
 
@@ -40,11 +40,20 @@ class RouterConfig:
             errors.append("a cascade cannot contain a cascade")
         errors += [f"cascade_candidates: {c!r} is not one of {POLICIES}" for c in cfg.cascade_candidates
                    if c not in POLICIES]
-        if cfg.head_layer is not None and (not isinstance(cfg.head_layer, int) or cfg.head_layer < 1):
-            errors.append(f"head_layer={cfg.head_layer!r} must be a layer index >= 1 or null")
+        if cfg.head_depth is not None and (isinstance(cfg.head_depth, bool) or not isinstance(cfg.head_depth, (int, float))
+                                           or not 0 < cfg.head_depth <= 1):
+            errors.append(f"head_depth={cfg.head_depth!r} must be a fraction of the layers in (0, 1] or null")
         if errors:
             raise ValueError("invalid router config: " + "; ".join(errors))
         return cfg
+
+    def head_layer(self, n_layers: int) -> int | None:
+        """The layer whose entering residual the head reads on a base of `n_layers` (None: the
+        final-norm state; a base without layer access (0) reads that too)."""
+        if self.head_depth is None or n_layers <= 0:
+            return None
+        layer = max(1, round(self.head_depth * n_layers))
+        return None if layer >= n_layers else layer
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

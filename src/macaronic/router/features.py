@@ -7,7 +7,7 @@ The route head reads named views (HEAD_VIEWS) of two bare-base forwards: the raw
 ("mean", "last": mean and last-position final hidden state) and the request as a user message
 in the base's chat template ("chatmean", "chatlast"; the last position is the assistant header,
 where the base has read the whole request). A backbone without per-position access (the unit
-test double) gets its pooled state in place of "last" views.
+test double) gets its pooled state in place of "last" views and of early-layer views.
 """
 
 from __future__ import annotations
@@ -54,13 +54,9 @@ def chat_ids(backbone: Backbone, text: str, max_tokens: int = MAX_TOKENS) -> lis
 
 
 def _views(backbone: Backbone, batch: list[list[int]], layer: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    if layer is not None:  # an early exit: the residual stream entering `layer`
-        if not hasattr(backbone, "hidden_views"):
-            raise ValueError("this backbone has no early-exit views (a head with a layer needs hidden_views)")
-        mean, last = backbone.hidden_views(batch, layer=layer)
-    elif hasattr(backbone, "hidden_views"):
-        mean, last = backbone.hidden_views(batch)
-    else:  # no per-position access: the pooled state stands in for the last position
+    if hasattr(backbone, "hidden_views"):  # `layer`: an early exit, the residual entering it
+        mean, last = backbone.hidden_views(batch) if layer is None else backbone.hidden_views(batch, layer=layer)
+    else:  # no per-position or per-layer access: the pooled state stands in for every view
         mean = last = backbone.pooled_hidden(batch)
     return mean.detach().float().cpu().numpy(), last.detach().float().cpu().numpy()
 

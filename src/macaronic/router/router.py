@@ -51,6 +51,11 @@ def decide(probs: dict[str, float], abstained: bool, current: str | None,
     return top, "scored"
 
 
+def backbone_layers(backbone) -> int:
+    """The backbone's layer count; 0 for one without per-layer access (a unit-test double)."""
+    return int(getattr(getattr(backbone, "args", None), "n_layers", 0) or 0) if hasattr(backbone, "hidden_views") else 0
+
+
 class Router:
     def __init__(self, backbone: Backbone, bundle=None, state: RouterState | None = None,
                  config: RouterConfig | None = None, adapters: list[AdapterInfo] | None = None):
@@ -89,7 +94,7 @@ class Router:
         head_cache = {} if head_cache is None else head_cache
         head = HeadPolicy.fit(router.head_embed(texts, head_cache), labels,
                               router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views,
-                              layer=cfg.head_layer) \
+                              layer=cfg.head_layer(backbone_layers(backbone))) \
             if head else None
         arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], X.shape[1],
                                           center=X.mean(0)).calibrate(Xd, dev_labels)
@@ -162,7 +167,8 @@ class Router:
 
     def head_embed(self, texts: list[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
         head = self.state.head
-        views, layer = (head.views, head.layer) if head is not None else (self.config.head_views, self.config.head_layer)
+        views, layer = (head.views, head.layer) if head is not None else \
+            (self.config.head_views, self.config.head_layer(backbone_layers(self.backbone)))
         if cache is None:  # features for one decision, not kept: both view groups in one engine step
             return head_features(self.backbone, texts, views, together=True, layer=layer)
         missing = sorted({t for t in texts if t not in cache})
