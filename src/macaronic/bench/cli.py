@@ -12,7 +12,7 @@ from pathlib import Path
 from macaronic.engine.bases import BASE_HELP
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-SECTIONS = ("switch", "adapters", "decode", "lora", "prefill", "structured", "serve", "routing")
+SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "prefill", "structured", "serve", "routing")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
 
 
@@ -102,6 +102,12 @@ def main(argv: list[str]) -> int:
             task = prog.add_task("LoRA overhead, grouped vs stacked bank", total=1)
             result["lora"] = lora.lora_overhead(base.path, work / "lora", {"fp32": ("float32", "none"), **suite.PRECISIONS},
                                                 reps=8 if a.quick else 20)
+            prog.advance(task)
+        if "int4" in sections:
+            from macaronic.bench import int4
+
+            task = prog.add_task("int4: native kernel vs copy path vs torch, steps, memory", total=1)
+            result["int4"] = int4.run(base.path, work / "int4", quick=a.quick)
             prog.advance(task)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
@@ -239,7 +245,9 @@ def markdown(r: dict) -> str:
 OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->", "Serving under 32 concurrent streams",
                "macaronic.bench.serving"),
               ("routing", "<!-- bench-routing:start -->", "<!-- bench-routing:end -->", "What routing costs",
-               "macaronic.bench.routing"))
+               "macaronic.bench.routing"),
+              ("int4", "<!-- bench-int4:start -->", "<!-- bench-int4:end -->", "int4 without a bf16 copy: the native kernel",
+               "macaronic.bench.int4"))
 
 
 def own_markdown(r: dict, key: str) -> str:
