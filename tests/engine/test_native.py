@@ -31,7 +31,7 @@ def test_packing_is_within_half_a_step_and_exact_on_its_grid():
     g = torch.Generator().manual_seed(0)
     w = (torch.randn(48, 96, generator=g) * 0.05).bfloat16()
     qw, sc = pack_int4(w)
-    assert qw.shape == (3, 3, 8, 32) and qw.dtype == torch.uint8 and sc.shape == (3, 3, 2, 16)
+    assert qw.shape == (3, 3, 8, 32) and qw.dtype == torch.uint8 and sc.shape == (3, 3, 2, 16) and sc.dtype == torch.float16
     step = sc[:, :, 0].permute(0, 2, 1).reshape(48, 3, 1).float().expand(48, 3, 32).reshape(48, 96)
     assert ((unpack_int4(qw, sc) - w.float()).abs() <= step * 0.51 + 1e-4).all()
     # weights on a bf16-exact grid (every group spans q = 0..15) come back bit for bit
@@ -137,3 +137,42 @@ def test_a_failed_build_warns_once_and_falls_back(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # turned off on purpose: silent
         assert native.ops() is None
+
+
+def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
+    """One native call per projection (csrc/lora.cpp) on a mixed decode batch: base tokens, three
+    adapters of different ranks, one of them on q/v only; fp32 and bf16 slot buffers."""
+    from macaronic.engine.config import FUSED
+    from macaronic.engine.slots import LoraBank, ReferenceLora
+
+    args = load_base(tiny_dirs["llama"]).args
+    specs = ((3, None), (5, ("q_proj", "v_proj")), (2, None))
+    adapters = {slot: read_adapter(make_random_adapter(tmp_path / f"f{slot}", args, rank=r, seed=80 + slot, targets=t,
+                                                       mode="full", scale=0.5), args, name=f"f{slot}")[1]
+                for slot, (r, t) in zip((1, 3, 4), specs)}
+    ref = ReferenceLora(adapters, args)
+    slots = torch.tensor([0, 1, 3, 4, 1, 0, 4, 3, 3, 1, 1, 1, 1, 1])  # a run of 6 tokens of slot 1 too
+    g = torch.Generator().manual_seed(9)
+    for dtype in (torch.float32, torch.bfloat16):
+        bank = LoraBank(args, 6, 5, dtype=dtype)
+        assert bank.native is ops
+        for slot, pairs in adapters.items():
+            bank.write(slot, pairs)
+        plan = bank.plan(slots)
+        for layer in range(args.n_layers):
+            for fused in FUSED:
+                d_in = args.target_shape(FUSED[fused][0])[0]
+                d_out = sum(args.target_shape(t)[1] for t in FUSED[fused])
+                x = torch.randn(len(slots), d_in, generator=g).bfloat16()
+                y0 = torch.randn(len(slots), d_out, generator=g).bfloat16()
+                y = y0.clone()
+                bank.add_delta(y, layer, fused, x, plan)
+                delta = ref.delta(layer, fused, x.float(), slots)
+                if delta is None:
+                    assert torch.equal(y, y0)
+                    continue
+                assert float(delta.abs().max()) > 0.1
+                err = float((y.float() - (y0.float() + delta)).abs().max())
+                # y is bf16 (one rounding of y0 + delta); a bf16 bank also rounds the adapter weights
+                assert err <= 0.01 * float(y0.abs().max() + delta.abs().max()) + (0.02 if dtype == torch.bfloat16 else 0) * float(delta.abs().max()), (dtype, layer, fused, err)
+                assert torch.equal(y[slots == 0], y0[slots == 0])  # base tokens untouched

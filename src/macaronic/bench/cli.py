@@ -207,17 +207,22 @@ def markdown(r: dict) -> str:
         lo = r["lora"]
         out += [f"### LoRA overhead at {lo['streams']} mixed streams (one decode step, {lo['adapters']} adapters of "
                 f"rank {lo['rank']}, median of {lo['reps']} per-repetition ratios, thread CPU time; wall in brackets)", "",
-                "| precision | slots | base step (ms) | grouped bank | stacked bank (before) | grouped / stacked |",
-                "|---|---|---:|---:|---:|---:|"]
+                "| precision | slots | base step (ms) | fused kernel | grouped bank (PyTorch) | stacked bank (before) | fused / grouped | grouped / stacked |",
+                "|---|---|---:|---:|---:|---:|---:|---:|"]
         for name in ("fp32", "bf16", "int8", "int4"):
             for layout in ("contiguous", "scattered"):
                 x = lo.get(name, {}).get(layout)
                 if x:
-                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {x['grouped_overhead_pct']}% "
+                    fused = (f"{x['fused_overhead_pct']}% ({x['fused_overhead_wall_pct']}%)" if "fused_overhead_pct" in x
+                             else "n/a")
+                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {fused} | {x['grouped_overhead_pct']}% "
                                f"({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
-                               f"({x['stacked_overhead_wall_pct']}%) | {x['grouped_over_stacked']} |")
+                               f"({x['stacked_overhead_wall_pct']}%) | {x.get('fused_over_grouped', 'n/a')} | "
+                               f"{x['grouped_over_stacked']} |")
         out += ["", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
-                "the highest used, the grouped one only the slots present). `macaronic.bench.lora`.", ""]
+                "the highest used, the grouped one only the slots present). Fused: one native call per projection "
+                "(engine/csrc/lora.cpp; n/a where the native kernels do not build). int4 runs the native int4 kernel "
+                "when it builds. `macaronic.bench.lora`.", ""]
     if "prefill" in r:
         p = r["prefill"]
         out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic fp32 | Macaronic bf16 | llama.cpp |",

@@ -102,7 +102,7 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
     from macaronic.engine.adapters import read_adapter
     from macaronic.engine.kvpool import KVPool
     from macaronic.engine.model import SeqSlice
-    from macaronic.engine.slots import LoraBank
+    from macaronic.engine.slots import LoraBank, bank_dtype
     from macaronic.testing import make_random_adapter
 
     models = {v: _load(base_dir, v) for v in ("bf16", "int4_copy", "int4")}
@@ -113,7 +113,7 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
         if not (d / "adapter_config.json").exists():
             make_random_adapter(d, args, rank=rank, seed=300 + i, mode="full", scale=0.05)
         pairs.append(read_adapter(d, args, name=f"lora{i}")[1])
-    bank = LoraBank(args, 5, rank)
+    bank = LoraBank(args, 5, rank, dtype=bank_dtype(torch.bfloat16))  # the engine's bank for these models
     for slot, p in enumerate(pairs, 1):
         bank.write(slot, p)
     out: dict = {"adapters": 4, "rank": rank, "reps": reps}

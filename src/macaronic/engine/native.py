@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-SOURCES = (Path(__file__).with_name("csrc") / "int4.cpp",)
+SOURCES = tuple(Path(__file__).with_name("csrc") / f for f in ("int4.cpp", "lora.cpp"))
 _lock = threading.Lock()
 _state: dict = {}  # "ops": the loaded namespace or None, once decided
 
@@ -45,27 +45,35 @@ def library_path(cache: Path | None = None) -> Path:
 
 
 def build(dest: Path, cxx: str | None = None) -> float:
-    """Compile the sources into `dest` (atomically: a concurrent build never sees half a file).
-    Returns the seconds it took; raises NativeBuildError with the compiler's output."""
+    """Compile the sources (in parallel, one compiler per file) and link them into `dest`, atomically:
+    a concurrent build never sees half a file. Returns the seconds it took; raises NativeBuildError
+    with the compiler's output."""
     tdir = Path(torch.__file__).parent
-    cmd = [cxx or os.environ.get("CXX") or "g++", "-O3", "-std=c++20", "-shared", "-fPIC", "-w",
-           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-           f"-I{tdir / 'include'}", f"-I{tdir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
-           *map(str, SOURCES), f"-L{tdir / 'lib'}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{tdir / 'lib'}"]
+    cc = cxx or os.environ.get("CXX") or "g++"
+    flags = ["-O3", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+             f"-I{tdir / 'include'}", f"-I{tdir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}"]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".so.tmp")
-    os.close(fd)
     t0 = time.perf_counter()
-    try:
-        res = subprocess.run([*cmd, "-o", tmp], capture_output=True, text=True)
-    except OSError as e:
-        os.unlink(tmp)
-        raise NativeBuildError(f"cannot run the compiler {cmd[0]!r}: {e}") from None
-    if res.returncode != 0:
-        os.unlink(tmp)
-        raise NativeBuildError(f"{cmd[0]} failed ({res.returncode}):\n{(res.stderr or res.stdout)[-2000:]}")
-    os.replace(tmp, dest)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        objs = [Path(tmp) / (src.stem + ".o") for src in SOURCES]
+        steps = [[cc, *flags, "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs)]
+        _run_all(steps)
+        out = Path(tmp) / dest.name
+        _run_all([[cc, "-shared", *map(str, objs), f"-L{tdir / 'lib'}", "-lc10", "-ltorch_cpu",
+                   f"-Wl,-rpath,{tdir / 'lib'}", "-o", str(out)]])
+        os.replace(out, dest)
     return time.perf_counter() - t0
+
+
+def _run_all(cmds: list[list[str]]) -> None:
+    try:
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in cmds]
+    except OSError as e:
+        raise NativeBuildError(f"cannot run the compiler {cmds[0][0]!r}: {e}") from None
+    for c, p in zip(cmds, procs):
+        log = p.communicate()[0]
+        if p.returncode != 0:
+            raise NativeBuildError(f"{c[0]} failed ({p.returncode}):\n{log[-2000:]}")
 
 
 def _cpu_flags() -> set[str]:

@@ -1,8 +1,8 @@
 """Weight-only quantized base matmuls: int8 and int4.
 
 int4 with the native kernel (engine/native.py, csrc/int4.cpp; a CPU with AVX-512 BF16): the layer
-keeps only its packed nibbles and a bf16 (scale, min) per 16 outputs x 32 inputs (asymmetric, like
-llama.cpp's Q4_1: 5 bits a weight) and runs every row count from them — registers for 1-3 rows,
+keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric,
+llama.cpp's Q4_1: 5 bits a weight; the default base's layers, imported from Q4_1, repack exactly) and runs every row count from them — registers for 1-4 rows,
 AMX tiles dequantised in L1 for more. `pack_int4` writes that layout; `unpack_int4` is its
 pure-PyTorch twin, the reference the tests hold the kernel to.
 Without the native kernel (and for int8), decoding few streams is bound by reading the weights
@@ -48,9 +48,10 @@ def _int4_pack(w: Tensor, group: int) -> tuple[Tensor, Tensor]:
 
 
 def pack_int4(w: Tensor) -> tuple[Tensor, Tensor]:
-    """w: [O, K] -> the native kernel's (qw: uint8 [O/16, G, 8, 32], sc: bf16 [O/16, G, 2, 16]).
+    """w: [O, K] -> the native kernel's (qw: uint8 [O/16, G, 8, 32], sc: fp16 [O/16, G, 2, 16]).
 
-    Per output and group of 32 inputs: min m and scale s (bf16), q = round((w - m) / s) in 0..15.
+    Per output and group of 32 inputs: min m and scale s (fp16, as in GGUF's Q4_1: weights
+    dequantized from Q4_1 come back exactly), q = round((w - m) / s) in 0..15.
     In chunk c of group g, byte 2*o + e holds q[o, 32g + 2c + e] (low nibble) and
     q[o, 32g + 2(c + 8) + e] (high nibble), o the output within its block of 16.
     """
@@ -60,8 +61,8 @@ def pack_int4(w: Tensor) -> tuple[Tensor, Tensor]:
     g = k // INT4_GROUP
     wg = w.float().view(o, g, INT4_GROUP)
     lo, hi = wg.amin(-1), wg.amax(-1)
-    s = ((hi - lo) / 15).clamp(min=1e-12).to(torch.bfloat16)
-    m = lo.to(torch.bfloat16)
+    s = ((hi - lo) / 15).clamp(min=2**-24).to(torch.float16)  # 2^-24: fp16's smallest step, never 0
+    m = lo.to(torch.float16)
     q = ((wg - m.float()[..., None]) / s.float()[..., None]).round().clamp(0, 15).to(torch.uint8)
     q5 = q.view(o // 16, 16, g, 16, 2).permute(0, 2, 3, 1, 4)  # [block, group, pair, output, e]
     qw = (q5[:, :, :8] | (q5[:, :, 8:] << 4)).reshape(o // 16, g, 8, 32).contiguous()

@@ -1,14 +1,15 @@
 // Native int4 weight-only matmul for the CPU engine: y = x @ W.T (+ b), x bf16 [N, K], W int4.
 //
-// W is stored as packed nibbles and a bf16 (scale, min) per 16 outputs x 32 inputs (one group),
+// W is stored as packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (one group),
 // W[o, k] = q * scale + min with q in 0..15 (asymmetric, like llama.cpp's Q4_1). Layout, built by
 // macaronic.engine.quant.pack_int4 (whose unpack_int4 is the reference twin):
 //   qw: uint8 [O/16, G, 8, 32]; in chunk c of group g, byte 2*o + e holds q[o, 32g + 2c + e] in
 //       its low nibble and q[o, 32g + 2(c + 8) + e] in its high nibble (o: output in the block,
 //       e: which of a pair of inputs);
-//   sc: bf16 [O/16, G, 2, 16]: the scales and mins of the block's 16 outputs.
+//   sc: fp16 [O/16, G, 2, 16]: the scales and mins of the block's 16 outputs (fp16 like GGUF's Q4_1,
+//       so a base imported from Q4_1 repacks without loss).
 // Three paths, picked per call by the row count:
-// - few rows (decode): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
+// - few rows (decode, up to 4 with AMX): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
 //   vdpbf16ps multiplies them with pairs of x, and each group ends with
 //   acc += scale * dot + (min - 128 * scale) * sum(x over the group). The weights are read once
 //   per call, the arithmetic is fp32 and no weight is rounded.
@@ -46,6 +47,10 @@ KERNEL inline __m512 bf16x16(const at::BFloat16* p) {  // 16 bf16 -> 16 fp32
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 
+KERNEL inline __m512 f16x16(const at::Half* p) {  // 16 fp16 -> 16 fp32
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 KERNEL inline void store_bf16x16(at::BFloat16* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
 }
@@ -63,7 +68,7 @@ KERNEL void group_sums(const at::BFloat16* x, int64_t n_rows, int64_t K, float* 
 // R rows x one block of 16 outputs, the few-rows path. Each row keeps C partial sums per group
 // (independent dpbf16 chains: one or two rows alone would wait on the instruction's latency).
 template <int R, int C = (R == 1 ? 4 : R <= 4 ? 2 : 1)>
-KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const uint8_t* qw, const at::BFloat16* sc,
+KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const uint8_t* qw, const at::Half* sc,
                        const at::BFloat16* bias, at::BFloat16* y, int64_t O) {
   const int64_t G = K / kGroup;
   const __m512i low4 = _mm512_set1_epi16(0x000F), offset = _mm512_set1_epi16(0x4300);  // bf16(128) = 0x4300
@@ -89,7 +94,7 @@ KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const 
         gacc[r][jh] = _mm512_dpbf16_ps(gacc[r][jh], wh, (__m512bh)_mm512_set1_epi32(row[k2 + 8]));
       }
     }
-    const __m512 s = bf16x16(sc + g * 32), m = bf16x16(sc + g * 32 + 16);
+    const __m512 s = f16x16(sc + g * 32), m = f16x16(sc + g * 32 + 16);
     const __m512 m128 = _mm512_fnmadd_ps(c128, s, m);  // min - 128 * scale: removes the offset
     for (int r = 0; r < R; ++r) {
       __m512 dot = gacc[r][0];
@@ -101,21 +106,21 @@ KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const 
   for (int r = 0; r < R; ++r) store_bf16x16(y + r * O, acc[r]);
 }
 
-using RowsFn = void (*)(const at::BFloat16*, int64_t, const float*, const uint8_t*, const at::BFloat16*,
+using RowsFn = void (*)(const at::BFloat16*, int64_t, const float*, const uint8_t*, const at::Half*,
                         const at::BFloat16*, at::BFloat16*, int64_t);
 constexpr RowsFn kRows[kRowTile] = {rows_block<1>, rows_block<2>, rows_block<3>, rows_block<4>,
                                     rows_block<5>, rows_block<6>, rows_block<7>, rows_block<8>};
 
 // Blocks [b0, b1) dequantised to bf16 into wt: [K, (b1 - b0) * 16], row k holding W[:, k].
-KERNEL void dequant_blocks(const uint8_t* qw, const at::BFloat16* sc, int64_t G, int64_t b0, int64_t b1, int64_t first,
+KERNEL void dequant_blocks(const uint8_t* qw, const at::Half* sc, int64_t G, int64_t b0, int64_t b1, int64_t first,
                     int64_t ld, at::BFloat16* wt) {
   const __m512i low4 = _mm512_set1_epi16(0x000F), low16 = _mm512_set1_epi32(0xFFFF);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* qb = qw + b * G * 256;
-    const at::BFloat16* sb = sc + b * G * 32;
+    const at::Half* sb = sc + b * G * 32;
     at::BFloat16* col = wt + (b - first) * kBlock;
     for (int64_t g = 0; g < G; ++g) {
-      const __m512 s = bf16x16(sb + g * 32), m = bf16x16(sb + g * 32 + 16);
+      const __m512 s = f16x16(sb + g * 32), m = f16x16(sb + g * 32 + 16);
       for (int c = 0; c < 8; ++c) {
         __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * 256 + c * 32)));
         const __m512i halves[2] = {_mm512_and_si512(w, low4), _mm512_srli_epi16(w, 4)};  // pairs c and c + 8
@@ -145,7 +150,7 @@ struct alignas(64) TileConfig {
 // Block b's weights as bf16 B tiles: tile g, row p = the pairs (W[o, 32g + 2p], W[o, 32g + 2p + 1])
 // of the 16 outputs o. (128 + q) comes out of the nibbles as bf16 bits, so the fp32 weight is one
 // FMA: (128 + q) * scale + (min - 128 * scale).
-KERNEL void dequant_tiles(const uint8_t* qb, const at::BFloat16* sb, int64_t G, at::BFloat16* tiles) {
+KERNEL void dequant_tiles(const uint8_t* qb, const at::Half* sb, int64_t G, at::BFloat16* tiles) {
   const __m512i low4 = _mm512_set1_epi16(0x000F), offset = _mm512_set1_epi16(0x4300);
   const __m512i high16 = _mm512_set1_epi32(int32_t(0xFFFF0000u));
   const __m512 c128 = _mm512_set1_ps(128.f);
@@ -153,7 +158,7 @@ KERNEL void dequant_tiles(const uint8_t* qb, const at::BFloat16* sb, int64_t G, 
   const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                          23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int64_t g = 0; g < G; ++g) {
-    const __m512 s = bf16x16(sb + g * 32), m128 = _mm512_fnmadd_ps(c128, s, bf16x16(sb + g * 32 + 16));
+    const __m512 s = f16x16(sb + g * 32), m128 = _mm512_fnmadd_ps(c128, s, f16x16(sb + g * 32 + 16));
     at::BFloat16* t = tiles + g * 512;
     for (int c = 0; c < 8; ++c) {
       __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * 256 + c * 32)));
@@ -175,7 +180,7 @@ KERNEL void store_rows(const float* c, int rows, const at::BFloat16* bias, at::B
 }
 
 // Blocks [b0, b1) for all rows; xp: [Np, K] with Np a multiple of 16 (rows past N are padding).
-AMX_KERNEL void amx_blocks(const at::BFloat16* xp, int64_t N, int64_t K, const uint8_t* qw, const at::BFloat16* sc,
+AMX_KERNEL void amx_blocks(const at::BFloat16* xp, int64_t N, int64_t K, const uint8_t* qw, const at::Half* sc,
                            const at::BFloat16* bias, at::BFloat16* y, int64_t O, int64_t b0, int64_t b1) {
   const int64_t G = K / kGroup, Np = (N + 15) / 16 * 16;
   TileConfig cfg;
@@ -214,9 +219,9 @@ void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, cons
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_contiguous(), "int4_linear: x must be a contiguous bf16 [N, K]");
   TORCH_CHECK(qw.dim() == 4 && qw.scalar_type() == at::kByte && qw.is_contiguous() && qw.size(2) == 8 && qw.size(3) == 32,
               "int4_linear: qw must be a contiguous uint8 [O/16, G, 8, 32]");
-  TORCH_CHECK(sc.dim() == 4 && sc.scalar_type() == at::kBFloat16 && sc.is_contiguous() && sc.size(0) == qw.size(0) &&
+  TORCH_CHECK(sc.dim() == 4 && sc.scalar_type() == at::kHalf && sc.is_contiguous() && sc.size(0) == qw.size(0) &&
                   sc.size(1) == qw.size(1) && sc.size(2) == 2 && sc.size(3) == 16,
-              "int4_linear: sc must be a contiguous bf16 [O/16, G, 2, 16]");
+              "int4_linear: sc must be a contiguous fp16 [O/16, G, 2, 16]");
   TORCH_CHECK(x.size(1) == qw.size(1) * kGroup, "int4_linear: x has ", x.size(1), " inputs, the weight ", qw.size(1) * kGroup);
   if (bias) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == qw.size(0) * kBlock && bias->scalar_type() == at::kBFloat16 &&
@@ -227,16 +232,18 @@ void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, cons
 bool amx_ready();
 
 // path: 0 picks by the row count (measured on SmolLM2's shapes, docs/LOG.md: the register kernel up to
-// 3 rows with AMX, up to 16 without), 1 the register kernel, 2 AMX tiles, 3 dequantise + at::mm.
+// 4 rows with AMX, where the two are even, up to 16 without), 1 the register kernel, 2 AMX tiles,
+// 3 dequantise + at::mm. The paths round differently (AMX and mm see bf16 weights), so a sequence's
+// logits can differ in the last bits between a batch of up to 4 rows and a larger one.
 at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
                        int64_t path) {
   check(x, qw, sc, bias);
   const int64_t N = x.size(0), K = x.size(1), G = qw.size(1), n_blocks = qw.size(0), O = n_blocks * kBlock;
   TORCH_CHECK(path >= 0 && path <= 3, "int4_linear: path must be 0..3");
   TORCH_CHECK(path != 2 || amx_ready(), "int4_linear: this CPU or kernel gives no AMX");
-  if (path == 0) path = amx_ready() ? (N <= 3 ? 1 : 2) : (N <= 16 ? 1 : 3);
+  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= 16 ? 1 : 3);
   const uint8_t* q = qw.data_ptr<uint8_t>();
-  const at::BFloat16* s = sc.data_ptr<at::BFloat16>();
+  const at::Half* s = sc.data_ptr<at::Half>();
   if (N == 0) return at::empty({0, O}, x.options());
   if (path == 1) {
     at::Tensor y = at::empty({N, O}, x.options());
