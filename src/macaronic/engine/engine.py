@@ -207,8 +207,8 @@ class Engine:
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
         self.lock = threading.RLock()  # one forward at a time over shared slots
-        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls cost less than bf16
-        # ones on CPU even at twice the bytes (measured again for the grouped bank: docs/LOG.md)
+        # bf16 slots for a bf16 model when the fused native kernel runs (half the bytes a step reads),
+        # else fp32: PyTorch's small fp32 matmuls cost less than bf16 ones here (slots.bank_dtype)
         self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=bank_dtype(base.model.dtype))
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
                                         max_rank=config.max_rank, forward_lock=self.lock)

@@ -1,10 +1,11 @@
 """Weight-only quantized base matmuls: int8 and int4.
 
 int4 with the native kernel (engine/native.py, csrc/int4.cpp; a CPU with AVX-512 BF16): the layer
-keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric,
-llama.cpp's Q4_1: 5 bits a weight; the default base's layers, imported from Q4_1, repack exactly) and runs every row count from them — registers for 1-4 rows,
-AMX tiles dequantised in L1 for more. `pack_int4` writes that layout; `unpack_int4` is its
-pure-PyTorch twin, the reference the tests hold the kernel to.
+keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric, as
+llama.cpp's Q4_1: 5 bits a weight; the default base's layers, imported from Q4_1, repack exactly),
+and runs every row count from them: registers for 1-4 rows, AMX tiles dequantised in L1 for more.
+`pack_int4` writes that layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
+hold the kernel to.
 Without the native kernel (and for int8), decoding few streams is bound by reading the weights
 and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
 and picks per call:
@@ -14,7 +15,7 @@ and picks per call:
 - more rows: the bf16 weight.
 The LM head in int4 mode computes int4 logits, then recomputes the top RESCORE_TOP rows of each
 token exactly from the bf16 weight, so the candidates sampling sees are exact.
-Activations, norms, KV and LoRA run in bf16. Measured figures: docs/BENCHMARKS.md, docs/LOG.md.
+Activations, norms and KV run in bf16; LoRA slots are bf16 with the native kernels, else fp32. Measured figures: docs/BENCHMARKS.md, docs/LOG.md.
 Knows nothing about adapters or scheduling.
 """
 
