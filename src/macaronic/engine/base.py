@@ -19,15 +19,11 @@ from pathlib import Path
 
 import torch
 
-from macaronic.engine.config import ModelArgs
+from macaronic.engine.config import ModelArgs, home
 from macaronic.engine.model import Transformer
 
 from macaronic.engine import bases
 from macaronic.engine.bases import DEFAULT_BASE
-
-
-def home() -> Path:
-    return Path(os.environ.get("MACARONIC_HOME") or Path.home() / ".cache" / "macaronic")
 
 
 def smollm2_gguf() -> Path:

@@ -34,7 +34,7 @@ class NativeBuildError(RuntimeError):
 def library_path(cache: Path | None = None) -> Path:
     """Where the library for these sources and this torch lives."""
     if cache is None:
-        from macaronic.engine.base import home
+        from macaronic.engine.config import home
 
         cache = Path(os.environ.get("MACARONIC_NATIVE_CACHE") or home() / "native")
     h = hashlib.sha256()
