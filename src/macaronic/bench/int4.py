@@ -175,12 +175,12 @@ print(json.dumps({"weights_mb": round(total / 2**20, 1), "rss_mb": round(rss / 1
 """
 
 
-def memory(base_dir) -> dict:
+def memory(base_dir, precisions: dict = MEMORY_PRECISIONS) -> dict:
     """Per precision, in a fresh process: the model's tensor bytes and the resident set size."""
     import os
 
     out = {}
-    for name, (dtype, quant, use_native) in MEMORY_PRECISIONS.items():
+    for name, (dtype, quant, use_native) in precisions.items():
         env = {**os.environ, "MACARONIC_NATIVE": use_native, "OMP_NUM_THREADS": "1"}
         res = subprocess.run([sys.executable, "-c", _PROBE, str(base_dir), dtype, quant], capture_output=True,
                              text=True, env=env, check=True)
