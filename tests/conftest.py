@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The native kernels scripts/setup built (under the user's MACARONIC_HOME) serve the tests too.
+os.environ.setdefault("MACARONIC_NATIVE_CACHE", str(Path(os.environ.get("MACARONIC_HOME") or Path.home() / ".cache" / "macaronic") / "native"))
 # Persist the imported default base between local runs; CI starts from a clean clone anyway.
 os.environ.setdefault("MACARONIC_HOME", str(ROOT / ".pytest_cache" / "macaronic-home"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -139,13 +139,17 @@ def test_fast_paths_within_stated_tolerance(tiny_dirs, dtype, quant):
     assert f32.fingerprint == fast.fingerprint and fast.precision == (quant if quant != "none" else dtype)
 
 
-def test_quantized_weights_are_really_smaller_and_different(tiny_dirs):
-    """Few-row calls read packed int8/int4 weights; many-row calls use the bf16 weight."""
+def test_quantized_weights_are_really_smaller_and_different(tiny_dirs, monkeypatch):
+    """Without the native int4 kernel: few-row calls read packed int8/int4 weights; many-row calls
+    use the bf16 weight (tests/engine/test_native.py covers the native kernel)."""
+    from macaronic.engine import native
     from macaronic.engine.quant import SMALL_ROWS, QuantLinear
 
+    monkeypatch.setattr(native, "ops", lambda: None)
     b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
     q8 = load_base(tiny_dirs["llama"], quant="int8")
     q4 = load_base(tiny_dirs["llama"], quant="int4")
+    assert q4.model.layers[0].w13.native is None
     for b in (q8, q4):
         assert isinstance(b.model.layers[0].w13, QuantLinear) and isinstance(b.model.lm_head, QuantLinear)
         assert b.params() == b16.params()

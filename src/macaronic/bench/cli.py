@@ -12,7 +12,7 @@ from pathlib import Path
 from macaronic.engine.bases import BASE_HELP
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-SECTIONS = ("switch", "adapters", "decode", "lora", "prefill", "structured", "serve", "routing")
+SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "prefill", "structured", "serve", "routing")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
 
 
@@ -102,6 +102,12 @@ def main(argv: list[str]) -> int:
             task = prog.add_task("LoRA overhead, grouped vs stacked bank", total=1)
             result["lora"] = lora.lora_overhead(base.path, work / "lora", {"fp32": ("float32", "none"), **suite.PRECISIONS},
                                                 reps=8 if a.quick else 20)
+            prog.advance(task)
+        if "int4" in sections:
+            from macaronic.bench import int4
+
+            task = prog.add_task("int4: native kernel vs copy path vs torch, steps, memory", total=1)
+            result["int4"] = int4.run(base.path, work / "int4", quick=a.quick)
             prog.advance(task)
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
@@ -201,17 +207,22 @@ def markdown(r: dict) -> str:
         lo = r["lora"]
         out += [f"### LoRA overhead at {lo['streams']} mixed streams (one decode step, {lo['adapters']} adapters of "
                 f"rank {lo['rank']}, median of {lo['reps']} per-repetition ratios, thread CPU time; wall in brackets)", "",
-                "| precision | slots | base step (ms) | grouped bank | stacked bank (before) | grouped / stacked |",
-                "|---|---|---:|---:|---:|---:|"]
+                "| precision | slots | base step (ms) | fused kernel | grouped bank (PyTorch) | stacked bank (before) | fused / grouped | grouped / stacked |",
+                "|---|---|---:|---:|---:|---:|---:|---:|"]
         for name in ("fp32", "bf16", "int8", "int4"):
             for layout in ("contiguous", "scattered"):
                 x = lo.get(name, {}).get(layout)
                 if x:
-                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {x['grouped_overhead_pct']}% "
+                    fused = (f"{x['fused_overhead_pct']}% ({x['fused_overhead_wall_pct']}%)" if "fused_overhead_pct" in x
+                             else "n/a")
+                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {fused} | {x['grouped_overhead_pct']}% "
                                f"({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
-                               f"({x['stacked_overhead_wall_pct']}%) | {x['grouped_over_stacked']} |")
+                               f"({x['stacked_overhead_wall_pct']}%) | {x.get('fused_over_grouped', 'n/a')} | "
+                               f"{x['grouped_over_stacked']} |")
         out += ["", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
-                "the highest used, the grouped one only the slots present). `macaronic.bench.lora`.", ""]
+                "the highest used, the grouped one only the slots present). Fused: one native call per projection "
+                "(engine/csrc/lora.cpp; n/a where the native kernels do not build). int4 runs the native int4 kernel "
+                "when it builds. `macaronic.bench.lora`.", ""]
     if "prefill" in r:
         p = r["prefill"]
         out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic fp32 | Macaronic bf16 | llama.cpp |",
@@ -239,7 +250,9 @@ def markdown(r: dict) -> str:
 OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->", "Serving under 32 concurrent streams",
                "macaronic.bench.serving"),
               ("routing", "<!-- bench-routing:start -->", "<!-- bench-routing:end -->", "What routing costs",
-               "macaronic.bench.routing"))
+               "macaronic.bench.routing"),
+              ("int4", "<!-- bench-int4:start -->", "<!-- bench-int4:end -->", "int4 without a bf16 copy: the native kernel",
+               "macaronic.bench.int4"))
 
 
 def own_markdown(r: dict, key: str) -> str:

@@ -1,5 +1,6 @@
-"""LoRA overhead at 16 mixed streams, per precision: the base alone, the grouped bank
-(macaronic.engine.slots) and the bank it replaced, side by side in one process.
+"""LoRA overhead at 16 mixed streams, per precision: the base alone, the bank with its fused native
+kernel (engine/csrc/lora.cpp), the same bank on its PyTorch path (grouped), and the bank that one
+replaced (stacked), side by side in one process.
 
 One decode step of 16 sequences (4 adapters, 4 streams each) through the model, with the adapters
 in contiguous slots (1-4) and scattered ones (1, 3, 5, 8 of 8: the old bank paid for every slot up
@@ -22,7 +23,7 @@ from macaronic.engine.adapters import read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF
 from macaronic.engine.kvpool import KVPool
 from macaronic.engine.model import SeqSlice
-from macaronic.engine.slots import LoraBank
+from macaronic.engine.slots import LoraBank, bank_dtype
 from macaronic.testing import make_random_adapter
 
 
@@ -78,11 +79,14 @@ def lora_overhead(base_dir, workdir: Path, precisions: dict, reps: int = 10, str
             pairs.append(read_adapter(d, b.args, name=f"lora{i}")[1])
         out[name] = {}
         for layout, where in (("contiguous", (1, 2, 3, 4)), ("scattered", (1, 3, 5, 8))):
-            grouped, stacked = LoraBank(b.args, 9, rank), StackedLora(b.args, 9, rank)
+            banks = {"grouped": LoraBank(b.args, 9, rank, native=None), "stacked": StackedLora(b.args, 9, rank)}
+            fused = LoraBank(b.args, 9, rank, dtype=bank_dtype(b.model.dtype))
+            if fused.native is not None:
+                banks = {"fused": fused, **banks}
             for slot, p in zip(where, pairs):
-                grouped.write(slot, p)
-                stacked.write(slot, p)
-            out[name][layout] = _step_ratios(b, {"grouped": grouped, "stacked": stacked}, where, reps, streams)
+                for bank in banks.values():
+                    bank.write(slot, p)
+            out[name][layout] = _step_ratios(b, banks, where, reps, streams)
     return out
 
 
@@ -117,6 +121,8 @@ def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
         row[f"{k}_overhead_pct"] = _pct(cpu[k], cpu["base"])
         row[f"{k}_overhead_wall_pct"] = _pct(wall[k], wall["base"])
     row["grouped_over_stacked"] = round(statistics.median(a / s for a, s in zip(cpu["grouped"], cpu["stacked"])), 3)
+    if "fused" in banks:
+        row["fused_over_grouped"] = round(statistics.median(a / s for a, s in zip(cpu["fused"], cpu["grouped"])), 3)
     return row
 
 

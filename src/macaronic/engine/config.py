@@ -1,14 +1,20 @@
 """Model shape and family, read from a Hugging Face `config.json`.
 
 Knows the three decoder families the engine runs (Llama, Qwen2, Qwen3) and how their configs
-spell things. Knows nothing about weights, adapters or tokenizers.
+spell things, and where the cache root is (`home`). Knows nothing about weights, adapters or tokenizers.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+
+def home() -> Path:
+    """Macaronic's cache root: imported bases, native kernels, serving state (`MACARONIC_HOME`)."""
+    return Path(os.environ.get("MACARONIC_HOME") or Path.home() / ".cache" / "macaronic")
 
 FAMILIES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 

@@ -51,7 +51,7 @@ from macaronic.engine.kvcache import ADOPT, BASE, Match, PrefixCache
 from macaronic.engine.kvpool import KVBuffer, KVPool
 from macaronic.engine.model import SeqSlice, linear
 from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
-from macaronic.engine.slots import AdapterRegistry, LoraBank
+from macaronic.engine.slots import AdapterRegistry, LoraBank, bank_dtype
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -215,9 +215,9 @@ class Engine:
         self.model = base.model
         self.max_context = min(config.max_context or base.args.max_seq_len, self.model._cos.shape[0])
         self.lock = threading.RLock()  # one forward at a time over shared slots
-        # fp32 slots for every model dtype: exact deltas, and small fp32 matmuls cost less than bf16
-        # ones on CPU even at twice the bytes (measured again for the grouped bank: docs/LOG.md)
-        self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=torch.float32)
+        # bf16 slots for a bf16 model when the fused native kernel runs (half the bytes a step reads),
+        # else fp32: PyTorch's small fp32 matmuls cost less than bf16 ones here (slots.bank_dtype)
+        self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=bank_dtype(base.model.dtype))
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
                                         max_rank=config.max_rank, forward_lock=self.lock)
         self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)

@@ -1,16 +1,21 @@
-"""Weight-only quantized base matmuls for few-row decode: int8 and int4.
+"""Weight-only quantized base matmuls: int8 and int4.
 
-Decoding one or a few streams on a CPU is bound by reading the weights once per step, so fewer
-weight bytes is the fastest path there; with many rows (a 16-stream batch, a prefill chunk) the
-matmuls are compute-bound and bf16 on the CPU's matrix units wins by far. A QuantLinear therefore
-keeps the layer's bf16 weight and a packed copy, and picks per call:
+int4 with the native kernel (engine/native.py, csrc/int4.cpp; a CPU with AVX-512 BF16): the layer
+keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric, as
+llama.cpp's Q4_1: 5 bits a weight; the default base's layers, imported from Q4_1, repack exactly),
+and runs every row count from them: registers for 1-4 rows, AMX tiles dequantised in L1 for more.
+`pack_int4` writes that layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
+hold the kernel to.
+Without the native kernel (and for int8), decoding few streams is bound by reading the weights
+and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
+and picks per call:
 - up to SMALL_ROWS rows: torch's weight-only CPU kernels, `_weight_int4pack_mm_for_cpu`
-  (asymmetric, a min and a scale per group of 32, like llama.cpp's Q4_1) or `_weight_int8pack_mm`
-  (symmetric, one scale per output channel);
+  (asymmetric, a min and a scale per group of 32) or `_weight_int8pack_mm` (symmetric, one scale
+  per output channel);
 - more rows: the bf16 weight.
 The LM head in int4 mode computes int4 logits, then recomputes the top RESCORE_TOP rows of each
 token exactly from the bf16 weight, so the candidates sampling sees are exact.
-Activations, norms, KV and LoRA run in bf16. Measured figures: docs/BENCHMARKS.md, docs/LOG.md.
+Activations, norms and KV run in bf16; LoRA slots are bf16 with the native kernels, else fp32. Measured figures: docs/BENCHMARKS.md, docs/LOG.md.
 Knows nothing about adapters or scheduling.
 """
 
@@ -43,18 +48,66 @@ def _int4_pack(w: Tensor, group: int) -> tuple[Tensor, Tensor]:
     return packed, torch.stack([scale, lo + 8 * scale], -1).transpose(0, 1).contiguous().to(torch.bfloat16)
 
 
-class QuantLinear(nn.Module):
-    """y = x @ W.T (+ b) for bf16 x: [N, in] -> [N, out], packed weights for small N."""
+def pack_int4(w: Tensor) -> tuple[Tensor, Tensor]:
+    """w: [O, K] -> the native kernel's (qw: uint8 [O/16, G, 8, 32], sc: fp16 [O/16, G, 2, 16]).
 
-    def __init__(self, w: Tensor, kind: str, bias: Tensor | None = None, rescore: bool = False):
+    Per output and group of 32 inputs: min m and scale s (fp16, as in GGUF's Q4_1: weights
+    dequantized from Q4_1 come back exactly), q = round((w - m) / s) in 0..15.
+    In chunk c of group g, byte 2*o + e holds q[o, 32g + 2c + e] (low nibble) and
+    q[o, 32g + 2(c + 8) + e] (high nibble), o the output within its block of 16.
+    """
+    o, k = w.shape
+    if o % 16 or k % INT4_GROUP:
+        raise ValueError(f"int4 packing needs outputs divisible by 16 and inputs by {INT4_GROUP}; got {tuple(w.shape)}")
+    g = k // INT4_GROUP
+    wg = w.float().view(o, g, INT4_GROUP)
+    lo, hi = wg.amin(-1), wg.amax(-1)
+    s = ((hi - lo) / 15).clamp(min=2**-24).to(torch.float16)  # 2^-24: fp16's smallest step, never 0
+    m = lo.to(torch.float16)
+    q = ((wg - m.float()[..., None]) / s.float()[..., None]).round().clamp(0, 15).to(torch.uint8)
+    q5 = q.view(o // 16, 16, g, 16, 2).permute(0, 2, 3, 1, 4)  # [block, group, pair, output, e]
+    qw = (q5[:, :, :8] | (q5[:, :, 8:] << 4)).reshape(o // 16, g, 8, 32).contiguous()
+    blocks = lambda t: t.view(o // 16, 16, g).permute(0, 2, 1)  # noqa: E731  [block, group, output]
+    return qw, torch.stack([blocks(s), blocks(m)], 2).contiguous()
+
+
+def unpack_int4(qw: Tensor, sc: Tensor) -> Tensor:
+    """The reference twin of the native kernel's weights: fp32 W [O, K] = q * scale + min."""
+    nb, g = qw.shape[:2]
+    q5 = torch.stack([qw & 15, qw >> 4], 2).view(nb, g, 16, 16, 2)  # [block, group, pair, output, e]
+    q = q5.permute(0, 3, 1, 2, 4).reshape(nb * 16, g, INT4_GROUP).float()
+    s, m = (sc[:, :, i].permute(0, 2, 1).reshape(nb * 16, g, 1).float() for i in (0, 1))
+    return (q * s + m).view(nb * 16, g * INT4_GROUP)
+
+
+class Int4Reference:
+    """The pure-PyTorch twin of torch.ops.macaronic's int4_linear (same call), for tests: the
+    weights unpacked to fp32 and one fp32 matmul, rounded to bf16 like the kernel's output."""
+
+    @staticmethod
+    def int4_linear(x: Tensor, qw: Tensor, sc: Tensor, bias: Tensor | None = None, path: int = 0) -> Tensor:
+        y = x.float() @ unpack_int4(qw, sc).T
+        return (y if bias is None else y + bias.float()).to(torch.bfloat16)
+
+
+class QuantLinear(nn.Module):
+    """y = x @ W.T (+ b) for bf16 x: [N, in] -> [N, out] from int4 nibbles (native), or packed
+    weights for small N and the bf16 weight for large N."""
+
+    def __init__(self, w: Tensor, kind: str, bias: Tensor | None = None, rescore: bool = False, native=None):
         super().__init__()
         if kind not in QUANTS[1:]:
             raise ValueError(f"unknown quantization {kind!r}; choose one of {QUANTS[1:]}")
         self.kind, self.out_features, self.in_features = kind, w.shape[0], w.shape[1]
         self.weight = w.detach().to(torch.bfloat16)  # shared with the embedding when the head is tied
-        self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+        self.bias = None if bias is None else bias.detach().to(torch.bfloat16).contiguous()
         self.rescore = rescore
-        if kind == "int4":
+        self.native = None
+        if kind == "int4" and native is not None and w.shape[0] % 16 == 0 and w.shape[1] % INT4_GROUP == 0:
+            self.native, self.packed = native, pack_int4(self.weight)
+            if not rescore:  # the head's exact rescoring reads rows of the bf16 weight (tied: the embedding)
+                self.weight = None
+        elif kind == "int4":
             self.group = int4_group(self.in_features)
             self.packed = _int4_pack(self.weight, self.group)
         else:
@@ -62,22 +115,30 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = x.to(torch.bfloat16)
+        if self.native is not None:
+            y = self.native.int4_linear(x.contiguous(), self.packed[0], self.packed[1], self.bias)
+            return self._rescored(x, y) if self.rescore else y
         if x.shape[0] > SMALL_ROWS:
             return F.linear(x, self.weight, self.bias)
         if self.kind == "int4":
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed[0], self.group, self.packed[1])
         else:
             y = torch.ops.aten._weight_int8pack_mm(x, self.packed[0], self.packed[1])
-        if self.rescore:  # exact logits for each row's top candidates
-            top = y.topk(min(RESCORE_TOP, y.shape[1]), dim=1).indices  # [N, k]
-            exact = torch.einsum("nd,nkd->nk", x.float(), self.weight[top].float())
-            y = y.float().scatter_(1, top, exact)
+        if self.rescore:
+            y = self._rescored(x, y)
         if self.bias is not None:
             y = y + self.bias
         return y
 
+    def _rescored(self, x: Tensor, y: Tensor) -> Tensor:
+        """Exact logits (bf16 weight, fp32 accumulate) for each row's top RESCORE_TOP candidates."""
+        top = y.topk(min(RESCORE_TOP, y.shape[1]), dim=1).indices  # [N, k]
+        exact = torch.einsum("nd,nkd->nk", x.float(), self.weight[top].float())
+        return y.float().scatter_(1, top, exact)
+
     def nbytes(self) -> int:
-        """Bytes the packed path reads per call (the bf16 weight serves large batches)."""
+        """Bytes the packed path reads per call (without the native kernel the bf16 weight serves
+        large batches)."""
         return self.packed[0].nbytes + self.packed[1].nbytes
 
 
@@ -106,20 +167,31 @@ def _targets(model):
     yield "lm_head", model.lm_head
 
 
+_AUTO = object()
+
+
 @torch.no_grad()
-def quantize(model, kind: str) -> None:
-    """Replace the model's big weights in place with `kind` QuantLinear modules (bf16 model)."""
+def quantize(model, kind: str, native=_AUTO) -> None:
+    """Replace the model's big weights in place with `kind` QuantLinear modules (bf16 model).
+    int4 uses the native kernel when it builds and runs here (`native`: torch.ops.macaronic, or
+    None for the PyTorch path); otherwise it keeps the bf16 weights beside torch's int4 packing."""
     check_quantizable(model, kind)
     if kind == "none":
         return
     if model.dtype != torch.bfloat16:
         raise ValueError("weight-only quantization runs with bf16 activations: load the base with dtype bfloat16")
+    if native is _AUTO:
+        native = None
+        if kind == "int4":
+            from macaronic.engine import native as native_mod
+
+            native = native_mod.ops()  # None (with one warning) where it cannot build or run
     for blk in model.layers:
-        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv))
+        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv, native=native))
         blk.bqkv = None
         for attr in ("wo", "w13", "w2"):
-            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind))
-    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4"))
+            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native))
+    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native))
     model.quant = kind
 
 

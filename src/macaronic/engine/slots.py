@@ -6,8 +6,9 @@ shrink matmul) and one Bt: [L, S, r_max, width] per target (B transposed, its ow
 only). r_max is the widest registered adapter's rank (up to the engine's max_rank); slot 0 is
 all zeros for "no adapter"; a forward passes one slot index per token. LoRA work is grouped by
 the adapters present in the batch, never by the resident slots: a decode step runs one masked
-shrink and one expand per target over the present slots' stack; a prefill runs one shrink and
-expand per present adapter over its tokens. The registry maps names to validated adapters (up to
+shrink and one expand per target over the present slots' stack (or, with the native kernels, one
+fused call per projection: csrc/lora.cpp); a prefill runs one shrink and expand per present adapter
+over its tokens. The registry maps names to validated adapters (up to
 `max_registered`) and keeps an LRU of resident slots; an adapter is registered only after it
 loaded and validated, so a bad one leaves it unchanged. Knows nothing about scheduling or tokens.
 """
@@ -23,11 +24,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from macaronic.engine import native as native_mod
 from macaronic.engine.adapters import AdapterError, AdapterInfo, check_name, load_pairs, read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF, ModelArgs
 from macaronic.engine.errors import OVERLOADED, EngineError
 
 STACKED_MAX_TOKENS = 64  # up to this many tokens (decode): one masked matmul over the present slots
+AUTO = object()  # LoraBank(native=AUTO): the native fused kernel where it builds and runs
 
 
 @dataclass
@@ -51,6 +54,15 @@ class _Stack:
     B: dict[str, list[Tensor]]  # fused -> per target [L, P * r_max, width]
 
 
+def bank_dtype(model_dtype: torch.dtype, native=AUTO) -> torch.dtype:
+    """The slot buffers' dtype for a model: bf16 for a bf16 model when the fused native kernel runs
+    (a decode step reads half the adapter bytes), else fp32 (PyTorch's small bf16 matmuls cost more
+    than fp32 ones here, docs/LOG.md)."""
+    if model_dtype != torch.bfloat16:
+        return torch.float32
+    return torch.bfloat16 if (native_mod.ops() if native is AUTO else native) is not None else torch.float32
+
+
 class LoraBank:
     """Slot buffers; `add_delta` is the fast path, ReferenceLora its obviously-correct twin.
 
@@ -60,7 +72,7 @@ class LoraBank:
     dtype (small fp32 matmuls beat bf16 ones on CPU); a bf16 model's x is cast once per call.
     """
 
-    def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32):
+    def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32, native=AUTO):
         self.args, self.n_slots, self.r_max, self.dtype = args, n_slots, r_max, dtype
         self.A: dict[str, Tensor] = {}
         self.Bt: dict[str, list[Tensor]] = {}
@@ -76,6 +88,9 @@ class LoraBank:
         self.version = [0] * n_slots  # bumped on every write/clear of a slot (stack cache key)
         self._stack_key: tuple | None = None
         self._stack: _Stack | None = None
+        # the fused decode kernel reads the fp32 bank directly; inputs must be multiples of 16 wide
+        fits = dtype in (torch.float32, torch.bfloat16) and all(a.shape[-1] % 16 == 0 for a in self.A.values())
+        self.native = (native_mod.ops() if native is AUTO else native) if fits else None
 
     @torch.no_grad()
     def ensure_rank(self, r: int) -> None:
@@ -157,6 +172,13 @@ class LoraBank:
     def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, plan: SlotPlan) -> None:
         """y += the LoRA delta of projection `fused` for each token's slot (y: [N, d_out], in place)."""
         if fused not in plan.fused:
+            return
+        if self.native is not None and plan.stack is not None and y.is_contiguous():
+            slots = plan.slots
+            keep = [s for s in plan.used if fused in self.present[s]]
+            if len(keep) < len(plan.used):  # a slot without weights for this projection adds nothing
+                slots = torch.where(torch.isin(slots, torch.tensor(keep)), slots, 0)
+            self.native.lora_delta(y, x.contiguous(), self.A[fused][layer], [b[layer] for b in self.Bt[fused]], slots)
             return
         if x.dtype != self.dtype:
             x = x.to(self.dtype)

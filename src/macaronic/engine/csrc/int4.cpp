@@ -1,0 +1,304 @@
+// Native int4 weight-only matmul for the CPU engine: y = x @ W.T (+ b), x bf16 [N, K], W int4.
+//
+// W is stored as packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (one group),
+// W[o, k] = q * scale + min with q in 0..15 (asymmetric, like llama.cpp's Q4_1). Layout, built by
+// macaronic.engine.quant.pack_int4 (whose unpack_int4 is the reference twin):
+//   qw: uint8 [O/16, G, 8, 32]; in chunk c of group g, byte 2*o + e holds q[o, 32g + 2c + e] in
+//       its low nibble and q[o, 32g + 2(c + 8) + e] in its high nibble (o: output in the block,
+//       e: which of a pair of inputs);
+//   sc: fp16 [O/16, G, 2, 16]: the scales and mins of the block's 16 outputs (fp16 like GGUF's Q4_1,
+//       so a base imported from Q4_1 repacks without loss).
+// Three paths, picked per call by the row count:
+// - few rows (decode, up to 4 with AMX): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
+//   vdpbf16ps multiplies them with pairs of x, and each group ends with
+//   acc += scale * dot + (min - 128 * scale) * sum(x over the group). The weights are read once
+//   per call, the arithmetic is fp32 and no weight is rounded.
+// - more rows (batched decode, prefill), on a CPU with AMX: each block of 16 outputs is dequantised
+//   once per call into bf16 VNNI tiles (1 KiB per group, in L1) and multiplied by tdpbf16ps over
+//   tiles of 16 rows; the weights are rounded to bf16, as a bf16 copy would hold them;
+// - more rows without AMX: chunks of the weights dequantised to bf16 [K, chunk] (1 MiB, in L2) and
+//   multiplied by at::mm.
+// Knows nothing about models, adapters or Python.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// Only the kernels use AVX-512: the library loads on any x86-64 and int4_supported() says if they can run.
+#define KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+constexpr int64_t kGroup = 32;
+constexpr int64_t kBlock = 16;
+constexpr int kRowTile = 8;
+constexpr int64_t kChunkBytes = int64_t(1) << 20;  // a dequantised chunk stays in L2 for at::mm
+
+KERNEL inline __m512 bf16x16(const at::BFloat16* p) {  // 16 bf16 -> 16 fp32
+  __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+KERNEL inline __m512 f16x16(const at::Half* p) {  // 16 fp16 -> 16 fp32
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+KERNEL inline void store_bf16x16(at::BFloat16* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
+}
+
+// Sum of x over each group of 32 inputs, in fp32: xs[n, g].
+KERNEL void group_sums(const at::BFloat16* x, int64_t n_rows, int64_t K, float* xs) {
+  const int64_t G = K / kGroup;
+  for (int64_t n = 0; n < n_rows; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const at::BFloat16* p = x + n * K + g * kGroup;
+      xs[n * G + g] = _mm512_reduce_add_ps(_mm512_add_ps(bf16x16(p), bf16x16(p + 16)));
+    }
+}
+
+// R rows x one block of 16 outputs, the few-rows path. Each row keeps C partial sums per group
+// (independent dpbf16 chains: one or two rows alone would wait on the instruction's latency).
+template <int R, int C = (R == 1 ? 4 : R <= 4 ? 2 : 1)>
+KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const uint8_t* qw, const at::Half* sc,
+                       const at::BFloat16* bias, at::BFloat16* y, int64_t O) {
+  const int64_t G = K / kGroup;
+  const __m512i low4 = _mm512_set1_epi16(0x000F), offset = _mm512_set1_epi16(0x4300);  // bf16(128) = 0x4300
+  const __m512 c128 = _mm512_set1_ps(128.f);
+  __m512 acc[R];
+  const __m512 b0 = bias ? bf16x16(bias) : _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = b0;
+  const int32_t* xp = reinterpret_cast<const int32_t*>(x);  // x as bf16 pairs; row r starts at r * K / 2
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* q = qw + g * 256;
+    __m512 gacc[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) gacc[r][j] = _mm512_setzero_ps();
+    for (int c = 0; c < 8; ++c) {
+      __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c * 32)));
+      __m512bh wl = (__m512bh)_mm512_ternarylogic_epi32(w, low4, offset, 0xEA);  // (w & 0xF) | 0x4300
+      __m512bh wh = (__m512bh)_mm512_or_si512(_mm512_srli_epi16(w, 4), offset);
+      const int64_t k2 = g * (kGroup / 2) + c;  // pair index of chunk c's low nibbles
+      const int jl = (2 * c) % C, jh = (2 * c + 1) % C;
+      for (int r = 0; r < R; ++r) {
+        const int32_t* row = xp + r * (K / 2);
+        gacc[r][jl] = _mm512_dpbf16_ps(gacc[r][jl], wl, (__m512bh)_mm512_set1_epi32(row[k2]));
+        gacc[r][jh] = _mm512_dpbf16_ps(gacc[r][jh], wh, (__m512bh)_mm512_set1_epi32(row[k2 + 8]));
+      }
+    }
+    const __m512 s = f16x16(sc + g * 32), m = f16x16(sc + g * 32 + 16);
+    const __m512 m128 = _mm512_fnmadd_ps(c128, s, m);  // min - 128 * scale: removes the offset
+    for (int r = 0; r < R; ++r) {
+      __m512 dot = gacc[r][0];
+      for (int j = 1; j < C; ++j) dot = _mm512_add_ps(dot, gacc[r][j]);
+      acc[r] = _mm512_fmadd_ps(dot, s, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xs[r * G + g]), m128, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_bf16x16(y + r * O, acc[r]);
+}
+
+using RowsFn = void (*)(const at::BFloat16*, int64_t, const float*, const uint8_t*, const at::Half*,
+                        const at::BFloat16*, at::BFloat16*, int64_t);
+constexpr RowsFn kRows[kRowTile] = {rows_block<1>, rows_block<2>, rows_block<3>, rows_block<4>,
+                                    rows_block<5>, rows_block<6>, rows_block<7>, rows_block<8>};
+
+// Blocks [b0, b1) dequantised to bf16 into wt: [K, (b1 - b0) * 16], row k holding W[:, k].
+KERNEL void dequant_blocks(const uint8_t* qw, const at::Half* sc, int64_t G, int64_t b0, int64_t b1, int64_t first,
+                    int64_t ld, at::BFloat16* wt) {
+  const __m512i low4 = _mm512_set1_epi16(0x000F), low16 = _mm512_set1_epi32(0xFFFF);
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* qb = qw + b * G * 256;
+    const at::Half* sb = sc + b * G * 32;
+    at::BFloat16* col = wt + (b - first) * kBlock;
+    for (int64_t g = 0; g < G; ++g) {
+      const __m512 s = f16x16(sb + g * 32), m = f16x16(sb + g * 32 + 16);
+      for (int c = 0; c < 8; ++c) {
+        __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * 256 + c * 32)));
+        const __m512i halves[2] = {_mm512_and_si512(w, low4), _mm512_srli_epi16(w, 4)};  // pairs c and c + 8
+        for (int h = 0; h < 2; ++h) {
+          const int64_t k = g * kGroup + 2 * (c + 8 * h);
+          __m512 even = _mm512_cvtepi32_ps(_mm512_and_si512(halves[h], low16));
+          __m512 odd = _mm512_cvtepi32_ps(_mm512_srli_epi32(halves[h], 16));
+          store_bf16x16(col + k * ld, _mm512_fmadd_ps(even, s, m));
+          store_bf16x16(col + (k + 1) * ld, _mm512_fmadd_ps(odd, s, m));
+        }
+      }
+    }
+  }
+}
+
+
+// ---- many rows with AMX: the block's weights dequantised once into VNNI tiles, then tdpbf16ps ----
+
+#define AMX_KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma,amx-tile,amx-bf16")))
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Block b's weights as bf16 B tiles: tile g, row p = the pairs (W[o, 32g + 2p], W[o, 32g + 2p + 1])
+// of the 16 outputs o. (128 + q) comes out of the nibbles as bf16 bits, so the fp32 weight is one
+// FMA: (128 + q) * scale + (min - 128 * scale).
+KERNEL void dequant_tiles(const uint8_t* qb, const at::Half* sb, int64_t G, at::BFloat16* tiles) {
+  const __m512i low4 = _mm512_set1_epi16(0x000F), offset = _mm512_set1_epi16(0x4300);
+  const __m512i high16 = _mm512_set1_epi32(int32_t(0xFFFF0000u));
+  const __m512 c128 = _mm512_set1_ps(128.f);
+  // cvtne2ps_pbh(odd, even) puts the 16 even weights below the 16 odd ones; this interleaves them
+  const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t g = 0; g < G; ++g) {
+    const __m512 s = f16x16(sb + g * 32), m128 = _mm512_fnmadd_ps(c128, s, f16x16(sb + g * 32 + 16));
+    at::BFloat16* t = tiles + g * 512;
+    for (int c = 0; c < 8; ++c) {
+      __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * 256 + c * 32)));
+      const __m512i halves[2] = {_mm512_ternarylogic_epi32(w, low4, offset, 0xEA),
+                                 _mm512_or_si512(_mm512_srli_epi16(w, 4), offset)};  // pairs c and c + 8
+      for (int h = 0; h < 2; ++h) {
+        __m512 even = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(halves[h], 16)), s, m128);
+        __m512 odd = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(halves[h], high16)), s, m128);
+        __m512i bf = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+        _mm512_store_si512(reinterpret_cast<__m512i*>(t + (c + 8 * h) * 32), _mm512_permutexvar_epi16(pairs, bf));
+      }
+    }
+  }
+}
+
+KERNEL void store_rows(const float* c, int rows, const at::BFloat16* bias, at::BFloat16* y, int64_t O) {
+  const __m512 b = bias ? bf16x16(bias) : _mm512_setzero_ps();
+  for (int m = 0; m < rows; ++m) store_bf16x16(y + m * O, _mm512_add_ps(_mm512_load_ps(c + m * 16), b));
+}
+
+// Blocks [b0, b1) for all rows; xp: [Np, K] with Np a multiple of 16 (rows past N are padding).
+AMX_KERNEL void amx_blocks(const at::BFloat16* xp, int64_t N, int64_t K, const uint8_t* qw, const at::Half* sc,
+                           const at::BFloat16* bias, at::BFloat16* y, int64_t O, int64_t b0, int64_t b1) {
+  const int64_t G = K / kGroup, Np = (N + 15) / 16 * 16;
+  TileConfig cfg;
+  for (int t = 0; t < 3; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;  // tmm0: C fp32, tmm1: A bf16, tmm2: B bf16
+  _tile_loadconfig(&cfg);
+  thread_local std::vector<at::BFloat16> tiles_store;
+  if (tiles_store.size() < size_t(G * 512 + 32)) tiles_store.resize(G * 512 + 32);
+  at::BFloat16* tiles = reinterpret_cast<at::BFloat16*>((reinterpret_cast<uintptr_t>(tiles_store.data()) + 63) & ~uintptr_t(63));
+  alignas(64) float c[16 * 16];
+  for (int64_t b = b0; b < b1; ++b) {
+    dequant_tiles(qw + b * G * 256, sc + b * G * 32, G, tiles);
+    for (int64_t r0 = 0; r0 < Np; r0 += 16) {
+      _tile_zero(0);
+      for (int64_t g = 0; g < G; ++g) {
+        _tile_loadd(1, xp + r0 * K + g * kGroup, K * 2);
+        _tile_loadd(2, tiles + g * 512, 64);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      _tile_stored(0, c, 64);
+      store_rows(c, int(std::min<int64_t>(16, N - r0)), bias ? bias + b * kBlock : nullptr, y + r0 * O + b * kBlock, O);
+    }
+  }
+  _tile_release();
+}
+
+bool amx_ready() {  // Linux hands out the AMX tile state only on request
+  static const bool ok = [] {
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    constexpr long kReqPerm = 0x1023, kTileData = 18;
+    return syscall(SYS_arch_prctl, kReqPerm, kTileData) == 0;
+  }();
+  return ok;
+}
+
+void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_contiguous(), "int4_linear: x must be a contiguous bf16 [N, K]");
+  TORCH_CHECK(qw.dim() == 4 && qw.scalar_type() == at::kByte && qw.is_contiguous() && qw.size(2) == 8 && qw.size(3) == 32,
+              "int4_linear: qw must be a contiguous uint8 [O/16, G, 8, 32]");
+  TORCH_CHECK(sc.dim() == 4 && sc.scalar_type() == at::kHalf && sc.is_contiguous() && sc.size(0) == qw.size(0) &&
+                  sc.size(1) == qw.size(1) && sc.size(2) == 2 && sc.size(3) == 16,
+              "int4_linear: sc must be a contiguous fp16 [O/16, G, 2, 16]");
+  TORCH_CHECK(x.size(1) == qw.size(1) * kGroup, "int4_linear: x has ", x.size(1), " inputs, the weight ", qw.size(1) * kGroup);
+  if (bias) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == qw.size(0) * kBlock && bias->scalar_type() == at::kBFloat16 &&
+                    bias->is_contiguous(), "int4_linear: bias must be a contiguous bf16 [O]");
+  }
+}
+
+bool amx_ready();
+
+// path: 0 picks by the row count (measured on SmolLM2's shapes, docs/LOG.md: the register kernel up to
+// 4 rows with AMX, where the two are even, up to 16 without), 1 the register kernel, 2 AMX tiles,
+// 3 dequantise + at::mm. The paths round differently (AMX and mm see bf16 weights), so a sequence's
+// logits can differ in the last bits between a batch of up to 4 rows and a larger one.
+at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
+                       int64_t path) {
+  check(x, qw, sc, bias);
+  const int64_t N = x.size(0), K = x.size(1), G = qw.size(1), n_blocks = qw.size(0), O = n_blocks * kBlock;
+  TORCH_CHECK(path >= 0 && path <= 3, "int4_linear: path must be 0..3");
+  TORCH_CHECK(path != 2 || amx_ready(), "int4_linear: this CPU or kernel gives no AMX");
+  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= 16 ? 1 : 3);
+  const uint8_t* q = qw.data_ptr<uint8_t>();
+  const at::Half* s = sc.data_ptr<at::Half>();
+  if (N == 0) return at::empty({0, O}, x.options());
+  if (path == 1) {
+    at::Tensor y = at::empty({N, O}, x.options());
+    at::Tensor xs = at::empty({N, G}, x.options().dtype(at::kFloat));
+    group_sums(x.data_ptr<at::BFloat16>(), N, K, xs.data_ptr<float>());
+    const at::BFloat16* xp = x.data_ptr<at::BFloat16>();
+    const float* xsp = xs.data_ptr<float>();
+    const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
+    at::BFloat16* yp = y.data_ptr<at::BFloat16>();
+    at::parallel_for(0, n_blocks, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t r0 = 0; r0 < N; r0 += kRowTile) {
+          const int rows = int(std::min<int64_t>(kRowTile, N - r0));
+          kRows[rows - 1](xp + r0 * K, K, xsp + r0 * G, q + b * G * 256, s + b * G * 32, bp ? bp + b * kBlock : nullptr,
+                          yp + r0 * O + b * kBlock, O);
+        }
+    });
+    return y;
+  }
+  if (path == 2) {
+    at::Tensor xp = N % 16 ? at::cat({x, x.new_zeros({16 - N % 16, K})}) : x;
+    at::Tensor y = at::empty({N, O}, x.options());
+    const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
+    const at::BFloat16* xpp = xp.data_ptr<at::BFloat16>();
+    at::BFloat16* yp = y.data_ptr<at::BFloat16>();
+    at::parallel_for(0, n_blocks, 4, [&](int64_t b0, int64_t b1) { amx_blocks(xpp, N, K, q, s, bp, yp, O, b0, b1); });
+    return y;
+  }
+  // many rows without AMX: dequantise chunks of output blocks to bf16 [K, chunk] and let at::mm run them. The
+  // chunk lives in a per-thread buffer kept between calls (a fresh allocation page-faults every call).
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_blocks, kChunkBytes / (K * 2 * kBlock)));
+  thread_local std::vector<at::BFloat16> scratch;
+  if (scratch.size() < size_t(K * chunk * kBlock)) scratch.resize(K * chunk * kBlock);
+  at::Tensor y = chunk == n_blocks ? at::Tensor() : at::empty({N, O}, x.options());
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
+    const int64_t c1 = std::min(n_blocks, c0 + chunk), width = (c1 - c0) * kBlock;
+    at::BFloat16* wp = scratch.data();
+    at::parallel_for(c0, c1, 4, [&](int64_t b0, int64_t b1) { dequant_blocks(q, s, G, b0, b1, c0, width, wp); });
+    at::Tensor w = at::from_blob(wp, {K, width}, x.options());
+    at::Tensor part = bias ? at::addmm(bias->narrow(0, c0 * kBlock, width), x, w) : at::mm(x, w);
+    if (chunk == n_blocks) return part;
+    y.narrow(1, c0 * kBlock, width).copy_(part);
+  }
+  return y;
+}
+
+bool int4_supported() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512bf16");
+}
+
+}  // namespace
+
+TORCH_LIBRARY(macaronic, m) {
+  m.def("int4_linear(Tensor x, Tensor qw, Tensor sc, Tensor? bias, int path=0) -> Tensor", &int4_linear);
+  m.def("int4_supported() -> bool", &int4_supported);
+  m.def("amx_supported() -> bool", &amx_ready);
+}

@@ -1,0 +1,210 @@
+// Fused multi-LoRA delta for the decode shape: one call per projection, shrink and expand together.
+//
+// y[n, cols of target t] += (A[s] @ x[n])[t*r : (t+1)*r] @ Bt_t[s]   for every token n, s = slots[n] != 0
+// with the bank's slot buffers (fp32, or bf16 for bf16 models: half the bytes a step reads): A [S, T*r, d_in] (the T targets of a fused projection stacked)
+// and one Bt_t [S, r, w_t] per target (its output columns follow each other in y). Tokens are
+// visited grouped by slot, so a slot's weights are read from memory once per call and stay in cache
+// for its other tokens; slot 0 tokens cost nothing. x and y are bf16 or fp32; sums are fp32.
+// The reference twin is macaronic.engine.slots.ReferenceLora. Knows nothing about adapters or models.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+#define KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+KERNEL inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+KERNEL inline __m512 load16(const at::BFloat16* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+KERNEL inline __m512 load16m(const float* p, __mmask16 k) { return _mm512_maskz_loadu_ps(k, p); }
+KERNEL inline __m512 load16m(const at::BFloat16* p, __mmask16 k) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
+}
+KERNEL inline void store16m(float* p, __m512 v, __mmask16 k) { _mm512_mask_storeu_ps(p, k, v); }
+KERNEL inline void store16m(at::BFloat16* p, __m512 v, __mmask16 k) {
+  _mm256_mask_storeu_epi16(p, k, (__m256i)_mm512_cvtneps_pbh(v));
+}
+
+// xa[j] = A[j, :] . x for the R rows of one slot, 4 rows at a time (x in fp32, d a multiple of 16).
+template <typename TW>
+KERNEL void shrink(const TW* A, int64_t R, int64_t d, const float* x, float* xa) {
+  int64_t j = 0;
+  for (; j + 4 <= R; j += 4) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t k = 0; k < d; k += 16) {
+      const __m512 v = _mm512_loadu_ps(x + k);
+      a0 = _mm512_fmadd_ps(load16(A + j * d + k), v, a0);
+      a1 = _mm512_fmadd_ps(load16(A + (j + 1) * d + k), v, a1);
+      a2 = _mm512_fmadd_ps(load16(A + (j + 2) * d + k), v, a2);
+      a3 = _mm512_fmadd_ps(load16(A + (j + 3) * d + k), v, a3);
+    }
+    xa[j] = _mm512_reduce_add_ps(a0), xa[j + 1] = _mm512_reduce_add_ps(a1);
+    xa[j + 2] = _mm512_reduce_add_ps(a2), xa[j + 3] = _mm512_reduce_add_ps(a3);
+  }
+  for (; j < R; ++j) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t k = 0; k < d; k += 16) a = _mm512_fmadd_ps(load16(A + j * d + k), _mm512_loadu_ps(x + k), a);
+    xa[j] = _mm512_reduce_add_ps(a);
+  }
+}
+
+// The same for bf16 weights and bf16 x: vdpbf16ps takes 32 products a step, exact in fp32.
+KERNEL inline __m512bh ld(const at::BFloat16* p) { return (__m512bh)_mm512_loadu_si512(p); }
+
+KERNEL void shrink_bf16(const at::BFloat16* A, int64_t R, int64_t d, const at::BFloat16* x, float* xa) {
+  int64_t j = 0;
+  for (; j + 4 <= R; j += 4) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t k = 0;
+    for (; k + 32 <= d; k += 32) {
+      const __m512bh v = ld(x + k);
+      a0 = _mm512_dpbf16_ps(a0, ld(A + j * d + k), v);
+      a1 = _mm512_dpbf16_ps(a1, ld(A + (j + 1) * d + k), v);
+      a2 = _mm512_dpbf16_ps(a2, ld(A + (j + 2) * d + k), v);
+      a3 = _mm512_dpbf16_ps(a3, ld(A + (j + 3) * d + k), v);
+    }
+    for (; k < d; k += 16) {  // a last 16 (d is a multiple of 16)
+      const __m512 v = load16(x + k);
+      a0 = _mm512_fmadd_ps(load16(A + j * d + k), v, a0);
+      a1 = _mm512_fmadd_ps(load16(A + (j + 1) * d + k), v, a1);
+      a2 = _mm512_fmadd_ps(load16(A + (j + 2) * d + k), v, a2);
+      a3 = _mm512_fmadd_ps(load16(A + (j + 3) * d + k), v, a3);
+    }
+    xa[j] = _mm512_reduce_add_ps(a0), xa[j + 1] = _mm512_reduce_add_ps(a1);
+    xa[j + 2] = _mm512_reduce_add_ps(a2), xa[j + 3] = _mm512_reduce_add_ps(a3);
+  }
+  for (; j < R; ++j) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t k = 0; k < d; k += 16) a = _mm512_fmadd_ps(load16(A + j * d + k), load16(x + k), a);
+    xa[j] = _mm512_reduce_add_ps(a);
+  }
+}
+
+// y_t[0:w] += sum_j xa_t[j] * B[j, 0:w] for T tokens of one slot (B: [r, w] row-major; xa_t at
+// xa + t * lda, y_t at y + t * ldy), 64 columns at a time: each B row is read once for all T.
+template <int T, typename TW, typename TY>
+KERNEL void expand(const float* xa, int64_t lda, const TW* B, int64_t r, int64_t w, TY* const* y) {
+  for (int64_t c = 0; c < w; c += 64) {
+    __mmask16 k[4];
+    __m512 acc[T][4];
+    for (int q = 0; q < 4; ++q) {
+      const int64_t left = std::clamp<int64_t>(w - c - 16 * q, 0, 16);
+      k[q] = __mmask16((1u << left) - 1);
+      for (int t = 0; t < T; ++t) acc[t][q] = load16m(y[t] + c + 16 * q, k[q]);
+    }
+    for (int64_t j = 0; j < r; ++j) {
+      for (int q = 0; q < 4; ++q) {
+        const __m512 b = load16m(B + j * w + c + 16 * q, k[q]);
+        for (int t = 0; t < T; ++t) acc[t][q] = _mm512_fmadd_ps(_mm512_set1_ps(xa[t * lda + j]), b, acc[t][q]);
+      }
+    }
+    for (int q = 0; q < 4; ++q)
+      for (int t = 0; t < T; ++t) store16m(y[t] + c + 16 * q, acc[t][q], k[q]);
+  }
+}
+
+template <typename TW, typename TX, typename TY>
+KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const std::vector<const TW*>& Bs,
+                        const std::vector<int64_t>& widths, int64_t r, int64_t S, const int64_t* order, int64_t b0,
+                        int64_t b1, const int64_t* slots, TY* y, int64_t d_out) {
+  constexpr int kTok = 4;
+  std::vector<float> xf(d), xa(kTok * R);
+  for (int64_t i = b0; i < b1;) {
+    const int64_t s = slots[order[i]];
+    int nt = 0;
+    TY* ys[kTok];
+    for (; nt < kTok && i < b1 && slots[order[i]] == s; ++nt, ++i) {  // up to 4 tokens of slot s
+      const int64_t n = order[i];
+      if constexpr (std::is_same_v<TW, at::BFloat16> && std::is_same_v<TX, at::BFloat16>) {
+        shrink_bf16(A + s * R * d, R, d, x + n * d, xa.data() + nt * R);
+      } else {
+        for (int64_t k = 0; k < d; k += 16) _mm512_storeu_ps(xf.data() + k, load16(x + n * d + k));
+        shrink(A + s * R * d, R, d, xf.data(), xa.data() + nt * R);
+      }
+      ys[nt] = y + n * d_out;
+    }
+    int64_t col = 0;
+    for (size_t t = 0; t < Bs.size(); ++t) {
+      const TW* B = Bs[t] + s * r * widths[t];
+      const float* xt = xa.data() + t * r;
+      TY* yt[kTok];
+      for (int u = 0; u < nt; ++u) yt[u] = ys[u] + col;
+      switch (nt) {
+        case 1: expand<1>(xt, R, B, r, widths[t], yt); break;
+        case 2: expand<2>(xt, R, B, r, widths[t], yt); break;
+        case 3: expand<3>(xt, R, B, r, widths[t], yt); break;
+        default: expand<4>(xt, R, B, r, widths[t], yt); break;
+      }
+      col += widths[t];
+    }
+  }
+}
+
+template <typename TW>
+void run(at::Tensor& y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const std::vector<int64_t>& widths,
+         int64_t r, int64_t S, const std::vector<int64_t>& order, int64_t skip, const int64_t* sp, int64_t d_out) {
+  std::vector<const TW*> bp;
+  for (const auto& b : Bs) bp.push_back(b.data_ptr<TW>());
+  const TW* ap = A.data_ptr<TW>();
+  const int64_t R = A.size(1), d = A.size(2);
+  at::parallel_for(skip, int64_t(order.size()), 4, [&](int64_t b0, int64_t b1) {
+    if (x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat)
+      lora_tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
+    else if (x.scalar_type() == at::kBFloat16 && y.scalar_type() == at::kBFloat16)
+      lora_tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
+    else if (x.scalar_type() == at::kFloat)
+      lora_tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
+    else
+      lora_tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
+  });
+}
+
+void lora_delta(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots) {
+  const auto wt = A.scalar_type();
+  TORCH_CHECK(A.dim() == 3 && (wt == at::kFloat || wt == at::kBFloat16) && A.is_contiguous(),
+              "lora_delta: A must be a contiguous fp32/bf16 [S, T*r, d_in]");
+  const int64_t S = A.size(0), R = A.size(1), d = A.size(2), T = int64_t(Bs.size());
+  TORCH_CHECK(T > 0 && R % T == 0, "lora_delta: A's rows must be T * r for T = len(Bs)");
+  const int64_t r = R / T;
+  TORCH_CHECK(d % 16 == 0, "lora_delta: d_in must be a multiple of 16");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == d && x.is_contiguous() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16),
+              "lora_delta: x must be a contiguous fp32/bf16 [N, d_in]");
+  const int64_t N = x.size(0);
+  std::vector<int64_t> widths;
+  int64_t d_out = 0;
+  for (const auto& b : Bs) {
+    TORCH_CHECK(b.dim() == 3 && b.size(0) == S && b.size(1) == r && b.scalar_type() == wt && b.is_contiguous(),
+                "lora_delta: each B must be a contiguous [S, r, w] of A's dtype");
+    widths.push_back(b.size(2));
+    d_out += b.size(2);
+  }
+  TORCH_CHECK(y.dim() == 2 && y.size(0) == N && y.size(1) == d_out && y.is_contiguous() && (y.scalar_type() == at::kFloat || y.scalar_type() == at::kBFloat16),
+              "lora_delta: y must be a contiguous fp32/bf16 [N, sum of B widths]");
+  TORCH_CHECK(slots.dim() == 1 && slots.size(0) == N && slots.scalar_type() == at::kLong && slots.is_contiguous(),
+              "lora_delta: slots must be a contiguous int64 [N]");
+  const int64_t* sp = slots.data_ptr<int64_t>();
+  for (int64_t n = 0; n < N; ++n) TORCH_CHECK(sp[n] >= 0 && sp[n] < S, "lora_delta: slot ", sp[n], " out of range");
+  std::vector<int64_t> count(S + 1, 0), order(N);  // tokens grouped by slot (a stable counting sort)
+  for (int64_t n = 0; n < N; ++n) count[sp[n] + 1]++;
+  for (int64_t s = 1; s <= S; ++s) count[s] += count[s - 1];
+  for (int64_t n = 0; n < N; ++n) order[count[sp[n]]++] = n;
+  const int64_t skip = std::count(sp, sp + N, int64_t(0));  // slot 0 sorts first and adds nothing
+  if (wt == at::kFloat) run<float>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
+  else run<at::BFloat16>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(macaronic, m) {
+  m.def("lora_delta(Tensor(a!) y, Tensor x, Tensor A, Tensor[] Bs, Tensor slots) -> ()", &lora_delta);
+}

@@ -1,0 +1,178 @@
+"""The native int4 kernel (engine/csrc/int4.cpp) against its pure-PyTorch twin, and the fallback when
+it cannot be built: every path (registers, AMX tiles, dequantise + at::mm) on odd row counts, a
+quantized model on mixed batches with adapters, and a build that fails."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from macaronic.engine import native
+from macaronic.engine.adapters import read_adapter
+from macaronic.engine.base import load_base
+from macaronic.engine.kvpool import KVBuffer
+from macaronic.engine.model import SeqSlice
+from macaronic.engine.quant import Int4Reference, pack_int4, quantize, unpack_int4
+from macaronic.engine.slots import LoraBank
+from macaronic.testing import make_random_adapter
+
+
+@pytest.fixture(scope="module")
+def ops():
+    o = native.ops()
+    if o is None:  # the default suite must pass where no compiler or no AVX-512 BF16 exists
+        pytest.skip("the native kernels cannot be built or run on this machine")
+    return o
+
+
+def test_packing_is_within_half_a_step_and_exact_on_its_grid():
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(48, 96, generator=g) * 0.05).bfloat16()
+    qw, sc = pack_int4(w)
+    assert qw.shape == (3, 3, 8, 32) and qw.dtype == torch.uint8 and sc.shape == (3, 3, 2, 16) and sc.dtype == torch.float16
+    step = sc[:, :, 0].permute(0, 2, 1).reshape(48, 3, 1).float().expand(48, 3, 32).reshape(48, 96)
+    assert ((unpack_int4(qw, sc) - w.float()).abs() <= step * 0.51 + 1e-4).all()
+    # weights on a bf16-exact grid (every group spans q = 0..15) come back bit for bit
+    q = torch.randint(0, 16, (32, 64), generator=g)
+    q[:, ::32], q[:, 1::32] = 0, 15
+    grid = (q.float() / 16 - 0.5).bfloat16()
+    assert torch.equal(unpack_int4(*pack_int4(grid)), grid.float())
+    with pytest.raises(ValueError, match="divisible by 16"):
+        pack_int4(torch.zeros(40, 64))
+
+
+def test_every_kernel_path_matches_the_twin(ops):
+    g = torch.Generator().manual_seed(1)
+    paths = [0, 1, 3] + ([2] if ops.amx_supported() else [])
+    for o, k in ((48, 96), (96, 1536)):
+        w = (torch.randn(o, k, generator=g) * 0.05).bfloat16()
+        qw, sc = pack_int4(w)
+        bias = torch.randn(o, generator=g).bfloat16()
+        for n in (1, 2, 3, 4, 5, 16, 17, 40):
+            x = torch.randn(n, k, generator=g).bfloat16()
+            for b in (None, bias):
+                ref = Int4Reference.int4_linear(x, qw, sc, b).float()
+                exact = x.float() @ unpack_int4(qw, sc).T + (0 if b is None else b.float())
+                for path in paths:
+                    y = ops.int4_linear(x, qw, sc, b, path)
+                    assert y.dtype == torch.bfloat16 and y.shape == (n, o)
+                    # registers: fp32 arithmetic on exact weights; tiles and mm round weights to bf16
+                    tol = (4e-3 if path == 1 else 1.5e-2) * float(exact.abs().max())
+                    assert float((y.float() - ref).abs().max()) <= tol, (o, k, n, path, b is None)
+    assert ops.int4_linear(torch.zeros(0, 96).bfloat16(), qw[:, :3].contiguous(), sc[:, :3].contiguous(), None).shape == (0, o)
+    with pytest.raises(RuntimeError, match="int4_linear: x must be"):
+        ops.int4_linear(x.float(), qw, sc, None)
+    with pytest.raises(RuntimeError, match="inputs, the weight"):
+        ops.int4_linear(x[:, :64].contiguous(), qw, sc, None)
+
+
+def _mixed_run(base, adapters):
+    """A prefill of 5 sequences (28 tokens, mixed slots), a 5-stream and a 2-stream decode step."""
+    bank = LoraBank(base.args, 4, 4)
+    for slot, pairs in zip((1, 2), adapters):
+        bank.write(slot, pairs)
+    g = torch.Generator().manual_seed(2)
+    lengths, seq_slots = [7, 3, 12, 1, 5], [0, 1, 2, 1, 0]
+    kvs = [KVBuffer(base.args, 64, base.model.dtype) for _ in lengths]
+    toks = torch.randint(3, 300, (sum(lengths),), generator=g)
+    slots = torch.cat([torch.full((n,), s) for n, s in zip(lengths, seq_slots)])
+    outs = []
+    with torch.inference_mode():
+        m = base.model
+        outs.append(m(toks, [SeqSlice(kv, n) for kv, n in zip(kvs, lengths)], lora=bank, slots=bank.plan(slots), logits="all"))
+        step = torch.randint(3, 300, (5,), generator=g)
+        outs.append(m(step, [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(torch.tensor(seq_slots))))
+        outs.append(m(step[:2], [SeqSlice(kv, 1) for kv in kvs[:2]], lora=bank, slots=bank.plan(torch.tensor(seq_slots[:2]))))
+    return [o.float() for o in outs]
+
+
+def test_quantized_model_matches_the_twin_on_mixed_batches(ops, tiny_dirs, tmp_path):
+    fast = load_base(tiny_dirs["llama"], quant="int4")
+    lin = fast.model.layers[0].w13
+    assert lin.native is ops and lin.weight is None  # no bf16 copy beside the nibbles
+    if fast.args.tie_embeddings:  # the head's rescoring reads the embedding, not a copy
+        assert fast.model.lm_head.weight.data_ptr() == fast.model.embed.data_ptr()
+    twin = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
+    quantize(twin.model, "int4", native=Int4Reference())
+    adapters = [read_adapter(make_random_adapter(tmp_path / f"a{i}", fast.args, rank=4, seed=60 + i, mode="full",
+                                                 scale=0.5), fast.args, name=f"a{i}")[1] for i in range(2)]
+    plain = _mixed_run(twin, [{}, {}])
+    for got, ref, base_out in zip(_mixed_run(fast, adapters), _mixed_run(twin, adapters), plain):
+        span = float(ref.max() - ref.min())
+        assert float((ref - base_out).abs().max()) > 0.05 * span, "the adapters must change the logits"
+        # bf16 activations through the tiny random model amplify the bf16 rounding of the weights
+        # on the tile path; the per-call check above is the tight one
+        err = (got - ref).abs()
+        assert float(err.max()) <= 0.05 * span and float(err.mean()) <= 0.005 * span, (float(err.max()), float(err.mean()), span)
+        assert float((got.argmax(-1) == ref.argmax(-1)).float().mean()) >= 0.9
+
+
+def test_without_the_native_kernel_int4_keeps_the_pytorch_path(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(native, "ops", lambda: None)
+    b = load_base(tiny_dirs["llama"], quant="int4")
+    lin = b.model.layers[0].w13
+    assert lin.native is None and lin.weight is not None and lin.weight.dtype == torch.bfloat16
+    ids = torch.randint(3, 300, (6,), generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        out = b.model(ids, [SeqSlice(KVBuffer(b.args, 16, b.model.dtype), 6)], logits="all")
+    assert torch.isfinite(out.float()).all()
+
+
+def test_a_failed_build_warns_once_and_falls_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv("MACARONIC_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    with pytest.warns(RuntimeWarning, match="native kernels unavailable"):
+        assert native.ops() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decided once per process: no second warning
+        assert native.ops() is None
+    with pytest.raises(native.NativeBuildError, match="failed"):
+        native.build(tmp_path / "x.so", cxx="false")  # a compiler that exits non-zero
+    assert not list(tmp_path.iterdir())  # nothing half-built is left behind
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv("MACARONIC_NATIVE", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # turned off on purpose: silent
+        assert native.ops() is None
+
+
+def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
+    """One native call per projection (csrc/lora.cpp) on a mixed decode batch: base tokens, three
+    adapters of different ranks, one of them on q/v only; fp32 and bf16 slot buffers."""
+    from macaronic.engine.config import FUSED
+    from macaronic.engine.slots import LoraBank, ReferenceLora
+
+    args = load_base(tiny_dirs["llama"]).args
+    specs = ((3, None), (5, ("q_proj", "v_proj")), (2, None))
+    adapters = {slot: read_adapter(make_random_adapter(tmp_path / f"f{slot}", args, rank=r, seed=80 + slot, targets=t,
+                                                       mode="full", scale=0.5), args, name=f"f{slot}")[1]
+                for slot, (r, t) in zip((1, 3, 4), specs)}
+    ref = ReferenceLora(adapters, args)
+    slots = torch.tensor([0, 1, 3, 4, 1, 0, 4, 3, 3, 1, 1, 1, 1, 1])  # a run of 6 tokens of slot 1 too
+    g = torch.Generator().manual_seed(9)
+    for dtype in (torch.float32, torch.bfloat16):
+        bank = LoraBank(args, 6, 5, dtype=dtype)
+        assert bank.native is ops
+        for slot, pairs in adapters.items():
+            bank.write(slot, pairs)
+        plan = bank.plan(slots)
+        for layer in range(args.n_layers):
+            for fused in FUSED:
+                d_in = args.target_shape(FUSED[fused][0])[0]
+                d_out = sum(args.target_shape(t)[1] for t in FUSED[fused])
+                x = torch.randn(len(slots), d_in, generator=g).bfloat16()
+                y0 = torch.randn(len(slots), d_out, generator=g).bfloat16()
+                y = y0.clone()
+                bank.add_delta(y, layer, fused, x, plan)
+                delta = ref.delta(layer, fused, x.float(), slots)
+                if delta is None:
+                    assert torch.equal(y, y0)
+                    continue
+                assert float(delta.abs().max()) > 0.1
+                err = float((y.float() - (y0.float() + delta)).abs().max())
+                # y is bf16 (one rounding of y0 + delta); a bf16 bank also rounds the adapter weights
+                assert err <= 0.01 * float(y0.abs().max() + delta.abs().max()) + (0.02 if dtype == torch.bfloat16 else 0) * float(delta.abs().max()), (dtype, layer, fused, err)
+                assert torch.equal(y[slots == 0], y0[slots == 0])  # base tokens untouched
