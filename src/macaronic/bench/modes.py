@@ -92,6 +92,13 @@ def adapter_sets(work: Path) -> dict[str, Path]:
 BUSY_S = 1800  # a training log written this recently belongs to a run still going (one step can take 10 min under load)
 
 
+def _run(cmd: list[str], env: dict, log) -> int:
+    """One niced child in its own session: on a kernel with autogroup scheduling the children of
+    one session share one CPU share, so lanes started from one process would not run side by side."""
+    return subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True).returncode
+
+
 def _train_one(cmd: list[str], out: Path) -> dict:
     rec = {"dir": str(out), "command": " ".join(cmd[2:])}
     marks = [out.parent / f"{out.name}.log", out / "history.jsonl"]  # the log, and one line per step
@@ -105,7 +112,7 @@ def _train_one(cmd: list[str], out: Path) -> dict:
         with (out.parent / f"{out.name}.log").open("a") as f:
             f.write("+ " + " ".join(cmd) + "\n")
             f.flush()
-            rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = _run(cmd, env, f)
         if rc:
             raise SystemExit(f"training failed (rc {rc}); see {out.parent / (out.name + '.log')}")
         rec["wall_s_this_run"] = round(time.time() - t0, 1)
@@ -303,7 +310,7 @@ def _eval_one(cmd: list[str], out: Path) -> dict:
         with out.with_suffix(".log").open("a") as f:
             f.write("+ " + " ".join(cmd) + "\n")
             f.flush()
-            rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = _run(cmd, env, f)
         if rc:
             raise SystemExit(f"evaluation failed (rc {rc}); see {out.with_suffix('.log')}")
         print(f"evaluated {out.name} in {time.time() - t0:.0f} s", file=sys.stderr)
