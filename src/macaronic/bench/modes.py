@@ -16,7 +16,8 @@ Budget: every rule's agent specialist (the role of both suites' tool turns) star
 shipped adapter (upper-k keeps its top k layers only) and takes the same number of SFT steps
 under its own rule, `--steps-frac` of the shipped recipe's steps, same data, seed, rank, batch
 and lr; chat, coding and genui take the shipped weights under each rule at zero steps (a 2-core
-machine shared five ways could not train more in the time). turn/cached and turn/base share the
+machine shared four ways could not train more in the time; the published run took 20 agent steps,
+`--steps-frac 0.2`). turn/cached and turn/base share the
 turn adapters (they differ only in how the engine serves history).
 
 Quality: the contract's multi-turn suites (mixed: routed 2-3 turn conversations across roles;
@@ -496,9 +497,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="macaronic bench modes", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets and evaluations go here")
-    p.add_argument("--steps-frac", type=float, default=0.1,
+    p.add_argument("--steps-frac", type=float, default=0.2,
                    help="SFT steps per specialist under its rule, as a fraction of the shipped recipe's")
-    p.add_argument("--lanes", type=int, default=5, help="adapter sets trained and scored at a time (one process each)")
+    p.add_argument("--lanes", type=int, default=3,
+                   help="adapter sets trained and scored at a time (one process each, each in its own session)")
     p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
     p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
     p.add_argument("--report-only", action="store_true",
