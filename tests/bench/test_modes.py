@@ -53,6 +53,8 @@ def test_the_default_is_the_cheapest_rule_within_the_best_ones_interval():
     assert d["rule"] == "upper-8" and sorted(d["eligible"]) == ["full", "upper-8"]
     q = _q({"full": (0.0, [0.0, 0.0]), "turn/cached": (-0.1, [-0.3, 0.0])})
     assert choose_default(q, cost)["rule"] == "turn/cached"  # an interval that reaches zero is within
+    q["rules"]["turn/cached"]["mixed"]["n"] = 11  # still being scored: not eligible until every task is in
+    assert choose_default(q, cost)["rule"] == "full"
 
 
 def test_the_table_has_one_row_per_rule_measured():

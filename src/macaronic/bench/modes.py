@@ -389,16 +389,20 @@ def _compare(contract, docs: dict[str, dict], log: str, suites, split: str) -> d
     for si, suite in enumerate(suites):
         have = {n: {k for k, t in sc.items() if t["suite"] == suite} for n, sc in scores.items()}
         names = [n for n in docs if have[n]]  # a rule still being scored may have none of this suite yet
-        keys = sorted(set.intersection(*[have[n] for n in names])) if names else []
-        if not keys:
+        if not names:
             continue
-        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in names}
+        # the best among the rules with the most tasks of the suite; a rule still being scored is
+        # compared with it over the tasks it has (its n says how many)
+        most = max(len(have[n]) for n in names)
+        keys = sorted(set.intersection(*[have[n] for n in names if len(have[n]) == most]))
+        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in names if len(have[n]) == most}
         best = max(means, key=lambda n: (means[n], -names.index(n)))
         out["best"][suite] = best
         for n in names:
+            keys = sorted(have[n] & have[best])
             xs = [scores[n][k]["score"] for k in keys]
             d, ci = paired_bootstrap(xs, [scores[best][k]["score"] for k in keys], g.resamples, g.confidence, g.seed + si)
-            block = {"n": len(keys), "score": means[n], "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
+            block = {"n": len(keys), "score": sum(xs) / len(xs), "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
                      "delta_vs_best": d, "delta_ci95": ci}
             for extra in ("route_acc", "answer_acc"):  # the mixed suite's (its doc is the first of a rule's)
                 v = docs[n].get("configs", {}).get("routed", {}).get(suite, {}).get(extra) if split == "test" else None
@@ -413,8 +417,9 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
     per cached token) among the rules whose score on every suite is within the 95% interval of
     the best rule's (the paired interval of the difference reaches zero)."""
     ttft = {r["rule"]: (r.get("cpu_ms", r["ttft_ms"]), r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
-    ok = [n for n, suites in q["rules"].items()  # scored on every suite, and not below the best on any
+    ok = [n for n, suites in q["rules"].items()  # scored on every task of every suite, and not below the best on any
           if suites and set(suites) == set(q["best"])
+          and all(b["n"] == q["rules"][q["best"][s]][s]["n"] for s, b in suites.items())
           and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
     chosen = min(ok, key=lambda n: ttft.get(n, (float("inf"), 0))) if ok else None
     return {"rule": chosen, "eligible": ok, "cost_at_history_tokens": at,
@@ -425,11 +430,11 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
 
 # ---- the table and the plot -------------------------------------------------------------------
 
-def _ci(b: dict | None) -> str:
+def _ci(b: dict | None, best: bool = False) -> str:
     if not b:
         return "–"
     s = f"{b['score']:.3f}, n {b['n']}"
-    if b.get("delta_ci95") and (b["delta_vs_best"] or b["delta_ci95"] != [0.0, 0.0]):
+    if b.get("delta_ci95") and not best:  # a tie with the best shows its zero interval
         lo, hi = b["delta_ci95"]
         s += f" ({b['delta_vs_best']:+.3f} [{lo:+.3f}, {hi:+.3f}])"
     else:
@@ -450,8 +455,8 @@ def markdown(doc: dict) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for n in names:
         last = by[(n, lengths[-1])]
-        cells = [_ci(q["rules"].get(n, {}).get(s)) for s in SUITES] if q else []
-        cells += [_ci(dev["rules"].get(n, {}).get(s)) for s in DEV_SUITES] if dev else []
+        cells = [_ci(q["rules"].get(n, {}).get(s), q["best"].get(s) == n) for s in SUITES] if q else []
+        cells += [_ci(dev["rules"].get(n, {}).get(s), dev["best"].get(s) == n) for s in DEV_SUITES] if dev else []
         cells += [f"{by[(n, L)].get('cpu_ms', float('nan')):,.0f} ({by[(n, L)]['ttft_ms']:,.0f})" for L in lengths]
         cells += [f"{last['prefill_tokens']:,} / {last['upper_tokens']:,}", f"{last['bytes_per_token']:,}"]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
@@ -591,7 +596,8 @@ def section(doc: dict, a) -> str:
     if doc.get("partial"):
         unscored = [s for s in SUITES if s not in doc["quality"]["best"]]
         parts += [f"Scored from the task logs of evaluations that had not finished every suite when this was written "
-                  f"(each comparison is over the tasks every rule in it has): {', '.join(doc['partial'])}"
+                  f"(such a rule is compared with the best over the tasks it has; its n says how many): "
+                  f"{', '.join(doc['partial'])}"
                   + (f"; not scored at all: {', '.join(unscored)} suite" if unscored else "") + ". A rule with "
                   "no score was not trained or scored in this run; its switch cost is measured all the same.", ""]
     parts += [markdown(doc), ""]
