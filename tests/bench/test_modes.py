@@ -53,6 +53,8 @@ def test_the_default_is_the_cheapest_rule_within_the_best_ones_interval():
     assert d["rule"] == "upper-8" and sorted(d["eligible"]) == ["full", "upper-8"]
     q = _q({"full": (0.0, [0.0, 0.0]), "turn/cached": (-0.1, [-0.3, 0.0])})
     assert choose_default(q, cost)["rule"] == "turn/cached"  # an interval that reaches zero is within
+    q["rules"]["turn/cached"]["mixed"]["n"] = 11  # still being scored: not eligible until every task is in
+    assert choose_default(q, cost)["rule"] == "full"
 
 
 def test_the_table_has_one_row_per_rule_measured():
@@ -61,3 +63,31 @@ def test_the_table_has_one_row_per_rule_measured():
     lines = markdown(doc).splitlines()
     assert len(lines) == 4 and lines[2].startswith("| full |") and "9,000" in lines[2]
     assert "0.500, n 18 (-0.100 [-0.300, +0.000])" in lines[3] and "(best)" in lines[2]
+
+
+def test_the_dev_diagnostic_is_a_column_outside_the_default_rule(tmp_path):
+    q = _q({"full": (0.0, [0.0, 0.0]), "turn/cached": (-0.1, [-0.3, 0.0])})
+    q["dev"] = {"rules": {"full": {"agent": {"score": 0.2, "delta_vs_best": -0.3, "delta_ci95": [-0.5, -0.1],
+                                             "ci95": [0.0, 0.4], "n": 12}},
+                          "turn/cached": {"agent": {"score": 0.5, "delta_vs_best": 0.0, "delta_ci95": [0.0, 0.0],
+                                                    "ci95": [0.2, 0.8], "n": 12}}}, "best": {"agent": "turn/cached"}}
+    cost = _cost({"full": 9000, "turn/cached": 300})
+    # full is below the best on dev, but the rule reads the test suites only: both stay eligible
+    assert sorted(choose_default(q, cost)["eligible"]) == ["full", "turn/cached"]
+    lines = markdown({"switch_cost": cost, "quality": q}).splitlines()
+    assert "agent on the dev split (diagnostic)" in lines[0]
+    assert "0.200, n 12 (-0.300 [-0.500, -0.100])" in lines[2] and "0.500, n 12 (best)" in lines[3]
+    modes.plot({"switch_cost": cost, "quality": q}, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_eval_commands_answer_the_dev_split_into_its_own_task_log(tmp_path):
+    rule = next(r for r in RULES if r.name == "turn/base")
+    for role in ("chat", "agent", "coding", "genui"):  # the pair manifest hashes the adapter set
+        convert(role, rule, tmp_path / rule.tag / role)
+    cmds = modes.eval_cmds(rule, tmp_path, modes.ROOT / "contracts/macaronic-core-v4.yaml", 4, "head")
+    assert [out.name for _, out in cmds] == ["turn-base.mixed.json", "turn-base.agent.json", "turn-base.agent-dev.json"]
+    arg = lambda cmd, k: cmd[cmd.index(k) + 1]  # noqa: E731
+    assert [arg(c, "--tasks").rsplit("/", 1)[1] for c, _ in cmds] == ["turn-base.tasks.jsonl"] * 2 + ["turn-base.dev.tasks.jsonl"]
+    assert "--split" not in cmds[0][0] and arg(cmds[2][0], "--split") == "dev"
+    assert all(arg(c, "--history") == "base" for c, _ in cmds)

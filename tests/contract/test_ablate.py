@@ -89,6 +89,23 @@ def test_max_seconds_starts_no_unit_after_the_deadline_and_summarises_what_finis
     assert again["units_missing"] == 0 and again["units_run"] == 16 - len(rows)
 
 
+def test_split_dev_answers_the_dev_tasks_into_their_own_file(ablate_contract, pair_file, tmp_path):
+    """--split dev: the dev units, rows marked dev, the JSON says so; a tasks file that holds the
+    other split's rows is refused (a unit's key does not name its split)."""
+    out, tasks = tmp_path / "dev.json", tmp_path / "dev.tasks.jsonl"
+    argv = ["--contract", str(ablate_contract), "--pair", str(pair_file), "--json", str(out), "--tasks", str(tasks),
+            "--router-policy", "prompted", "--workers", "2", "--quiet", "--configs", "agent", "--suites", "agent",
+            "--no-external", "--audit", str(tmp_path / "audit.jsonl"), "--split", "dev"]
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    rows = [json.loads(l) for l in tasks.read_text().splitlines()]
+    assert doc["split"] == "dev" and rows and {r["split"] for r in rows} == {"dev"}
+    assert doc["configs"]["agent"]["agent"]["n"] == len(rows)
+    audit = [json.loads(l) for l in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert any(a["split"] == "dev" and a["suite"] == "agent" for a in audit)
+    assert main([*argv[:-2], "--split", "test"]) == 2
+
+
 def test_write_section_appends_when_markers_are_missing():
     text = write_section("# B\n\nbody\n", "table")
     assert text == f"# B\n\nbody\n\n## Specialists\n\n{START}\ntable\n{END}\n"

@@ -140,3 +140,45 @@ def test_upper_metadata_is_checked(llm, tmp_path):
         read_adapter(make_random_adapter(tmp_path / "deep", args, mode="upper", top_k=5, layers=[2]), args)
     with pytest.raises(AdapterError, match="alora_invocation_tokens"):
         read_adapter(make_random_adapter(tmp_path / "alora", args, mode="upper", top_k=1, invocation_tokens=[1, 2]), args)
+
+
+def test_a_long_switched_history_is_recomputed_a_chunk_a_step_without_stalling_streams(llm, monkeypatch):
+    """Two streams decode while a switch to another upper adapter recomputes a long history:
+    the recompute runs `prefill_chunk_busy` tokens a step, between two tokens of each stream
+    (one forward in one step ran it whole before), and the switched turn is still exact."""
+    budget = llm.config.prefill_chunk_busy
+    p1 = _first_prompt(llm, "a long history of many words " * 12)
+    h1, _ = _turn(llm, p1, "u2a")
+    p2 = _second(llm, p1, h1)
+    history = len(p1) + len(h1.output_ids) - 1
+    assert history > 4 * budget
+    model = llm.base.model
+    log: list[list[tuple[int, int]]] = []  # per forward: (K/V buffer id, new tokens) per sequence
+    forward = model.forward
+
+    def recording(tokens, seqs, *a, **kw):
+        log.append([(id(s.kv), s.n_new) for s in seqs])
+        return forward(tokens, seqs, *a, **kw)
+
+    monkeypatch.setattr(model, "forward", recording)
+    streams = [llm.submit(_first_prompt(llm, f"stream {i}"), None, SamplingParams(max_tokens=900, stop_token_ids=()))
+               for i in range(2)]
+    for h in streams:
+        next(iter(h))
+    kvs = {id(s.kv) for s in list(llm.engine._active) if s.handle in streams}
+    start = len(log)
+    h2, rec = _turn(llm, p2, "u2b")
+    window = log[start:]
+    assert not any(h.done.is_set() for h in streams), "a stream ended before the switched turn: no overlap"
+    for h in streams:
+        h.cancel()
+    assert h2.usage["upper_tokens"] == history and h2.usage["reused_tokens"] == 0
+    worst = 0
+    for kv in kvs:
+        steps = [i for i, f in enumerate(window) if (kv, 1) in f]  # this stream's tokens
+        assert len(steps) > history // budget  # it kept decoding all along
+        for a, b in zip(steps, steps[1:]):
+            worst = max(worst, sum(n for f in window[a + 1 : b + 1] for k, n in f if k not in kvs and n > 1))
+    assert worst <= budget, f"{worst} prompt tokens between two tokens of a stream"
+    monkeypatch.undo()
+    assert torch.allclose(rec.logits[0], llm.score(p2, "u2b", logits="last")[0], atol=1e-5)

@@ -16,12 +16,14 @@ Budget: every rule's agent specialist (the role of both suites' tool turns) star
 shipped adapter (upper-k keeps its top k layers only) and takes the same number of SFT steps
 under its own rule, `--steps-frac` of the shipped recipe's steps, same data, seed, rank, batch
 and lr; chat, coding and genui take the shipped weights under each rule at zero steps (a 2-core
-machine shared five ways could not train more in the time). turn/cached and turn/base share the
+machine shared four ways could not train more in the time; the published run took 20 agent steps,
+`--steps-frac 0.2`). turn/cached and turn/base share the
 turn adapters (they differ only in how the engine serves history).
 
 Quality: the contract's multi-turn suites (mixed: routed 2-3 turn conversations across roles;
 agent: tool episodes) on its sealed test split, through the served harness, paired bootstrap
-against the best row. Cost: switched-turn time to first token after 512/2k/4k tokens of history
+against the best row; and, as a diagnostic outside the default rule, the agent suite on the
+contract's dev split (where every rule scores 0 on test, it says whether the rules differ at all). Cost: switched-turn time to first token after 512/2k/4k tokens of history
 (the previous turns on another adapter, measured interleaved in one process) and bytes cached
 per token. Trains what is missing under --work (niced, one torch thread per process); writes
 one JSON, a PNG and the table in docs/BENCHMARKS.md.
@@ -91,6 +93,13 @@ def adapter_sets(work: Path) -> dict[str, Path]:
 BUSY_S = 1800  # a training log written this recently belongs to a run still going (one step can take 10 min under load)
 
 
+def _run(cmd: list[str], env: dict, log) -> int:
+    """One niced child in its own session: on a kernel with autogroup scheduling the children of
+    one session share one CPU share, so lanes started from one process would not run side by side."""
+    return subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=log, stderr=subprocess.STDOUT,
+                          start_new_session=True).returncode
+
+
 def _train_one(cmd: list[str], out: Path) -> dict:
     rec = {"dir": str(out), "command": " ".join(cmd[2:])}
     marks = [out.parent / f"{out.name}.log", out / "history.jsonl"]  # the log, and one line per step
@@ -104,7 +113,7 @@ def _train_one(cmd: list[str], out: Path) -> dict:
         with (out.parent / f"{out.name}.log").open("a") as f:
             f.write("+ " + " ".join(cmd) + "\n")
             f.flush()
-            rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = _run(cmd, env, f)
         if rc:
             raise SystemExit(f"training failed (rc {rc}); see {out.parent / (out.name + '.log')}")
         rec["wall_s_this_run"] = round(time.time() - t0, 1)
@@ -174,8 +183,7 @@ def run_all(work: Path, steps_frac: float, lanes: int, evaluate: bool, contract:
         if evaluate:
             for r in (r for r in RULES if r.tag == tag):
                 parts = [_eval_one(cmd, out) for cmd, out in eval_cmds(r, work, contract, workers, router_policy)]
-                docs[r.name] = {**parts[0], "command": [p["command"] for p in parts],
-                                "wall_s": sum(p["wall_s"] for p in parts), "units": sum(p["units"] for p in parts)}
+                docs[r.name] = _merged(parts)
         return trained, docs
 
     with ThreadPoolExecutor(lanes) as ex:
@@ -271,7 +279,8 @@ def _slug(rule: Rule) -> str:
 
 def eval_cmds(rule: Rule, work: Path, contract: Path, workers: int, router_policy: str | None) -> list[tuple[list[str], Path]]:
     """The `macaronic eval ablate` commands that serve the rule's adapter set (routed) on the
-    contract's mixed suite, then its agent suite (one task log); its pair manifest is written here."""
+    contract's mixed suite, then its agent suite (one task log), then the dev-split diagnostics
+    (their own task log); its pair manifest is written here."""
     from macaronic.harness import DEFAULT_BUNDLE
     from macaronic.pairs import PairManifest
 
@@ -280,14 +289,18 @@ def eval_cmds(rule: Rule, work: Path, contract: Path, workers: int, router_polic
     pair = PairManifest.build(None, {role: work / rule.tag / role for role in ROLES}, DEFAULT_BUNDLE)
     pair_path = pair.save(ev / f"{_slug(rule)}.pair.json")
     out = []
-    for suite in SUITES:
+    for suite, split in [*((s, "test") for s in SUITES), *((s, "dev") for s in DEV_SUITES)]:
+        name = suite if split == "test" else f"{suite}-dev"
         cmd = [sys.executable, "-m", "macaronic.cli", "eval", "ablate", "--contract", str(contract),
                "--pair", str(pair_path), "--configs", "routed", "--suites", suite, "--no-external",
-               "--history", rule.history, "--json", str(ev / f"{_slug(rule)}.{suite}.json"),
-               "--tasks", str(ev / f"{_slug(rule)}.tasks.jsonl"), "--workers", str(workers), "--threads", "1", "--quiet"]
+               "--history", rule.history, "--json", str(ev / f"{_slug(rule)}.{name}.json"),
+               "--tasks", str(ev / f"{_slug(rule)}.{'dev.' if split == 'dev' else ''}tasks.jsonl"),
+               "--workers", str(workers), "--threads", "1", "--quiet"]
+        if split == "dev":
+            cmd += ["--split", "dev"]
         if router_policy:
             cmd += ["--router-policy", router_policy]
-        out.append((cmd, ev / f"{_slug(rule)}.{suite}.json"))
+        out.append((cmd, ev / f"{_slug(rule)}.{name}.json"))
     return out
 
 
@@ -298,14 +311,15 @@ def _eval_one(cmd: list[str], out: Path) -> dict:
         with out.with_suffix(".log").open("a") as f:
             f.write("+ " + " ".join(cmd) + "\n")
             f.flush()
-            rc = subprocess.run(["nice", "-n", "10", *cmd], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            rc = _run(cmd, env, f)
         if rc:
             raise SystemExit(f"evaluation failed (rc {rc}); see {out.with_suffix('.log')}")
         print(f"evaluated {out.name} in {time.time() - t0:.0f} s", file=sys.stderr)
     return json.loads(out.read_text())
 
 
-SUITES = ("mixed", "agent")
+SUITES = ("mixed", "agent")  # the contract's multi-turn suites, sealed test split: the default rule reads these
+DEV_SUITES = ("agent",)  # also answered on the dev split, a diagnostic column outside the rule
 
 
 def budgets(work: Path, rules) -> dict[str, dict[str, int]]:
@@ -323,17 +337,24 @@ def budgets(work: Path, rules) -> dict[str, dict[str, int]]:
     return out
 
 
+def _merged(parts: list[dict]) -> dict:
+    """One rule's evaluation docs (one per suite and split) as one: the test docs' task log in
+    `tasks`, the dev docs' in `dev_tasks`."""
+    dev = [p for p in parts if p.get("split") == "dev"]
+    return {**parts[0], "command": [p["command"] for p in parts], "wall_s": sum(p["wall_s"] for p in parts),
+            "units": sum(p["units"] for p in parts), **({"dev_tasks": dev[0]["tasks"]} if dev else {})}
+
+
 def finished_evaluations(work: Path) -> dict[str, dict]:
-    """{rule: evaluation doc} for every rule scored under `work`; one still running gives its
-    task log as a partial doc."""
+    """{rule: evaluation doc} for every rule scored under `work` (its dev diagnostics when they
+    are there); one still running gives its task log as a partial doc."""
     out = {}
     for r in RULES:
         parts = [work / "eval" / f"{_slug(r)}.{s}.json" for s in SUITES]
+        dev = [p for s in DEV_SUITES if (p := work / "eval" / f"{_slug(r)}.{s}-dev.json").exists()]
         tasks = work / "eval" / f"{_slug(r)}.tasks.jsonl"
         if all(p.exists() for p in parts):
-            ds = [json.loads(p.read_text()) for p in parts]
-            out[r.name] = {**ds[0], "command": [d["command"] for d in ds], "wall_s": sum(d["wall_s"] for d in ds),
-                           "units": sum(d["units"] for d in ds)}
+            out[r.name] = _merged([json.loads(p.read_text()) for p in parts + dev])
         elif tasks.exists() and tasks.stat().st_size:
             out[r.name] = {"tasks": str(tasks), "partial": True, "history": r.history}
     return out
@@ -341,37 +362,51 @@ def finished_evaluations(work: Path) -> dict[str, dict]:
 
 def quality(contract_path: Path, docs: dict[str, dict]) -> dict:
     """Per rule and suite: mean task score with its bootstrap interval, and the paired difference
-    against the best rule on that suite (same tasks)."""
-    from macaronic.contract.evaluate import read_rows
-    from macaronic.contract.report import task_scores
+    against the best rule on that suite (same tasks); the dev-split diagnostics under "dev"."""
     from macaronic.contract.spec import parse
-    from macaronic.contract.stats import bootstrap_ci, paired_bootstrap
 
     contract = parse(contract_path)
+    out = _compare(contract, docs, "tasks", SUITES, "test")
+    dev = {n: d for n, d in docs.items() if d.get("dev_tasks")}
+    if dev:
+        out["dev"] = _compare(contract, dev, "dev_tasks", DEV_SUITES, "dev")
+    return out
+
+
+def _compare(contract, docs: dict[str, dict], log: str, suites, split: str) -> dict:
+    from macaronic.contract.evaluate import read_rows
+    from macaronic.contract.report import task_scores
+    from macaronic.contract.stats import bootstrap_ci, paired_bootstrap
+
     g = contract.gate
     scores = {}
     for name, d in docs.items():
-        rows = [r for r in read_rows(d["tasks"], contract.sha256) if r.get("config") == "routed"
+        rows = [r for r in read_rows(d[log], contract.sha256) if r.get("config") == "routed"
+                and r.get("split", "test") == split
                 and (d.get("partial") or r["pair"] == f"routed/{d['pair_ids']['routed']}")]
         scores[name] = task_scores(contract, rows)
     out: dict = {"rules": {n: {} for n in docs}, "best": {}}
-    for si, suite in enumerate(SUITES):
+    for si, suite in enumerate(suites):
         have = {n: {k for k, t in sc.items() if t["suite"] == suite} for n, sc in scores.items()}
         names = [n for n in docs if have[n]]  # a rule still being scored may have none of this suite yet
-        keys = sorted(set.intersection(*[have[n] for n in names])) if names else []
-        if not keys:
+        if not names:
             continue
-        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in names}
+        # the best among the rules with the most tasks of the suite; a rule still being scored is
+        # compared with it over the tasks it has (its n says how many)
+        most = max(len(have[n]) for n in names)
+        keys = sorted(set.intersection(*[have[n] for n in names if len(have[n]) == most]))
+        means = {n: sum(scores[n][k]["score"] for k in keys) / len(keys) for n in names if len(have[n]) == most}
         best = max(means, key=lambda n: (means[n], -names.index(n)))
         out["best"][suite] = best
         for n in names:
+            keys = sorted(have[n] & have[best])
             xs = [scores[n][k]["score"] for k in keys]
             d, ci = paired_bootstrap(xs, [scores[best][k]["score"] for k in keys], g.resamples, g.confidence, g.seed + si)
-            block = {"n": len(keys), "score": means[n], "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
+            block = {"n": len(keys), "score": sum(xs) / len(xs), "ci95": bootstrap_ci(xs, g.resamples, g.confidence, g.seed + si),
                      "delta_vs_best": d, "delta_ci95": ci}
-            for extra in ("route_acc", "answer_acc"):
-                v = d_extra = docs[n].get("configs", {}).get("routed", {}).get(suite, {}).get(extra)
-                if d_extra is not None:
+            for extra in ("route_acc", "answer_acc"):  # the mixed suite's (its doc is the first of a rule's)
+                v = docs[n].get("configs", {}).get("routed", {}).get(suite, {}).get(extra) if split == "test" else None
+                if v is not None:
                     block[extra] = v
             out["rules"][n][suite] = block
     return out
@@ -382,8 +417,9 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
     per cached token) among the rules whose score on every suite is within the 95% interval of
     the best rule's (the paired interval of the difference reaches zero)."""
     ttft = {r["rule"]: (r.get("cpu_ms", r["ttft_ms"]), r["bytes_per_token"]) for r in cost["rows"] if r["history_tokens"] == at}
-    ok = [n for n, suites in q["rules"].items()  # scored on every suite, and not below the best on any
+    ok = [n for n, suites in q["rules"].items()  # scored on every task of every suite, and not below the best on any
           if suites and set(suites) == set(q["best"])
+          and all(b["n"] == q["rules"][q["best"][s]][s]["n"] for s, b in suites.items())
           and all(b["delta_ci95"] is None or b["delta_ci95"][1] >= 0 for b in suites.values())]
     chosen = min(ok, key=lambda n: ttft.get(n, (float("inf"), 0))) if ok else None
     return {"rule": chosen, "eligible": ok, "cost_at_history_tokens": at,
@@ -394,11 +430,11 @@ def choose_default(q: dict, cost: dict, at: int = 4096) -> dict:
 
 # ---- the table and the plot -------------------------------------------------------------------
 
-def _ci(b: dict | None) -> str:
+def _ci(b: dict | None, best: bool = False) -> str:
     if not b:
         return "–"
     s = f"{b['score']:.3f}, n {b['n']}"
-    if b.get("delta_ci95") and (b["delta_vs_best"] or b["delta_ci95"] != [0.0, 0.0]):
+    if b.get("delta_ci95") and not best:  # a tie with the best shows its zero interval
         lo, hi = b["delta_ci95"]
         s += f" ({b['delta_vs_best']:+.3f} [{lo:+.3f}, {hi:+.3f}])"
     else:
@@ -410,14 +446,17 @@ def markdown(doc: dict) -> str:
     cost, q, lengths = doc["switch_cost"], doc.get("quality"), sorted({r["history_tokens"] for r in doc["switch_cost"]["rows"]})
     by = {(r["rule"], r["history_tokens"]): r for r in cost["rows"]}
     names = [r.name for r in RULES if any(x["rule"] == r.name for x in cost["rows"])]
+    dev = (q or {}).get("dev")
     head = ["rule", *(f"{s} score (Δ vs best [95% CI])" for s in SUITES if q),
+            *(f"{s} on the dev split (diagnostic)" for s in DEV_SUITES if dev),
             *(f"switched turn, {n // 1024}k history: CPU ms (wall ms)" if n >= 1024 else
               f"switched turn, {n} history: CPU ms (wall ms)" for n in lengths),
             f"recomputed at {lengths[-1]}: all layers / top only", "bytes per cached token"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for n in names:
         last = by[(n, lengths[-1])]
-        cells = [_ci(q["rules"].get(n, {}).get(s)) for s in SUITES] if q else []
+        cells = [_ci(q["rules"].get(n, {}).get(s), q["best"].get(s) == n) for s in SUITES] if q else []
+        cells += [_ci(dev["rules"].get(n, {}).get(s), dev["best"].get(s) == n) for s in DEV_SUITES] if dev else []
         cells += [f"{by[(n, L)].get('cpu_ms', float('nan')):,.0f} ({by[(n, L)]['ttft_ms']:,.0f})" for L in lengths]
         cells += [f"{last['prefill_tokens']:,} / {last['upper_tokens']:,}", f"{last['bytes_per_token']:,}"]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
@@ -425,7 +464,8 @@ def markdown(doc: dict) -> str:
 
 
 def plot(doc: dict, out: Path) -> Path:
-    """Quality (mixed and agent scores, 95% CI) against switch cost (TTFT after the longest history)."""
+    """Quality (mixed and agent scores, 95% CI; the dev-split agent diagnostic hollow) against
+    switch cost (TTFT after the longest history)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -435,17 +475,20 @@ def plot(doc: dict, out: Path) -> Path:
     at = max(r["history_tokens"] for r in cost["rows"])
     x = {r["rule"]: r.get("cpu_ms", r["ttft_ms"]) for r in cost["rows"] if r["history_tokens"] == at}
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for si, (suite, marker) in enumerate(zip(SUITES, ("o", "s"))):
-        pts = [(n, x[n], q["rules"][n][suite]) for n in q["rules"] if suite in q["rules"][n] and n in x]
+    series = [(q, s, m, f"{s} suite", {}) for s, m in zip(SUITES, ("o", "s"))]
+    if q.get("dev"):
+        series += [(q["dev"], s, "^", f"{s} suite, dev split (diagnostic)", {"mfc": "none"}) for s in DEV_SUITES]
+    for si, (qq, suite, marker, label, style) in enumerate(series):
+        pts = [(n, x[n], qq["rules"][n][suite]) for n in qq["rules"] if suite in qq["rules"][n] and n in x]
         xs, ys = [p[1] for p in pts], [p[2]["score"] for p in pts]
         lo = [p[2]["score"] - p[2]["ci95"][0] if p[2]["ci95"] else 0 for p in pts]
         hi = [p[2]["ci95"][1] - p[2]["score"] if p[2]["ci95"] else 0 for p in pts]
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, capsize=3, label=f"{suite} suite")
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, capsize=3, label=label, **style)
         for n, xv, b in pts:
             ax.annotate(n, (xv, b["score"]), textcoords="offset points", xytext=(5, 4 - 10 * si), fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel(f"switched turn after {at} tokens of history: engine CPU ms to the first token (log)")
-    ax.set_ylabel("contract score, sealed test split (95% bootstrap CI)")
+    ax.set_ylabel("contract score (95% bootstrap CI)")
     ax.set_title("Adapter-switch rules: quality vs switch cost")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -459,9 +502,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="macaronic bench modes", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets and evaluations go here")
-    p.add_argument("--steps-frac", type=float, default=0.1,
+    p.add_argument("--steps-frac", type=float, default=0.2,
                    help="SFT steps per specialist under its rule, as a fraction of the shipped recipe's")
-    p.add_argument("--lanes", type=int, default=5, help="adapter sets trained and scored at a time (one process each)")
+    p.add_argument("--lanes", type=int, default=3,
+                   help="adapter sets trained and scored at a time (one process each, each in its own session)")
     p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
     p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
     p.add_argument("--report-only", action="store_true",
@@ -513,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["evaluations"] = {n: {k: d[k] for k in ("command", "wall_s", "units", "router", "history", "pair_ids")}
                               for n, d in docs.items()}
         doc["quality"] = quality(a.contract, docs)
+        doc["budget"] = budgets(a.work, docs)
     torch.set_num_threads(a.threads)
     t2 = time.time()
     if a.reuse_cost:
@@ -551,10 +596,14 @@ def section(doc: dict, a) -> str:
     if doc.get("partial"):
         unscored = [s for s in SUITES if s not in doc["quality"]["best"]]
         parts += [f"Scored from the task logs of evaluations that had not finished every suite when this was written "
-                  f"(each comparison is over the tasks every rule in it has): {', '.join(doc['partial'])}"
+                  f"(such a rule is compared with the best over the tasks it has; its n says how many): "
+                  f"{', '.join(doc['partial'])}"
                   + (f"; not scored at all: {', '.join(unscored)} suite" if unscored else "") + ". A rule with "
                   "no score was not trained or scored in this run; its switch cost is measured all the same.", ""]
     parts += [markdown(doc), ""]
+    if doc.get("quality", {}).get("dev"):
+        parts += ["The dev-split column is a diagnostic: the contract's dev tasks of that suite, answered like the "
+                  "test ones; the default rule reads the sealed test split only.", ""]
     if "default" in doc:
         d = doc["default"]
         parts += [f"Served default by the written rule ({d['text']}): **{d['rule']}** "

@@ -64,10 +64,10 @@ def suites_for(contract, cfg: Config) -> list[str]:
     return out
 
 
-def plan(contract, loader, cfgs: list[Config]) -> list[tuple[Config, object, int]]:
-    """[(config, task, sample)], configuration-major: forced rows run before the routed and oracle
-    rows that can reuse their generations."""
-    tasks = {s.name: loader.tasks(s.name, "test") for s in contract.suites
+def plan(contract, loader, cfgs: list[Config], split: str = "test") -> list[tuple[Config, object, int]]:
+    """[(config, task, sample)] of a split (the sealed test one unless told), configuration-major:
+    forced rows run before the routed and oracle rows that can reuse their generations."""
+    tasks = {s.name: loader.tasks(s.name, split) for s in contract.suites
              if any(s.name in suites_for(contract, c) for c in cfgs)}
     order = sorted(cfgs, key=lambda c: c.policy in ("routed", "oracle"))
     return [(c, t, i) for c in order for name in suites_for(contract, c) for t in tasks[name]
@@ -191,12 +191,12 @@ class Harnesses:
             mols[cfg.name] = MoL(backend, self.bundle, self.router, config=HarnessConfig(constrain=self.constrain))
         return mols[cfg.name]
 
-    def run_unit(self, contract, cfg: Config, task, sample: int) -> dict:
+    def run_unit(self, contract, cfg: Config, task, sample: int, split: str = "test") -> dict:
         from macaronic.contract.evaluate import run_unit
 
         gold = [t.role for t in task.obj.turns] if contract.suite(task.suite).kind == "mixed" else None
         row = run_unit(contract, f"{cfg.name}/{self.pair_ids[cfg.name]}", task, sample,
-                       ConfigAnswerer(cfg, self.mol(cfg), self.bundle, gold))
+                       ConfigAnswerer(cfg, self.mol(cfg), self.bundle, gold), split)
         return {**row, "config": cfg.name}
 
 

@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-constraints", action="store_true",
                    help="decode without the harness's grammars (tool calls, response formats, GenUI cards): "
                         "the 'without constraints' rows")
+    p.add_argument("--split", choices=("test", "dev"), default="test",
+                   help="the contract split answered (default test, the sealed one; dev: a diagnostic, e.g. where "
+                        "every row scores 0 on test; its tasks may overlap training data, which is reported, not refused)")
     p.add_argument("--history", choices=("cached", "base"), default="cached",
                    help="the engine's history rule for turn-mode adapters (EngineConfig.history)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -114,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         contract = replace(contract, suites=tuple(s for s in contract.suites if s.name in want),
                            primary=tuple(p for p in contract.primary if p in want))
-    units = ablate.plan(contract, loader, cfgs)
+    units = ablate.plan(contract, loader, cfgs, args.split)
     cont = contamination_of(manifest, [], units=[(t, s) for _, t, s in units])
-    if not cont["clean"]:
+    if not cont["clean"] and args.split == "dev":
+        print(f"macaronic eval ablate: note: training data overlaps the dev split ({len(cont['exact'])} exact, "
+              f"{len(cont['ngram'])} 13-word windows); recorded in the JSON", file=sys.stderr)
+    elif not cont["clean"]:
         print(f"macaronic eval ablate: training data overlaps the sealed test split: {cont['exact'][:5]} "
               f"{cont['ngram'][:5]}", file=sys.stderr)
         return 3
@@ -137,11 +143,17 @@ def main(argv: list[str] | None = None) -> int:
                        "state_id": router.state.id if router and router.state.policies() else None}
         h = ablate.Harnesses(llm, bundle, ablate.LockedRouter(router) if router else None, cfgs,
                              constrain=not args.no_constraints)
-        tasks_path = args.tasks or _home() / "ablate" / f"{args.json.name}.tasks.jsonl"
+        tasks_path = args.tasks or _home() / "ablate" / f"{args.json.name}{'.dev' if args.split == 'dev' else ''}.tasks.jsonl"
         log = ResultLog(tasks_path, contract.sha256)
+        other = sum(1 for r in log.rows.values() if r.get("split", "test") != args.split)
+        if other:  # a unit's key does not name its split: one file holds one split
+            print(f"macaronic eval ablate: {tasks_path} holds {other} rows of another split; give this split "
+                  f"its own --tasks file", file=sys.stderr)
+            log.close()
+            return 2
         todo = [u for u in units if _key(h, u) not in log.rows]
         try:
-            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress, args.max_seconds)
+            run(contract, h, todo, log, len(units), args.workers, args.quiet, progress, args.max_seconds, args.split)
         finally:
             log.close()
         ran = sum(1 for u in todo if _key(h, u) in log.rows)
@@ -158,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
            "wall_s": round(wall, 1), "units": len(units), "units_run": ran, "units_missing": missing, "memo_hits": h.memo.hits,
-           "threads": args.threads, "workers": args.workers, "history": args.history, "contamination": cont, **summary}
+           "threads": args.threads, "workers": args.workers, "history": args.history, "split": args.split,
+           "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
     text = section(doc, contract, cfgs, args.json)
     if args.md:
@@ -174,7 +187,8 @@ def section(doc: dict, contract, cfgs, json_path) -> str:
 
     left = f", {doc['units_missing']} not run (--max-seconds)" if doc.get("units_missing") else ""
     head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units{left}, "
-            f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). Contract `{contract.id}` "
+            f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). "
+            f"{'Dev split (diagnostic). ' if doc.get('split') == 'dev' else ''}Contract `{contract.id}` "
             f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
             f"Raw: `{json_path}`.\n\n")
     return head + ablate.markdown(contract, doc, cfgs)
@@ -187,13 +201,14 @@ def _key(h, unit) -> str:
     return unit_key(f"{cfg.name}/{h.pair_ids[cfg.name]}", task.suite, task.id, sample)
 
 
-def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress, max_seconds: float = 0.0) -> None:
+def run(contract, h, todo, log, total: int, workers: int, quiet: bool, progress, max_seconds: float = 0.0,
+        split: str = "test") -> None:
     from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 
     deadline = time.monotonic() + max_seconds if max_seconds > 0 else None
     with progress(quiet) as bar, ThreadPoolExecutor(max(1, workers)) as ex:
         job = bar.add_task("ablate", total=total, completed=total - len(todo))
-        futures = [ex.submit(h.run_unit, contract, cfg, task, sample) for cfg, task, sample in todo]
+        futures = [ex.submit(h.run_unit, contract, cfg, task, sample, split) for cfg, task, sample in todo]
         try:
             for f in as_completed(futures):
                 try:

@@ -19,7 +19,8 @@ Adapter modes decide the labels:
   between turns recomputes no history token;
 - `upper` (LoRA in the top k layers only): labelled like `full`, and every sequence keeps the
   residual stream entering layer L-k of each registered upper adapter; on a switch the history's
-  lower layers and that residual are copied and only layers L-k.. are recomputed (k/L of a prefill).
+  lower layers and that residual are copied and only layers L-k.. are recomputed (k/L of a prefill),
+  one prompt chunk a step like any prefill, so a long history never stalls decoding streams.
 
 The engine knows token ids and detokenizes incrementally for text deltas and stop strings
 (`engine.detok`); it knows nothing about chat templates, routing or HTTP.
@@ -192,6 +193,7 @@ class _Seq:
     gen: torch.Generator | None
     t0: float
     upper: int = 0  # history positions recomputed in the upper layers only (upper mode)
+    upper_todo: "_UpperTodo | None" = None  # the part of that recompute still to run
     generated: list[int] = field(default_factory=list)
     detok: Detokenizer | None = None  # None without a tokenizer: token ids only
     stops: StopMatcher = field(default_factory=StopMatcher)
@@ -204,6 +206,16 @@ class _Seq:
     @property
     def decoding(self) -> bool:
         return self.req.score is None and self.pos == len(self.tokens)
+
+
+@dataclass
+class _UpperTodo:
+    """A switched upper turn's history still to recompute: positions [kv.length, end) take the
+    layers below `split` (and the residual entering it) from `src`, a prefix-cache entry's buffer."""
+
+    src: KVBuffer
+    split: int
+    end: int
 
 
 class Engine:
@@ -372,6 +384,9 @@ class Engine:
             self._drop_cancelled()
             self._admit()
         with self.lock, torch.inference_mode():
+            if self._upper_step():  # this step's prompt work: one chunk of an upper recompute
+                self._decode()
+                return True
             if self.config.fuse_steps and self._fused_step():
                 return True
             did_prefill = self._prefill_chunk()
@@ -448,12 +463,12 @@ class Engine:
         if reuse:
             kv.copy_prefix(match.entry.kv, reuse)
         split = self._split_of(req)
-        upper = self._upper_history(tokens, kv, slot, split) if split is not None else 0
+        todo = self._upper_history(tokens, kv, split) if split is not None else None
         labels = match.labels
         stop_ids = req.sampling.stop_token_ids
         return _Seq(
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
-            pos=kv.length, reused=reuse, upper=upper, gen=make_generator(req.sampling.seed), t0=t0,
+            pos=kv.length, reused=reuse, upper_todo=todo, gen=make_generator(req.sampling.seed), t0=t0,
             stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
             detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
@@ -471,22 +486,41 @@ class Engine:
         """Layers whose entering residual every sequence keeps: one per registered upper top_k."""
         return {self.base.args.n_layers - i.top_k for i in self.registry.infos() if i.mode == "upper"}
 
-    def _upper_history(self, tokens: np.ndarray, kv: KVBuffer, slot: int, split: int) -> int:
+    def _upper_history(self, tokens: np.ndarray, kv: KVBuffer, split: int) -> _UpperTodo | None:
         """History positions past the exact match whose layers below `split` the cache holds as the
-        base computed them: copy those layers and the residual entering `split`, recompute only the
-        layers from `split` up with this adapter. Returns how many positions that covered."""
+        base computed them: those layers and the residual entering `split` are taken, and only the
+        layers from `split` up are recomputed with this adapter, a chunk a step (`_upper_step`)."""
         entry, n = self.cache.lookup_below(tokens, split)
-        a, n = kv.length, min(n, len(tokens) - 1)
-        if entry is None or n <= a:
-            return 0
-        kv.copy_prefix(entry.kv, n, below=split)
-        resid = entry.kv.resid[split][a:n]  # [n - a, D]
-        slots = torch.full((n - a,), slot, dtype=torch.long)
-        with self.lock:
-            self.model(torch.from_numpy(tokens[a:n]), [SeqSlice(kv, n - a)], lora=self.bank if slot else None,
-                       slots=self.bank.plan(slots) if slot else None, logits="none", first_layer=split, resid=resid)
+        n = min(n, len(tokens) - 1)
+        return _UpperTodo(entry.kv, split, n) if entry is not None and n > kv.length else None
+
+    def _upper_step(self) -> bool:
+        """One chunk (the step's prompt budget) of the first pending upper recompute: copy its
+        lower layers and residual rows, run the layers from the split up. The chunk is copied
+        only now, so a K/V pool that grows meanwhile (it keeps rows [0, length)) loses nothing."""
+        s = next((s for s in self._active if s.upper_todo is not None), None)
+        if s is None:
+            return False
+        t = s.upper_todo
+        busy = any(x.decoding for x in self._active)
+        a = s.kv.length
+        n = min(t.end, a + (self.config.prefill_chunk_busy if busy else self.config.prefill_chunk))
+        try:
+            s.kv.copy_prefix(t.src, n, below=t.split)
+            resid = t.src.resid[t.split][a:n]  # [n - a, D]
+            slots = torch.full((n - a,), s.slot, dtype=torch.long)
+            self.model(torch.from_numpy(s.tokens[a:n]), [SeqSlice(s.kv, n - a)], lora=self.bank if s.slot else None,
+                       slots=self.bank.plan(slots) if s.slot else None, logits="none", first_layer=t.split,
+                       resid=resid)
+        except Exception as e:
+            self._finish(s, "error", error=f"upper-mode recompute failed: {e}")
+            return True
+        s.pos = s.kv.length
+        s.upper += n - a
         self.stats["upper_tokens"] += n - a
-        return n - a
+        if s.kv.length >= t.end:
+            s.upper_todo = None
+        return True
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
         # Positions being computed carry either the request's own label or BASE.
@@ -497,7 +531,8 @@ class Engine:
         `prefill_chunk_busy` while streams decode), score requests first."""
         decoding = any(s.decoding for s in self._active)
         budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
-        pending = sorted((s for s in self._active if s.pos < len(s.tokens)), key=lambda s: s.req.score is None)
+        pending = sorted((s for s in self._active if s.pos < len(s.tokens) and s.upper_todo is None),
+                         key=lambda s: s.req.score is None)
         if pending and _exit_layer(pending[0]) is not None:  # early-exit scores: a forward of their own
             pending = [s for s in pending if _exit_layer(s) == _exit_layer(pending[0])]
         else:
