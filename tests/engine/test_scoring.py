@@ -146,6 +146,19 @@ def test_score_requests_wait_for_no_decode_row(llm):
 
 
 @pytest.mark.parametrize("fused", [True, False])
+def record_forwards(monkeypatch, model) -> list[list[tuple[int, int]]]:
+    """Every forward of `model` from now on, as (K/V buffer id, new tokens) per sequence."""
+    log: list[list[tuple[int, int]]] = []
+    forward = model.forward
+
+    def recording(tokens, seqs, *a, **kw):
+        log.append([(id(s.kv), s.n_new) for s in seqs])
+        return forward(tokens, seqs, *a, **kw)
+
+    monkeypatch.setattr(model, "forward", recording)
+    return log
+
+
 def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, monkeypatch, fused):
     """Eight streams decode; meanwhile a routing thread computes the router's features (the
     route head's two views of four requests, two long) and next-token log-probs, and two long
@@ -155,15 +168,7 @@ def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, mo
     shapes: prompt chunks fused into the decode forward, and a forward each."""
     budget = llm.config.prefill_chunk_busy
     monkeypatch.setattr(llm.engine, "config", replace(llm.engine.config, fuse_steps=fused))
-    model = llm.base.model
-    log: list[list[tuple[int, int]]] = []  # per forward: (K/V buffer id, new tokens) per sequence
-    forward = model.forward
-
-    def recording(tokens, seqs, *a, **kw):
-        log.append([(id(s.kv), s.n_new) for s in seqs])
-        return forward(tokens, seqs, *a, **kw)
-
-    monkeypatch.setattr(model, "forward", recording)
+    log = record_forwards(monkeypatch, llm.base.model)
     streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"tell me about {i}"}]),
                           sampling=SamplingParams(max_tokens=600, stop_token_ids=())) for i in range(8)]
     for h in streams:

@@ -14,6 +14,7 @@ from macaronic.engine.model import SeqSlice
 from macaronic.engine.sampling import SamplingParams
 from macaronic.testing import make_random_adapter
 from test_engine import Recorder  # the test double that keeps the logits the sampler saw
+from test_scoring import record_forwards
 
 GREEDY = SamplingParams(max_tokens=10, stop_token_ids=())
 TAIL = "<|im_end|>\n<|im_start|>user\nand now?<|im_end|>\n<|im_start|>assistant\n"
@@ -152,15 +153,7 @@ def test_a_long_switched_history_is_recomputed_a_chunk_a_step_without_stalling_s
     p2 = _second(llm, p1, h1)
     history = len(p1) + len(h1.output_ids) - 1
     assert history > 4 * budget
-    model = llm.base.model
-    log: list[list[tuple[int, int]]] = []  # per forward: (K/V buffer id, new tokens) per sequence
-    forward = model.forward
-
-    def recording(tokens, seqs, *a, **kw):
-        log.append([(id(s.kv), s.n_new) for s in seqs])
-        return forward(tokens, seqs, *a, **kw)
-
-    monkeypatch.setattr(model, "forward", recording)
+    log = record_forwards(monkeypatch, llm.base.model)  # per forward: (K/V buffer id, new tokens) per sequence
     streams = [llm.submit(_first_prompt(llm, f"stream {i}"), None, SamplingParams(max_tokens=900, stop_token_ids=()))
                for i in range(2)]
     for h in streams:
