@@ -57,14 +57,14 @@ def gen_dir(workdir: Path, g: int) -> Path:
 
 
 def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent: Path | None = None,
-             quiet: bool = True, answerer: str = "harness", reuse_unreached: bool = False) -> dict:
+             quiet: bool = True, answerer: str = "harness", reuse_unreached: bool = False, workers: int = 1) -> dict:
     """`macaronic eval` in its own process; rerunning after a crash resumes its task log."""
     if out.exists():
         return json.loads(out.read_text())
     priors = sorted(str(p) for p in workdir.glob("gen-*/eval.json.tasks.jsonl") if p.parent != out.parent)
     cmd = [sys.executable, "-m", "macaronic.cli", "eval", "--pair", str(child), "--contract", str(contract_path),
            "--json", str(out), "--audit", str(workdir / "audit.jsonl"), "--lineage", str(workdir / "lineage.sqlite"),
-           "--answerer", answerer]
+           "--answerer", answerer, "--workers", str(workers)]
     if (workdir / "strata.json").exists():
         cmd += ["--strata", str(workdir / "strata.json")]
     if parent is not None:
@@ -134,8 +134,11 @@ def default_pair(where: Path, fit_router: bool = False) -> PairManifest:
 
 
 def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget = Budget(), plan: Plan = Plan(),
-           pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness") -> dict:
-    """Run (or finish) `generations` generations; returns the summary (report.json's content)."""
+           pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness",
+           reference: bool = False) -> dict:
+    """Run (or finish) `generations` generations; returns the summary (report.json's content).
+    `reference`: first the generation-0 reference on the sealed test split and the frozen strata
+    (otherwise done at the first gate), so that they can run ahead of, or beside, the search."""
     from macaronic.contract import spec as cspec
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +149,8 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
         lin.add_pair(champ)
         lin.move_alias("champion", champ.id, "initial champion", key="gen-0:champion")
         run = Run(contract, contract_path, workdir, budget, plan, lin, hooks, answerer)
+        if reference and not any(r["key"] == "gen-0" for r in lin.records()):
+            run.reference()
         for g in range(1, generations + 1):
             run.generation(g)
         return summary(contract, workdir, lin)
@@ -208,9 +213,10 @@ class Run:
             self.hooks.log(f"strata: {self.contract.strata.k} samples per test task at "
                            f"T={self.contract.strata.temperature} with {champ0.id[:12]}")
             freeze(self.contract_path, champ0, strata_path, self.workdir / "audit.jsonl",
-                   on_unit=lambda: self.hooks.progress("strata", None, None))
+                   on_unit=lambda: self.hooks.progress("strata", None, None), workers=self.budget.workers)
         self.hooks.log(f"gen 0: reference evaluation of {champ0.id[:12]}")
-        run_eval(self.contract_path, self.workdir, g0 / "pair.json", g0 / "eval.json", answerer=self.answerer)
+        run_eval(self.contract_path, self.workdir, g0 / "pair.json", g0 / "eval.json", answerer=self.answerer,
+                 workers=self.budget.workers)
         if not strata_path.exists():  # k = 1 contracts: the reference's own results
             rows = read_rows(g0 / "eval.json.tasks.jsonl", self.contract.sha256)
             strata = freeze_strata(self.contract, [r for r in rows if r["pair"] == champ0.id])
@@ -307,7 +313,7 @@ class Run:
         cdir = d / cand.name
         report = run_eval(self.contract_path, self.workdir, cdir / "pair.json", d / "eval.json",
                           parent=_manifest_path(self.workdir, champ.id), answerer=self.answerer,
-                          reuse_unreached=True)
+                          reuse_unreached=True, workers=self.budget.workers)
         gate_doc = json.loads((d / "eval.json.gate.json").read_text())
         changes_doc = json.loads((cdir / "changes.json").read_text())
         self.lin.record(key=f"gen-{g}", pair_id=child.id, parent_id=champ.id, generation=g, decision=report["decision"],
@@ -400,11 +406,14 @@ class _LazyRunner:
     """Loads the champion's model only when a reply or the backbone is actually needed."""
 
     def __init__(self, make):
-        self._make, self._runner = make, None
+        import threading
+
+        self._make, self._runner, self._lock = make, None, threading.Lock()
 
     def _get(self):
-        if self._runner is None:
-            self._runner = self._make()
+        with self._lock:  # worker threads ask at once: one model load
+            if self._runner is None:
+                self._runner = self._make()
         return self._runner
 
     def reply(self, *a, **k):

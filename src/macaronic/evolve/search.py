@@ -59,7 +59,7 @@ def dev_units(contract, loader, suites: set[str], budget) -> list[tuple]:
     units = []
     for s in contract.suites:
         if s.name in suites:
-            units += [(t, i) for t in loader.tasks(s.name, "dev", per_family=budget.dev_per_family)
+            units += [(t, i) for t in loader.tasks(s.name, "dev", per_family=budget.dev_for(s.name))
                       for i in range(budget.dev_samples)]
     return units
 
@@ -75,7 +75,7 @@ def run_dev(contract, loader, runner_factory, pair_id: str, suites: set[str], bu
     if todo:
         runner = runner_factory()
         try:
-            for row in run_units(view, pair_id, todo, runner, log.keys(), split="dev"):
+            for row in run_units(view, pair_id, todo, runner, log.keys(), split="dev", workers=budget.workers):
                 log.add(row)
                 if progress:
                     progress()

@@ -322,7 +322,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     seen = {(json.dumps(e["messages"], sort_keys=True), e["label"]) for e in train}
     train += [e for e in dev_routing_examples(contract, loader, budget.per_family, "train")
               if (json.dumps(e["messages"], sort_keys=True), e["label"]) not in seen]
-    dev = dev_routing_examples(contract, loader, budget.dev_per_family)
+    dev = dev_routing_examples(contract, loader, budget.dev_for("mixed"))
     n_logged, n_dev = len(train), len(dev)
     if shipped_data:
         from macaronic.router.data import load_routing_data
