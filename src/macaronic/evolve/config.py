@@ -32,6 +32,12 @@ class Budget:
         """Dev tasks per family for `suite`: sized per suite from its unit cost, else dev_per_family."""
         return dict(self.dev_per_suite).get(suite, self.dev_per_family)
 
+    def text(self) -> str:
+        """The `--budget` text that parses back to this budget."""
+        out = [f"{f.name}={'none' if getattr(self, f.name) is None else getattr(self, f.name)}"
+               for f in fields(self) if f.name != "dev_per_suite"]
+        return ",".join(out + [f"dev_per_family.{s}={n}" for s, n in self.dev_per_suite])
+
     @classmethod
     def parse(cls, text: str | None) -> "Budget":
         """'samples=2,per_family=1,train_steps=30,dev_per_family.mixed=1' -> Budget."""

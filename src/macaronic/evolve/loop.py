@@ -149,11 +149,39 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
         lin.add_pair(champ)
         lin.move_alias("champion", champ.id, "initial champion", key="gen-0:champion")
         run = Run(contract, contract_path, workdir, budget, plan, lin, hooks, answerer)
+        beside = None
         if reference and not any(r["key"] == "gen-0" for r in lin.records()):
-            run.reference()
-        for g in range(1, generations + 1):
-            run.generation(g)
+            if generations == 0:
+                run.reference()
+            else:  # beside the search, in its own process; the first gate waits for it (the lock)
+                beside = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "evolve", "--contract",
+                                           str(contract_path), "--workdir", str(workdir), "--generations", "0",
+                                           "--reference", "--quiet", "--answerer", answerer,
+                                           "--budget", budget.text()], stdout=subprocess.DEVNULL)
+                _await_lock(workdir / "reference.lock", beside)
+        try:
+            for g in range(1, generations + 1):
+                run.generation(g)
+        finally:
+            if beside is not None and beside.wait() != 0:
+                hooks.log(f"the reference process exited {beside.returncode}; rerun to finish it")
         return summary(contract, workdir, lin)
+
+
+def _await_lock(path: Path, proc, timeout: float = 120.0) -> None:
+    """Until `proc` holds the lock at `path` (or has ended): the search must not take it first."""
+    import fcntl
+    import time
+
+    t0 = time.monotonic()
+    while proc.poll() is None and time.monotonic() - t0 < timeout:
+        with open(path, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # held: by the reference process
+            fcntl.flock(f, fcntl.LOCK_UN)
+        time.sleep(0.2)
 
 
 class Run:
@@ -172,13 +200,13 @@ class Run:
 
         return _LazyRunner(lambda: make_answerer(self.answerer, manifest, temperature))
 
-    def dev(self, manifest, suites: set[str], label: str) -> list[dict]:
+    def dev(self, manifest, suites: set[str], label: str, reuse: list[dict] = ()) -> list[dict]:
         from macaronic.evolve.search import run_dev
 
         log = ResultLog(self.workdir / "dev.jsonl", self.contract.sha256)
         try:
             return run_dev(self.contract, self.trainer, lambda: self.runner(manifest), manifest.id, suites,
-                           self.budget, log, progress=lambda: self.hooks.progress(label, None, None))
+                           self.budget, log, progress=lambda: self.hooks.progress(label, None, None), reuse=reuse)
         finally:
             log.close()
 
@@ -203,7 +231,15 @@ class Run:
 
     def reference(self) -> None:
         """The generation-0 reference on the sealed test split and the frozen strata, once, at the
-        first gate (k samples per task when the contract asks for k > 1)."""
+        first gate or ahead of the search (`--reference`). Two processes on one workdir (the search
+        and the reference beside it) take turns on a lock file: the second finds the work done."""
+        import fcntl
+
+        with open(self.workdir / "reference.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+            self._reference()
+
+    def _reference(self) -> None:
         g0 = gen_dir(self.workdir, 0)
         champ0 = PairManifest.load(g0 / "pair.json")
         strata_path = self.workdir / "strata.json"
@@ -353,7 +389,7 @@ class Run:
 
     def screen(self, c, m: PairManifest, champ: PairManifest, champ_dev: list[dict], g: int, conf: float) -> dict:
         from macaronic.evolve.search import verdict
-        from macaronic.pairs.reach import components_between, reached_suites
+        from macaronic.pairs.reach import components_between, reached_suites, reusable_tasks
 
         key = f"gen-{g}:{c.name}"
         done = [sc for sc in self.lin.screens(g) if sc["key"] == key]
@@ -361,7 +397,9 @@ class Run:
             return done[0]["detail"]["result"]
         comps = sorted(components_between(m, champ))
         touched = reached_suites(self.contract, comps) if comps else set()
-        rows = self.dev(m, touched, f"gen {g} dev {c.name}") if touched else []
+        same = reusable_tasks(self.contract, comps, champ_dev, Path(champ.harness["path"])) if touched else set()
+        rows = self.dev(m, touched, f"gen {g} dev {c.name}",
+                        reuse=[r for r in champ_dev if f"{r['suite']}/{r['task']}" in same]) if touched else []
         res = verdict(self.contract, rows, champ_dev, touched, conf)
         self.lin.screen(key=key, generation=g, pair_id=m.id, parent_id=c.parent, operator=c.operator,
                         components=comps, suites=res["suites"], verdict=res["verdict"],

@@ -65,11 +65,16 @@ def dev_units(contract, loader, suites: set[str], budget) -> list[tuple]:
 
 
 def run_dev(contract, loader, runner_factory, pair_id: str, suites: set[str], budget, log: ResultLog,
-            progress=None) -> list[dict]:
-    """This pair's dev rows on `suites` (from the log, or run now and appended)."""
+            progress=None, reuse: list[dict] = ()) -> list[dict]:
+    """This pair's dev rows on `suites` (from the log, or run now and appended). `reuse`: rows of
+    another pair for tasks this pair answers the same way (pairs.reach.reusable_tasks), copied
+    under this pair's id with `reused_from` instead of being run."""
     from macaronic.contract.evaluate import unit_key
 
     units = dev_units(contract, loader, suites, budget)
+    for r in reuse:
+        if unit_key(pair_id, r["suite"], r["task"], r["sample"]) not in log.rows:
+            log.add({**r, "pair": pair_id, "reused_from": r["pair"], "seconds": 0.0})
     todo = [u for u in units if unit_key(pair_id, u[0].suite, u[0].id, u[1]) not in log.rows]
     view = _capped(contract, budget)
     if todo:
