@@ -380,7 +380,7 @@ class Run:
             features = load_features(self.workdir / FEATURES, parent.base_fingerprint)
             ctx = {"contract": self.contract, "budget": self.budget, "llm": _Deferred(runner), "features": features,
                    "loader": self.trainer}
-            m, _, _ = build_successor(parent, rows, c.steps, out, ctx, log=self.hooks.log)
+            m, _, _ = build_successor(parent, rows, _adopting(c, out.parent), out, ctx, log=self.hooks.log)
             save_features(self.workdir / FEATURES, parent.base_fingerprint, features)
         finally:
             runner.close()
@@ -408,6 +408,27 @@ class Run:
         self.hooks.log(f"gen {g}: {c.name} {c.operator} on dev {sorted(touched)}: {res['verdict']} "
                        f"(pooled delta {_fmt(res['pooled']['delta'])} {res['pooled']['ci']})")
         return res
+
+
+def _adopting(c, gdir: Path) -> tuple:
+    """A stack's steps, its parts' training steps as `adopt` (the part's trained adapter or router
+    state, not a second training run on the same data and seed); harness edits are applied again."""
+    from macaronic.evolve.config import step_spec
+
+    if c.operator != "stack":
+        return c.steps
+    parts = [p for p in c.note.split(" + ") if (gdir / p / "pair.json").is_file()]
+    owner = {}
+    for p in parts:
+        for s in json.loads((gdir / p / "changes.json").read_text())["training_config"]["steps"]:
+            owner.setdefault(s, p)
+    out = []
+    for s in c.steps:
+        if step_spec(s)[0] in ("rft", "failure_data", "grpo", "router_refit") and s in owner:
+            out.append(json.dumps({"adopt": {"dir": str(gdir / owner[s]), "step": s}}, sort_keys=True))
+        else:
+            out.append(s)
+    return tuple(out)
 
 
 def champion_dev_scores(contract, workdir: Path, lin: Lineage) -> dict[str, dict]:
