@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
+from macaronic.contract.evaluate import ResultLog, read_rows, row_key, write_json_atomic
 from macaronic.contract.report import freeze_strata
 from macaronic.contract.sealed import SplitLoader
 from macaronic.evolve.collect import collect, collect_hinted
@@ -210,9 +210,28 @@ class Run:
         finally:
             log.close()
 
+    def inherited(self, champ, name: str) -> list[dict]:
+        """Rows in `name` (dev.jsonl, experience.jsonl) of the champion this one replaced that it
+        answers the same way: on suites its change cannot reach and on routed tasks no changed
+        role answered (pairs/reach.py), with the same prompts, adapters and seeds. Copied, not run."""
+        from macaronic.pairs.reach import components_between, reached_suites, reusable_tasks
+
+        ids = [m["pair_id"] for m in self.lin.alias_history("champion")]
+        if champ.id not in ids or ids.index(champ.id) == 0:
+            return []
+        prev = self.lin.pair(ids[ids.index(champ.id) - 1])
+        comps = components_between(champ, prev)
+        reached = reached_suites(self.contract, comps)
+        rows = [r for r in read_rows(self.workdir / name, self.contract.sha256) if r["pair"] == prev.id]
+        same = reusable_tasks(self.contract, comps, rows, Path(prev.harness["path"]))
+        return [r for r in rows if r["suite"] not in reached or f"{r['suite']}/{r['task']}" in same]
+
     def experience(self, champ, g: int) -> list[dict]:
         """The champion's sampled train experience (+ hinted retries of tasks it never solved)."""
         log = ResultLog(self.workdir / "experience.jsonl", self.contract.sha256)
+        for r in self.inherited(champ, "experience.jsonl"):
+            if row_key({**r, "pair": champ.id}) not in log.rows:
+                log.add({**r, "pair": champ.id, "reused_from": r["pair"], "seconds": 0.0})
         try:
             loader = SplitLoader(self.contract, "collector", self.workdir / "audit.jsonl")
             temp = self.budget.temperature_pct / 100 or None
@@ -279,7 +298,7 @@ class Run:
         d.mkdir(parents=True, exist_ok=True)
         champ = self.lin.pair("champion")
         self.hooks.log(f"gen {g}: champion {champ.id[:12]} on dev")
-        champ_dev = self.dev(champ, self.gated, f"gen {g} dev champion")
+        champ_dev = self.dev(champ, self.gated, f"gen {g} dev champion", reuse=self.inherited(champ, "dev.jsonl"))
         conf = self.budget.screen_confidence / 100
         # proposals: explicit ones first, then the operators' from each parent
         cpath = d / "candidates.json"

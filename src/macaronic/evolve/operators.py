@@ -8,7 +8,8 @@ generation's search, each a list of successor steps with the components it touch
   router_refit  the router refitted on logged outcomes, policy chosen on dev
   rft           RFT with exploration: k samples per train task at T >= 0.7 (collected by the loop),
                 graded successes (plus STaR-style hinted successes for tasks never solved),
-                warm-started from the parent's adapter for a few steps
+                warm-started from the parent's adapter for a few steps; one candidate for each of
+                the two roles with the most failures (and enough successes)
   failure_data  targeted data for the failing skill: agent episodes of lookup-then-act on tool
                 compositions that are in no split (evolve/failure_data.py)
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
@@ -91,7 +92,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
     if "rft" in operators and successes:
         ranked = sorted((r for r in successes if r in parent.adapters and len(successes[r]) >= budget.min_successes),
                         key=lambda r: (-fails.get(r, 0), -len(successes[r]), r))
-        for role in ranked[:1]:
+        for role in ranked[:2]:  # one candidate per role (disjoint: they can stack)
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:
