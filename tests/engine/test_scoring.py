@@ -62,6 +62,63 @@ def test_scores_chunked_and_batched_with_decoding_streams_within_float_noise(llm
     assert torch.allclose(mean, m0, atol=1e-5) and torch.allclose(last, l0, atol=1e-5)
 
 
+def test_early_exit_scores_are_the_residual_entering_their_layer(llm):
+    """`score_layer` l: the residual stream entering layer l (what a full forward writes there),
+    computed in forwards of their own that run no layer from l on, never cached; alone or while
+    streams decode (then chunked)."""
+    from macaronic.engine.engine import Request
+    from macaronic.engine.errors import EngineError
+    from macaronic.engine.kvpool import KVBuffer
+    from macaronic.engine.model import SeqSlice
+
+    n_layers = llm.args.n_layers
+    ids = llm.tokenizer.encode(_texts()[2], add_special_tokens=False)
+    kv = KVBuffer(llm.args, len(ids), llm.base.model.dtype)
+    kv.keep_residual([1], llm.args.dim)
+    with torch.inference_mode():
+        llm.base.model(torch.tensor(ids), [SeqSlice(kv, len(ids))], hidden=True)
+    want = kv.resid[1][: len(ids)].float()
+    calls = []
+    real = llm.base.model.forward
+
+    def spy(*a, **kw):
+        calls.append(kw.get("last_layer"))
+        return real(*a, **kw)
+
+    llm.base.model.forward = spy
+    try:
+        mean, last = llm.hidden_views([ids], layer=1)
+    finally:
+        del llm.base.model.forward
+    assert calls == [1]  # one forward, stopped before layer 1
+    assert torch.allclose(mean[0], want.mean(0), atol=1e-6) and torch.allclose(last[0], want[-1], atol=1e-6)
+    m0, l0 = llm.hidden_views_direct([ids], layer=1)
+    assert torch.equal(mean, m0) and torch.equal(last, l0)
+    full = llm.hidden_views([ids], layer=n_layers)  # the whole forward: the usual final-norm state
+    assert torch.equal(full[0], llm.hidden_views([ids])[0])
+    streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"count {i}"}]),
+                          sampling=SamplingParams(max_tokens=400, stop_token_ids=())) for i in range(3)]
+    for h in streams:
+        next(iter(h))
+    busy = llm.hidden_views([ids, ids[:5]], layer=1)
+    for h in streams:
+        h.cancel()
+    for h in streams:
+        h.result()  # ended (a cancelled stream offers its K/V as it ends)
+    assert torch.allclose(busy[0][0], want.mean(0), atol=1e-5) and torch.allclose(busy[1][0], want[-1], atol=1e-5)
+    cache = llm.engine.cache
+    cache.clear()
+    llm.engine.submit(Request(prompt=ids, score="hidden", score_layer=1, cache=True)).result()
+    assert len(cache) == 0  # its K/V stops at layer 1: never offered
+    llm.engine.submit(Request(prompt=ids, score="hidden", cache=True)).result()
+    assert len(cache) == 1  # a whole forward asked to offer its K/V does
+    for bad in (Request(prompt=ids, score="hidden", score_layer=0),
+                Request(prompt=ids, score="hidden", score_layer=n_layers + 1),
+                Request(prompt=ids, score="logprobs", score_layer=1)):
+        with pytest.raises(EngineError, match="score_layer"):
+            llm.engine.submit(bad)
+
+
 def test_score_requests_are_prefix_cached(llm):
     """The prompted router's route prompt is a long shared prefix: the second request reuses it."""
     prompt = llm.encode_chat([{"role": "system", "content": "Pick one route: chat, agent, coding, genui. " * 8},

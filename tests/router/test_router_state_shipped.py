@@ -14,7 +14,7 @@ import pytest
 from macaronic.router.bands import BandTable, sign_test_p
 from macaronic.router.conversation import request_text
 from macaronic.router.data import load_routing_data
-from macaronic.router.handwritten import load_handwritten, parse
+from macaronic.router.handwritten import load_handwritten, load_intents, parse, parse_intents
 from macaronic.router.shipped import SHIPPED_DIR
 from macaronic.router.state import RouterState, StateMismatch
 
@@ -47,6 +47,32 @@ def test_handwritten_parser_reports_every_error_at_once():
         parse(text)
     msg = str(e.value)
     assert ":3:" in msg and ":4:" in msg and ":5:" in msg
+
+
+def test_handwritten_intents_cover_every_turn_with_40_routes_trained_on_train_writers():
+    intents = load_intents()
+    data = load_handwritten()
+    assert set(intents) == {e["id"] for e in data}
+    for e in data:
+        assert intents[e["id"]].split(".")[0] == e["label"]
+        if e["kind"] == "injection":
+            assert intents[e["id"]] == intents[e["twin"]]
+    routes = set(intents.values())
+    assert len(routes) == 40
+    trained = {intents[e["id"]] for e in load_handwritten("train") if e["kind"] == "hand"}
+    assert trained == routes  # every route has plain train turns
+    tested = {intents[e["id"]] for e in load_handwritten("test")}
+    assert len(tested) >= 35
+
+
+def test_handwritten_intents_parser_reports_every_error_at_once():
+    examples = parse("@writer w1 train | x\nchat| a\nagent| b\ngenui| c\n")
+    text = "chat\nw1/0 fact; w1/1 cal.add\nw1/9 x\nagent\nw1/1 cal.add; oops\n"
+    with pytest.raises(ValueError) as e:
+        parse_intents(text, examples)
+    msg = str(e.value)
+    assert "w1/1 is a agent turn, listed under chat" in msg and "no hand-written turn w1/9" in msg
+    assert "'oops'" in msg and "no intent for w1/2" in msg
 
 
 def test_sign_test():
@@ -147,3 +173,19 @@ def test_route_classify_routes_from_the_shipped_state_on_the_real_base():
     out = [json.loads(l) for l in p.stdout.splitlines()]
     assert [o["role"] for o in out] == [label for _, label in turns]
     assert all(o["policy"] in ("head", "probe", "embedding", "arrow") for o in out)
+
+
+def test_hand_scaling_datasets_keep_the_writer_split():
+    from macaronic.router.bench import scaling_dataset
+
+    for n in (40, 400):
+        adapters, train, dev, test = scaling_dataset(n, data="hand")
+        assert len(adapters) == n == len({e["label"] for e in train})
+        writers = [{e["writer"] for e in part} for part in (train, dev, test)]
+        assert not (writers[0] & writers[2]) and not (writers[1] & writers[2])
+        assert {e["label"] for e in test} <= {a.name for a in adapters}
+    modded = [e for e in test if e["id"].endswith("@lab")]
+    assert modded and all(request_text(e["messages"]).endswith("(It's for my research lab.)") for e in modded)
+    assert all(e["label"].endswith(".lab") for e in modded)
+    with pytest.raises(ValueError, match="4, 40 or 400"):
+        scaling_dataset(10, data="hand")

@@ -88,3 +88,30 @@ def test_classify_cli_round_trip(tmp_path, tiny_router):
     assert len(rows) == 2
     assert {"role", "confidence", "probs", "policy", "ms"} <= set(rows[0]) and rows[0]["policy"] == "probe"
     assert rows[1]["role"] == "genui" and rows[1]["policy"] == "sticky"
+
+
+def test_head_at_an_early_layer_reads_that_layer_and_keeps_it_when_saved(tmp_path, llm, tiny_router):
+    """head_layer: the head is fitted and scored on the residual entering that layer (one early-exit
+    engine forward per view group), the layer is part of the saved state; a final-layer head's
+    saved meta carries no layer (so states saved before layers existed keep their ids)."""
+    from dataclasses import replace
+
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.features import head_features
+
+    assert "layer" not in tiny_router.state.head.meta()
+    train, dev = load_routing_data("train")[::8], load_routing_data("dev")[::8]
+    cfg = replace(RouterConfig(), head_views=("chatmean", "chatlast"), head_layer=1)
+    r = Router.fit(llm, train, dev, config=cfg)
+    assert r.state.head.layer == 1 and r.state.head.meta()["layer"] == 1
+    text = "Show me the weather in Oslo as a card."
+    early = head_features(llm, [text], ("chatmean", "chatlast"), layer=1)
+    assert not np.allclose(early, head_features(llm, [text], ("chatmean", "chatlast")))
+    assert np.allclose(r.head_embed([text]), early, atol=1e-5)
+    r.save(tmp_path)
+    again = Router.load(tmp_path, llm)
+    assert again.state.head.layer == 1 and again.state.id == r.state.id
+    convo = [{"role": "user", "content": text}]
+    assert again.route(convo, policy="head").probs == pytest.approx(r.route(convo, policy="head").probs)
+    with pytest.raises(ValueError, match="head_layer"):
+        RouterConfig.from_dict({"head_layer": 0})

@@ -97,13 +97,21 @@ class Request:
     logprobs: int | None = None  # None: off; k: each generated token's logprob and the top k
     score: str | None = None  # SCORE_KINDS: prefill only, the result on Handle.score (router forwards)
     cache: bool = True  # a score request: offer its K/V to the prefix cache (reused by later requests)
+    score_layer: int | None = None  # score "hidden": stop before this layer (the residual entering it)
     id: str = ""
 
 
 # What a score request returns on Handle.score:
-#   "hidden":   {"mean": [D], "last": [D]} fp32 final-norm hidden state (mean over positions, last one)
+#   "hidden":   {"mean": [D], "last": [D]} fp32 final-norm hidden state (mean over positions, last one);
+#               with score_layer l < n_layers the residual stream entering layer l instead (an early
+#               exit: l/n_layers of the forward's work, run in forwards of its own, K/V never cached)
 #   "logprobs": {"logprobs": [V]} fp32 log-softmax of the next token after the prompt
 SCORE_KINDS = ("hidden", "logprobs")
+
+
+def _exit_layer(s) -> int | None:
+    """The layer a sequence's early-exit score stops before (None: a whole forward)."""
+    return s.req.score_layer if s.req.score_layer is not None and s.req.score_layer < s.kv.k.shape[0] else None
 
 
 @dataclass
@@ -262,6 +270,10 @@ class Engine:
             raise EngineError(errors.BAD_REQUEST, f"active_from {req.active_from} outside the prompt [0, {len(req.prompt)}]")
         if req.score is not None and req.score not in SCORE_KINDS:
             raise EngineError(errors.BAD_REQUEST, f"score must be one of {SCORE_KINDS}, got {req.score!r}")
+        if req.score_layer is not None and (req.score != "hidden" or req.adapter is not None
+                                            or not 0 < req.score_layer <= self.base.args.n_layers):
+            raise EngineError(errors.BAD_REQUEST, "score_layer needs a bare-base \"hidden\" score and "
+                              f"0 < score_layer <= {self.base.args.n_layers}, got {req.score_layer!r}")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -486,6 +498,10 @@ class Engine:
         decoding = any(s.decoding for s in self._active)
         budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
         pending = sorted((s for s in self._active if s.pos < len(s.tokens)), key=lambda s: s.req.score is None)
+        if pending and _exit_layer(pending[0]) is not None:  # early-exit scores: a forward of their own
+            pending = [s for s in pending if _exit_layer(s) == _exit_layer(pending[0])]
+        else:
+            pending = [s for s in pending if _exit_layer(s) is None]
         batch = []
         for s in pending:
             if budget <= 0:
@@ -503,7 +519,7 @@ class Engine:
         if not decode:
             return False
         chunks = self._chunks()
-        if not chunks:
+        if not chunks or _exit_layer(chunks[0][0]) is not None:
             return False
         try:
             outs = self._prefill(chunks + [(s, None) for s in decode])
@@ -555,11 +571,15 @@ class Engine:
         slots = torch.cat([slot_row(s, end) for s, end in batch]) if use_lora else None
         last = any(end is None or end == len(s.tokens) for s, end in batch)
         hidden = any(s.req.score == "hidden" for s, _ in batch)
+        exit_at = _exit_layer(batch[0][0])  # a batch of early-exit scores (see _chunks)
         self.stats["prefill_forwards"] += 1
         out = self.model(
             toks, [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)], lora=self.bank if use_lora else None,
             slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none", hidden=hidden,
+            last_layer=exit_at,
         )  # [len(batch), V] (the last row of each chunk), empty, or with hidden=True [N, D]
+        if exit_at is not None:
+            return [(None, r.clone()) for r in torch.split(out, sizes)]
         if not hidden:
             return [(lg, None) for lg in out] if last else [(None, None)] * len(batch)
         rows = torch.split(out, sizes)  # rows[i]: [n_i, D]
@@ -710,7 +730,8 @@ class Engine:
         if s.slot:
             self.registry.release(s.slot)
         self.stats["reused_tokens"] += s.reused
-        if reason != "error" and s.kv.length >= len(s.tokens) and (s.req.score is None or s.req.cache):
+        if reason != "error" and s.kv.length >= len(s.tokens) and (s.req.score is None or s.req.cache) \
+                and _exit_layer(s) is None:
             n_gen = s.kv.length - len(s.tokens)
             toks = np.concatenate([s.tokens, np.asarray(s.generated[:n_gen], dtype=np.int64)])
             labs = np.concatenate([s.labels, np.full(n_gen, s.own_label, dtype=np.int64)])

@@ -130,8 +130,10 @@ class LLM:
         """[N, D] mean over tokens of the final-norm hidden state of the bare base."""
         return self.hidden_views(batch, max_tokens)[0]
 
-    def hidden_views(self, batch: list[list[int]], max_tokens: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-        """([N, D] mean, [N, D] last position) of the final-norm hidden state of the bare base.
+    def hidden_views(self, batch: list[list[int]], max_tokens: int = 4096,
+                     layer: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """([N, D] mean, [N, D] last position) of the final-norm hidden state of the bare base
+        (`layer` < n_layers: of the residual stream entering that layer, an early exit).
 
         Each sequence is a score request of the engine: scheduled with the decoding streams (at
         most one prefill chunk between two of their tokens), never under the forward lock across
@@ -142,7 +144,7 @@ class LLM:
         if not batch:
             empty = torch.zeros(0, self.args.dim)
             return empty, empty
-        got = self._score([Request(prompt=list(ids), score="hidden", cache=False) for ids in batch])
+        got = self._score([Request(prompt=list(ids), score="hidden", cache=False, score_layer=layer) for ids in batch])
         return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
 
     def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
@@ -165,7 +167,8 @@ class LLM:
         return out
 
     @torch.inference_mode()
-    def hidden_views_direct(self, batch: list[list[int]], max_tokens: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    def hidden_views_direct(self, batch: list[list[int]], max_tokens: int = 4096,
+                            layer: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The reference twin of `hidden_views`: from-scratch forwards outside the scheduler, under
         the engine's forward lock (so every decoding stream waits for them). Used by tests and by
         the serving benchmark's before/after comparison.
@@ -186,7 +189,8 @@ class LLM:
                 raise ValueError("pooled_hidden: empty token sequence")
             seqs = [SeqSlice(KVBuffer(self.args, len(ids), self.base.model.dtype), len(ids)) for ids in chunk]
             with self.engine.lock:
-                h = self.base.model(torch.tensor([t for ids in chunk for t in ids]), seqs, hidden=True)
+                h = self.base.model(torch.tensor([t for ids in chunk for t in ids]), seqs, hidden=True,
+                                    last_layer=layer)
             for seg in torch.split(h, [len(ids) for ids in chunk]):
                 means.append(seg.float().mean(0))
                 lasts.append(seg[-1].float())

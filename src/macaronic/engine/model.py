@@ -187,6 +187,7 @@ class Transformer(nn.Module):
         hidden: bool = False,
         first_layer: int = 0,
         resid: Tensor | None = None,
+        last_layer: int | None = None,
     ) -> Tensor:
         """Run the new tokens of `seqs` (concatenated in `tokens: [N]`) and append their K/V.
 
@@ -196,6 +197,9 @@ class Transformer(nn.Module):
         are returned instead of logits. With `first_layer` > 0 the tokens enter that layer with
         the residual stream `resid: [N, D]` (an upper-mode recompute): layers below are skipped and
         their K/V must already be in the buffers. A buffer's `resid` layers are written as they pass.
+        With `last_layer` (and `hidden=True`) the forward stops before that layer and returns the
+        residual stream entering it [N, D] (no final norm; the layers from there on write no K/V):
+        an early-exit score for the router.
         """
         a = self.args
         q_w, kv_w = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim
@@ -214,10 +218,14 @@ class Transformer(nn.Module):
             x = resid.to(self.dtype)
         else:
             x = self.embed[tokens]  # x: [N, D]
+        if last_layer is not None and not (hidden and first_layer < last_layer <= a.n_layers):
+            raise ValueError(f"last_layer {last_layer} needs hidden=True and {first_layer} < last_layer <= {a.n_layers}")
         keep = {li for s in seqs for li in s.kv.resid}
         for li, blk in enumerate(self.layers):
             if li < first_layer:
                 continue
+            if last_layer is not None and li >= last_layer:
+                break
             if li in keep:
                 self._keep_residual(li, x, seqs)
             h = rms_norm(x, blk.attn_norm, a.norm_eps)
@@ -239,6 +247,8 @@ class Transformer(nn.Module):
             x = x + self._proj(act, blk.w2, None, li, "down", lora, slots)
         for s in seqs:
             s.kv.length += s.n_new
+        if last_layer is not None and last_layer < a.n_layers:
+            return x
         x = rms_norm(x, self.norm, a.norm_eps)
         if hidden:
             return x

@@ -22,6 +22,11 @@ Because a synthetic route must have training examples, scaling splits *within* e
 fill: fills 0-2 train, fill 3 dev, fill 4 test (at 400: templates 0-1 for train, 2 for dev,
 2-3 for test, to bound the cost; --quick trains on template 0 only). This is easier than the
 main table's family-held-out split.
+The same three sizes on the hand-written turns ("hand" rows; writer-held-out, the splits of
+handwritten.py): 4 the roles; 40 the hand-labelled sub-intents of handwritten_intents.txt (a route
+"<role>.<intent>", described by the role and its first train turn); 400 those 40 crossed with the
+same 10 context modifiers (the suffix goes on the last user message). There every route must be
+told apart on phrasing no train writer used.
 Arrow needs adapter weights and synthetic routes have none, so it is not in the scaling rows;
 prompted is scored with its embedding shortlist on a fixed sample. memory_mb is the fitted
 router state a policy needs (centroids, probe weights; prompted: its shortlist centroids).
@@ -34,7 +39,7 @@ import platform
 import random
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -59,7 +64,8 @@ class BenchConfig:
     quick: bool = False  # test on fill 0 of each group only (~1/5 of test), fewer samples
     latency_samples: int = 30
     scaling: tuple[int, ...] = (4, 40, 400)
-    scaling_policies: tuple[str, ...] = ("embedding", "probe", "prompted")
+    scaling_policies: tuple[str, ...] = ("embedding", "probe", "head", "prompted")
+    scaling_data: tuple[str, ...] = ("template", "hand")
     prompted_scaling_samples: int = 40
     seed: int = 0
     log: Callable[[str], None] | None = None  # progress lines (the CLI sends them to stderr)
@@ -71,9 +77,9 @@ class BenchConfig:
     def sized(self) -> "BenchConfig":
         if not self.quick:
             return self
-        return BenchConfig(True, min(self.latency_samples, 8), self.scaling, self.scaling_policies,
-                           min(self.prompted_scaling_samples, 8), self.seed, self.log, self.policies,
-                           min(self.prompted_samples or 40, 40), self.refit, self.cache)
+        return replace(self, latency_samples=min(self.latency_samples, 8),
+                       prompted_scaling_samples=min(self.prompted_scaling_samples, 8),
+                       prompted_samples=min(self.prompted_samples or 40, 40))
 
     def say(self, msg: str) -> None:
         if self.log is not None:
@@ -136,7 +142,16 @@ class FeatureCache:
     """Request features (pooled rows and head rows, by text) kept in one npz between runs, so a
     rerun on the loaded box does not recompute them. Timed routes never read it."""
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, bundle=None):
+        from macaronic.router.config import RouterConfig
+
+        if bundle is None:
+            from macaronic.harness import load_bundle
+
+            bundle = load_bundle()
+        cfg = RouterConfig.from_dict(bundle.router)
+        # head rows are only reused for the head they were computed for (its views and layer)
+        self.head_key = f"{','.join(cfg.head_views)}@{cfg.head_layer}"
         self.path, self.pooled, self.head = path, {}, {}
         if path:
             from pathlib import Path
@@ -144,7 +159,9 @@ class FeatureCache:
             if Path(path).is_file():
                 with np.load(path, allow_pickle=False) as z:
                     self.pooled = dict(zip(z["pooled_texts"].tolist(), z["pooled"]))
-                    self.head = dict(zip(z["head_texts"].tolist(), z["head"]))
+                    key = str(z["head_key"]) if "head_key" in z.files else "mean,last,chatmean,chatlast@None"
+                    if key == self.head_key:
+                        self.head = dict(zip(z["head_texts"].tolist(), z["head"]))
 
     def save(self) -> None:
         if not self.path:
@@ -152,14 +169,15 @@ class FeatureCache:
         def arr(d):
             return np.stack(list(d.values())) if d else np.zeros((0, 0), np.float32)
         np.savez(self.path, pooled_texts=np.array(list(self.pooled), dtype=str), pooled=arr(self.pooled),
-                 head_texts=np.array(list(self.head), dtype=str), head=arr(self.head))
+                 head_texts=np.array(list(self.head), dtype=str), head=arr(self.head),
+                 head_key=np.array(self.head_key))
 
 
 def precompute(backbone: Backbone, config: BenchConfig, bundle=None) -> int:
     """Fill the feature cache for every text the benchmark scores; returns the number of texts."""
     from macaronic.harness import load_bundle
 
-    data, cache = bench_data(config.quick), FeatureCache(config.cache)
+    data, cache = bench_data(config.quick), FeatureCache(config.cache, bundle)
     router = Router(backbone, bundle or load_bundle())
     fit_parts = ("train", "dev", "template_train", "template_dev") if config.refit else ()
     texts = sorted({request_text(e["messages"]) for k in fit_parts for e in data[k]}
@@ -197,7 +215,7 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     cfg = config.sized()
     bundle = bundle or load_bundle()
     data = data or bench_data(cfg.quick)
-    cache = FeatureCache(cfg.cache)
+    cache = FeatureCache(cfg.cache, bundle)
     features = cache.pooled if features is None else features
     head_cache = cache.head
     t0 = time.perf_counter()
@@ -243,8 +261,13 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
             "router_config": router.config.to_dict()}
 
 
-def scaling_dataset(n_routes: int, bundle=None, seed: int = 0, quick: bool = False):
-    """(adapters, train, dev, test) for 4, 40 or 400 synthetic routes (see module docstring)."""
+def scaling_dataset(n_routes: int, bundle=None, seed: int = 0, quick: bool = False, data: str = "template"):
+    """(adapters, train, dev, test) for 4, 40 or 400 routes on the template families or the
+    hand-written turns (`data` "template" or "hand"; see module docstring)."""
+    if data == "hand":
+        return hand_scaling_dataset(n_routes, bundle, quick)
+    if data != "template":
+        raise ValueError(f"unknown scaling data {data!r}; expected 'template' or 'hand'")
     fams = [f for f in FAMILIES if f.kind != "ambiguous"]
     if n_routes == 4:
         chosen, mods = fams, [None]
@@ -284,6 +307,53 @@ def scaling_dataset(n_routes: int, bundle=None, seed: int = 0, quick: bool = Fal
     return infos, rows["train"], rows["dev"], rows["test"]
 
 
+def hand_scaling_dataset(n_routes: int, bundle=None, quick: bool = False):
+    """(adapters, train, dev, test) for 4, 40 or 400 routes on the hand-written turns."""
+    from macaronic.router.handwritten import load_intents
+
+    if n_routes not in (4, 40, 400):
+        raise ValueError(f"hand-written scaling has 4, 40 or 400 routes, not {n_routes}")
+    intents = load_intents()
+    examples = load_handwritten()
+    if quick:  # dev and test: every third turn of a writer (an injection stays with its twin)
+        examples = [e for e in examples if e["split"] == "train" or int(e["id"].split("/")[2]) % 3 == 0]
+    mods = list(MODIFIERS) if n_routes == 400 else [None]
+    adapters: dict[str, AdapterInfo] = {}
+    rows = {"train": [], "dev": [], "test": []}
+    for e in examples:
+        for mod in mods:
+            label = e["label"] if n_routes == 4 else intents[e["id"]] + (f".{mod[0]}" if mod else "")
+            messages = [dict(m) for m in e["messages"]]
+            if mod:
+                messages[-1]["content"] += f" (It's for my {mod[1]}.)"
+            if n_routes != 4 and label not in adapters and e["split"] == "train" and e["kind"] == "hand":
+                desc = f"{e['label']} requests like: {request_text(e['messages'])}"
+                adapters[label] = AdapterInfo(label, desc + (f" (for the user's {mod[1]})" if mod else ""))
+            rows[e["split"]].append({**e, "label": label, "messages": messages,
+                                     "id": e["id"] + (f"@{mod[0]}" if mod else "")})
+    if n_routes == 4:
+        from macaronic.harness import load_bundle
+
+        infos = AdapterInfo.from_bundle(bundle or load_bundle())
+    else:
+        missing = sorted({r["label"] for part in rows.values() for r in part} - set(adapters))
+        if missing:
+            raise ValueError(f"routes without a plain train turn: {missing}")
+        infos = [adapters[k] for k in sorted(adapters)]
+    return infos, rows["train"], rows["dev"], rows["test"]
+
+
+def macro_f1(labels: list[str], pred: list[str]) -> float:
+    """Macro-F1 over the routes present in `labels` (a route only predicted counts as a miss)."""
+    f1 = []
+    for c in sorted(set(labels)):
+        tp = sum(p == c and y == c for y, p in zip(labels, pred))
+        fp = sum(p == c and y != c for y, p in zip(labels, pred))
+        fn = sum(p != c and y == c for y, p in zip(labels, pred))
+        f1.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(f1)) if f1 else 0.0
+
+
 def _x(fill) -> str:
     return fill if isinstance(fill, str) else fill[0]
 
@@ -297,8 +367,8 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
     cfg = config.sized()
     rows = []
     features = {} if features is None else features
-    for n in cfg.scaling:
-        adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed, cfg.quick)
+    for data, n in [(d, n) for d in cfg.scaling_data for n in cfg.scaling]:
+        adapters, train, dev, test = scaling_dataset(n, bundle, cfg.seed, cfg.quick, data)
         router = Router.fit(backbone, train, dev, bundle, adapters=adapters, features=features,
                             head="head" in cfg.scaling_policies)
         rng = random.Random(cfg.seed)
@@ -325,12 +395,14 @@ def bench_scaling(backbone: Backbone, bundle=None, config: BenchConfig = BenchCo
                     t0 = time.perf_counter()
                     router.score_texts([t], policy, adapters)  # no feature cache: the full cost
                     times.append((time.perf_counter() - t0) * 1e3)
-            acc = float(np.mean([names[i] == e["label"] for i, e in zip(probs.argmax(1), sample)]))
+            pred = [names[i] for i in probs.argmax(1)]
+            acc = float(np.mean([p == e["label"] for p, e in zip(pred, sample)]))
             part = getattr(router.state, policy, None) or router.state.embedding
-            rows.append({"n_adapters": len(adapters), "policy": policy, "accuracy": acc,
+            rows.append({"data": data, "n_adapters": len(adapters), "policy": policy, "accuracy": acc,
+                         "macro_f1": macro_f1([e["label"] for e in sample], pred),
                          "n_test": len(sample), "p50_ms": percentile_ms(times, 50),
                          "memory_mb": sum(a.nbytes for a in part.arrays().values()) / 2**20})
-            cfg.say(f"scaling {len(adapters)} routes, {policy}: accuracy {acc:.3f}")
+            cfg.say(f"scaling {data} {len(adapters)} routes, {policy}: accuracy {acc:.3f}")
     return rows
 
 
@@ -380,10 +452,12 @@ def markdown_table(report: dict) -> str:
             lines.append(f"| ({r['band'][0]:.2f}, {r['band'][1]:.2f}] | {r['dev_n']} | " + " | ".join(acc)
                          + f" | {r['choice']} |")
     if report.get("scaling"):
-        lines += ["", "| routes | policy | acc | p50 ms | state MB |", "|---|---|---|---|---|"]
+        lines += ["", "| data | routes | policy | test turns | acc | macro-F1 | p50 ms | state MB |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in report["scaling"]:
-            lines.append(f"| {r['n_adapters']} | {r['policy']} | {r['accuracy']:.3f} | "
-                         f"{r['p50_ms']:.1f} | {r['memory_mb']:.3f} |")
+            f1 = "-" if r.get("macro_f1") is None else f"{r['macro_f1']:.3f}"
+            lines.append(f"| {r.get('data', 'template')} | {r['n_adapters']} | {r['policy']} | {r['n_test']} | "
+                         f"{r['accuracy']:.3f} | {f1} | {r['p50_ms']:.1f} | {r['memory_mb']:.3f} |")
     same = report.get("shipped_state_id") == report.get("state_id")
     lines += ["", f"Fitted state {str(report.get('state_id'))[:16]} ({report.get('state_bytes', 0) / 1024:.0f} KiB of "
                   f"arrays), {'identical to' if same else 'NOT identical to'} the shipped state; "

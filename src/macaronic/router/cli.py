@@ -84,7 +84,9 @@ def bench(args) -> int:
     scaling = tuple(int(n) for n in args.scaling.split(",")) if args.scaling else ()
     config = BenchConfig(quick=args.quick, log=log, policies=policies, scaling=scaling,
                          prompted_samples=args.prompted_samples, refit=not args.shipped, cache=args.cache,
-                         latency_samples=args.latency_samples)
+                         latency_samples=args.latency_samples,
+                         scaling_data=tuple(d for d in args.scaling_data.split(",") if d),
+                         scaling_policies=tuple(p for p in args.scaling_policies.split(",") if p))
     if args.precompute:
         from macaronic.router.bench import precompute
 
@@ -113,8 +115,9 @@ def fit(args) -> int:
     log = lambda msg: print(f"[route fit] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     from macaronic.router.bench import FeatureCache
 
-    cache = FeatureCache(args.cache)
-    router = fit_state(llm, _bundle(args.bundle), threads=args.threads, log=log, features=cache.pooled,
+    bundle = _bundle(args.bundle)
+    cache = FeatureCache(args.cache, bundle)
+    router = fit_state(llm, bundle, threads=args.threads, log=log, features=cache.pooled,
                        head_cache=cache.head)
     cache.save()
     if not args.check:
@@ -148,6 +151,11 @@ def main(argv: list[str]) -> int:
     b.add_argument("--policies", help="comma-separated policies (default: all)")
     b.add_argument("--prompted-samples", type=int, help="score the prompted policy on this many turns per set")
     b.add_argument("--scaling", default="4,40,400", help="route counts for the scaling rows ('' to skip)")
+    b.add_argument("--scaling-data", default="template,hand",
+                   help="data for the scaling rows: template families, hand-written turns (40: hand-labelled "
+                        "sub-intents, 400: those x 10 context modifiers), or both")
+    b.add_argument("--scaling-policies", default="embedding,probe,head,prompted",
+                   help="policies in the scaling rows (prompted is scored on a fixed sample)")
     b.add_argument("--latency-samples", type=int, default=30, help="single-turn timed routes per policy and set")
     b.add_argument("--shipped", action="store_true", help="evaluate the shipped state instead of refitting it")
     b.add_argument("--cache", help="npz of request features kept between runs (timed routes never use it)")

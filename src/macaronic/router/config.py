@@ -24,6 +24,7 @@ class RouterConfig:
     embedding_threshold_quantile: float = 0.05
     probe_c: float = 1.0
     head_views: tuple[str, ...] = ("mean", "last", "chatmean", "chatlast")
+    head_layer: int | None = None  # the head reads the residual entering this layer (None: the final norm)
     route_adapter: str | None = "chat"  # the adapter that reads the route prompt
     prompt_max_tokens: int = 1536  # prompted: beyond this, list descriptions without rules
 
@@ -39,6 +40,8 @@ class RouterConfig:
             errors.append("a cascade cannot contain a cascade")
         errors += [f"cascade_candidates: {c!r} is not one of {POLICIES}" for c in cfg.cascade_candidates
                    if c not in POLICIES]
+        if cfg.head_layer is not None and (not isinstance(cfg.head_layer, int) or cfg.head_layer < 1):
+            errors.append(f"head_layer={cfg.head_layer!r} must be a layer index >= 1 or null")
         if errors:
             raise ValueError("invalid router config: " + "; ".join(errors))
         return cfg

@@ -53,8 +53,12 @@ def chat_ids(backbone: Backbone, text: str, max_tokens: int = MAX_TOKENS) -> lis
     return list(backbone.encode_chat([{"role": "user", "content": text or " "}], add_generation_prompt=True))
 
 
-def _views(backbone: Backbone, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    if hasattr(backbone, "hidden_views"):
+def _views(backbone: Backbone, batch: list[list[int]], layer: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    if layer is not None:  # an early exit: the residual stream entering `layer`
+        if not hasattr(backbone, "hidden_views"):
+            raise ValueError("this backbone has no early-exit views (a head with a layer needs hidden_views)")
+        mean, last = backbone.hidden_views(batch, layer=layer)
+    elif hasattr(backbone, "hidden_views"):
         mean, last = backbone.hidden_views(batch)
     else:  # no per-position access: the pooled state stands in for the last position
         mean = last = backbone.pooled_hidden(batch)
@@ -62,11 +66,13 @@ def _views(backbone: Backbone, batch: list[list[int]]) -> tuple[np.ndarray, np.n
 
 
 def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] = HEAD_VIEWS,
-                  batch_size: int = 1, together: bool = False) -> np.ndarray:
+                  batch_size: int = 1, together: bool = False, layer: int | None = None) -> np.ndarray:
     """[N, len(views) * D] float32: the named views side by side, one row per text (one forward
     per text and view group by default, as in `embed_texts`). `together`: both view groups of a
     chunk in one backbone call (one engine step for a routed turn instead of two; the features
-    then move by float noise, so fitted states are built without it)."""
+    then move by float noise, so fitted states are built without it). `layer`: the views of the
+    residual stream entering that layer instead of the final-norm state (an early exit, the fast
+    head's features)."""
     unknown = [v for v in views if v not in HEAD_VIEWS]
     if unknown:
         raise ValueError(f"unknown head views {unknown}; expected some of {HEAD_VIEWS}")
@@ -80,12 +86,12 @@ def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] =
             groups.append(("chatmean", "chatlast", [chat_ids(backbone, t) for t in chunk]))
         got = {}
         if together and len(groups) > 1:
-            mean, last = _views(backbone, [ids for g in groups for ids in g[2]])
+            mean, last = _views(backbone, [ids for g in groups for ids in g[2]], layer)
             for j, (m, l, _) in enumerate(groups):
                 got[m], got[l] = mean[j * len(chunk):(j + 1) * len(chunk)], last[j * len(chunk):(j + 1) * len(chunk)]
         else:
             for m, l, ids in groups:
-                got[m], got[l] = _views(backbone, ids)
+                got[m], got[l] = _views(backbone, ids, layer)
         rows.append(np.concatenate([got[v] for v in views], axis=1))
     if not rows:
         return np.zeros((0, 0), np.float32)

@@ -118,3 +118,52 @@ def load_handwritten(split: str | None = None) -> list[dict]:
 
 def data_hash() -> str:
     return hashlib.sha256(DATA.read_bytes()).hexdigest()
+
+
+INTENTS = Path(__file__).with_name("handwritten_intents.txt")
+
+
+def parse_intents(text: str, examples: list[dict]) -> dict[str, str]:
+    """Example id -> "<role>.<intent>" for every hand-written example (an injection takes its
+    twin's); every format error, unknown id, missing id or role mismatch is reported at once."""
+    by_id = {e["id"]: e for e in examples}
+    out, errors, role = {}, [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line in ROLES:
+            role = line
+            continue
+        for item in line.split(";"):
+            parts = item.split()
+            eid = f"hw/{parts[0]}" if len(parts) == 2 else None
+            if role is None or eid is None:
+                errors.append(f"handwritten_intents.txt:{n}: expected '<writer>/<n> <intent>' after a role line: {item.strip()!r}")
+            elif eid not in by_id:
+                errors.append(f"handwritten_intents.txt:{n}: no hand-written turn {parts[0]}")
+            elif by_id[eid]["label"] != role:
+                errors.append(f"handwritten_intents.txt:{n}: {parts[0]} is a {by_id[eid]['label']} turn, listed under {role}")
+            elif eid in out:
+                errors.append(f"handwritten_intents.txt:{n}: {parts[0]} listed twice")
+            else:
+                out[eid] = f"{role}.{parts[1]}"
+    for e in examples:
+        if e["kind"] == "injection":
+            if e["twin"] in out:
+                out[e["id"]] = out[e["twin"]]
+        elif e["id"] not in out:
+            errors.append(f"handwritten_intents.txt: no intent for {e['id'][3:]}")
+    if errors:
+        raise ValueError("invalid hand-written intents:\n" + "\n".join(f"  - {e}" for e in errors))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _intents() -> tuple[tuple[str, str], ...]:
+    return tuple(parse_intents(INTENTS.read_text(encoding="utf-8"), list(_cached())).items())
+
+
+def load_intents() -> dict[str, str]:
+    """Example id -> its route at 40 routes ("<role>.<intent>"), labelled by hand."""
+    return dict(_intents())

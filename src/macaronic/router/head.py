@@ -3,7 +3,8 @@
 The head is multinomial logistic regression like the probe, but it reads a richer feature
 vector (`features.head_features`: named views of one or two bare-base forwards, e.g. the mean
 hidden state of the raw request and the last hidden state of the request in the chat
-template), is trained on the template data *and* the hand-written train split, and picks its
+template; with `layer` set, of the residual stream entering that layer, so the forward stops
+there), is trained on the template data *and* the hand-written train split, and picks its
 regularisation C on dev (macro-F1, ties to the stronger regularisation) before a dev-fitted
 temperature calibrates it. Stored as plain arrays; prediction is one matmul.
 """
@@ -39,11 +40,18 @@ class HeadPolicy(Saved, LinearSoftmax):
     intercept: np.ndarray  # [K]
     temperature: float = 1.0
     c: float = 1.0
+    layer: int | None = None  # read the residual entering this layer (an early exit); None: the final norm
     name: ClassVar[str] = "head"
+
+    def meta(self) -> dict:
+        m = super().meta()
+        if m.get("layer") is None:  # a final-layer head: its meta (and the state id) as before layers existed
+            m.pop("layer", None)
+        return m
 
     @classmethod
     def fit(cls, X: np.ndarray, labels: list[str], X_dev: np.ndarray, dev_labels: list[str],
-            views: tuple[str, ...], grid=C_GRID, seed: int = 0) -> "HeadPolicy":
+            views: tuple[str, ...], grid=C_GRID, seed: int = 0, layer: int | None = None) -> "HeadPolicy":
         from sklearn.linear_model import LogisticRegression
 
         routes = tuple(sorted(set(labels)))
@@ -65,7 +73,8 @@ class HeadPolicy(Saved, LinearSoftmax):
             coef = np.concatenate([-coef / 2, coef / 2])
             intercept = np.concatenate([-intercept / 2, intercept / 2])
         head = cls(routes, tuple(views), mean.astype(np.float32), scale.astype(np.float32),
-                   coef.astype(np.float32), intercept.astype(np.float32), 1.0, float(c))
+                   coef.astype(np.float32), intercept.astype(np.float32), 1.0, float(c), layer)
         t = fit_temperature(head.logits(Xd), yd) if len(yd) else 1.0
-        return cls(routes, head.views, head.mean, head.scale, head.coef, head.intercept, t, float(c))
+        return cls(routes, head.views, head.mean, head.scale, head.coef, head.intercept, t, float(c), layer)
+
 

@@ -88,7 +88,8 @@ class Router:
         probe = ProbePolicy.fit(X, labels, Xd, dev_labels, C=cfg.probe_c)
         head_cache = {} if head_cache is None else head_cache
         head = HeadPolicy.fit(router.head_embed(texts, head_cache), labels,
-                              router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views) \
+                              router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views,
+                              layer=cfg.head_layer) \
             if head else None
         arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], X.shape[1],
                                           center=X.mean(0)).calibrate(Xd, dev_labels)
@@ -160,12 +161,13 @@ class Router:
         return np.stack([features[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def head_embed(self, texts: list[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
-        views = self.state.head.views if self.state.head is not None else self.config.head_views
+        head = self.state.head
+        views, layer = (head.views, head.layer) if head is not None else (self.config.head_views, self.config.head_layer)
         if cache is None:  # features for one decision, not kept: both view groups in one engine step
-            return head_features(self.backbone, texts, views, together=True)
+            return head_features(self.backbone, texts, views, together=True, layer=layer)
         missing = sorted({t for t in texts if t not in cache})
         if missing:
-            cache.update(zip(missing, head_features(self.backbone, missing, views)))
+            cache.update(zip(missing, head_features(self.backbone, missing, views, layer=layer)))
         return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def _fitted(self, name: str):

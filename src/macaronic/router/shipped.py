@@ -117,7 +117,7 @@ def write_shipped(router, out: str | Path, threads: int = FIT_THREADS) -> str:
             "torch": torch.__version__, "numpy": numpy.__version__, "sklearn": sklearn.__version__,
             "machine": platform.machine(),
             "bands": router.state.bands.rows() if router.state.bands is not None else None,
-            "head": {"views": list(router.state.head.views), "c": router.state.head.c}
+            "head": {"views": list(router.state.head.views), "c": router.state.head.c, "layer": router.state.head.layer}
             if router.state.head is not None else None}
     (out / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return state_id
