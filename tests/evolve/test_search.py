@@ -111,3 +111,25 @@ def test_failure_clusters_and_hints():
     c = clusters(rs)
     assert c == {("agent", "act_without_lookup"): 1, ("agent", "invented_tool"): 1, ("mixed", "wrong_route:chat"): 1}
     assert {h[0] for h in hints_for(c)} == {"agent"}
+
+
+def test_a_screened_prompt_variant_gives_way_to_the_roles_next_cluster(tmp_path):
+    """From the same parent, an instruction already screened (whatever its note's count) is not
+    proposed again; the role's next failure cluster is."""
+    import shutil
+    from collections import Counter
+
+    from macaronic.evolve import operators
+    from macaronic.evolve.config import Budget
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h", ignore=shutil.ignore_patterns("__pycache__"))
+    parent = PairManifest.build(None, {}, h, base_fp="f" * 64)
+    found = Counter({("chat", "wrong_answer"): 5, ("chat", "too_long"): 2})
+    first = operators.propose(parent, found, ("prompt",), Budget(), set())
+    assert [c.note for c in first] == ["chat: wrong_answer x5"]
+    tried = {operators.signature(c.parent, c.steps) for c in first}
+    found[("chat", "wrong_answer")] = 7  # the count moved, the edit is the same
+    again = operators.propose(parent, found, ("prompt",), Budget(), tried)
+    assert [c.note for c in again] == ["chat: too_long x2"]

@@ -46,6 +46,11 @@ ROWS = [
 
 def test_budget_and_plan():
     assert Budget.parse("samples=3,train_steps=10") == Budget(samples=3, train_steps=10)
+    b = Budget.parse("dev_per_family=2,dev_per_family.mixed=1,dev_per_family.agent=4,workers=8,max_tokens=none")
+    assert (b.dev_for("mixed"), b.dev_for("agent"), b.dev_for("chat"), b.workers) == (1, 4, 2, 8)
+    assert Budget.parse(b.text()) == b  # what the loop hands the reference process
+    with pytest.raises(ValueError):
+        Budget.parse("dev_per_family.mixed=one")
     with pytest.raises(ValueError):
         Budget.parse("sample=3")
     plan = Plan(generations=(('{"operator": "router_refit", "steps": ["router_refit"]}',),
@@ -157,11 +162,59 @@ def test_failure_data_composes_tools_outside_every_split():
     from macaronic.evolve.failure_data import SKILLS, examples
     from macaronic.substrate.tasks import FAMILIES
 
-    composed = {f.domain for f in FAMILIES}
-    assert not {f.domain for f in SKILLS["lookup_then_act"]} & composed
-    ex = examples("lookup_then_act", 4)
-    assert len(ex) == 4 and all(e["messages"][0]["role"] == "system" and "Tools (" in e["messages"][0]["content"]
-                                for e in ex)
-    calls = [m["content"] for e in ex for m in e["messages"] if m["role"] == "assistant" and "<tool_call>" in m["content"]]
-    assert len(calls) == 8 and all(c.split('"name": "')[1].split('"')[0] in ("list_events", "add_reminder", "list_orders",
-                                                                             "create_note") for c in calls)
+    def tools(domain):
+        return frozenset(domain.split("+"))
+
+    composed = {tools(f.domain) for f in FAMILIES}  # every split's compositions, test and dev included
+    fams = SKILLS["lookup_then_act"]
+    assert len(fams) == 5 and not {tools(f.domain) for f in fams} & composed
+    ex = examples("lookup_then_act", 10)
+    assert len(ex) == 10 and all(e["messages"][0]["role"] == "system" and "Tools (" in e["messages"][0]["content"]
+                                 for e in ex)
+    calls = [[m["content"].split('"name": "')[1].split('"')[0] for m in e["messages"]
+              if m["role"] == "assistant" and "<tool_call>" in m["content"]] for e in ex]
+    # a lookup, then a write into another tool that carries what the lookup returned
+    assert all(len(c) == 2 and c[0].startswith(("list_", "search_")) and not c[1].startswith(("list_", "search_"))
+               for c in calls)
+    assert {c[1] for c in calls} == {"add_reminder", "create_note", "create_event"}
+
+
+def test_a_stack_adopts_its_parts_training_instead_of_training_again(tmp_path):
+    """The stack of a harness edit and a trained part: the edit is applied again, the trained
+    adapter is the part's own (same id, its data file recorded), nothing is retrained."""
+    from macaronic.evolve.loop import _adopting
+    from macaronic.evolve.search import Candidate
+    from macaronic.evolve.successor import build_successor
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    def adapter(d, text):
+        d.mkdir(parents=True)
+        (d / "adapter_config.json").write_text(json.dumps({"r": 8, "note": text}))
+        return d
+
+    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
+    champ = PairManifest.build(None, {"agent": adapter(tmp_path / "a0", "champion"),
+                                      "chat": adapter(tmp_path / "c0", "champion")}, harness, base_fp="f" * 64)
+    gdir = tmp_path / "gen-001"
+    fd = json.dumps({"failure_data": {"role": "agent", "steps": 3}}, sort_keys=True)
+    part = gdir / "cand-02"  # what building cand-02 left behind
+    shutil.copytree(harness, part / "harness")
+    (part / "data").mkdir()
+    (part / "data" / "failure-agent-x.jsonl").write_text("{}\n")
+    trained = PairManifest.build(None, {"agent": adapter(part / "adapters" / "agent", "trained"),
+                                        "chat": tmp_path / "c0"}, part / "harness",
+                                 data=(str(part / "data" / "failure-agent-x.jsonl"),), base_fp="f" * 64)
+    trained.save(part / "pair.json")
+    (part / "changes.json").write_text(json.dumps({"changes": [{"step": "failure_data", "role": "agent"}],
+                                                   "training_config": {"steps": [fd]}}))
+    edit = json.dumps({"harness_edit": {"file": "roles/chat.md", "append": "Be brief."}}, sort_keys=True)
+    stack = Candidate("stack", "stack", champ.id, (edit, fd), ("adapter:agent", "prompt:chat"), "cand-01 + cand-02")
+    steps = _adopting(stack, gdir)
+    assert steps[0] == edit and step_spec(steps[1]) == ("adopt", {"dir": str(part), "step": fd})
+    m, changes, _ = build_successor(champ, [], steps, gdir / "stack", {"budget": Budget()})  # no model, no trainer
+    assert m.adapters["agent"]["id"] == trained.adapters["agent"]["id"]
+    assert m.adapters["chat"]["id"] == champ.adapters["chat"]["id"]
+    assert "Be brief." in (gdir / "stack" / "harness" / "roles" / "chat.md").read_text()
+    assert [c["step"] for c in changes] == ["harness_edit", "failure_data"] and changes[1]["adopted_from"] == "cand-02"
+    assert m.data == (str(part / "data" / "failure-agent-x.jsonl"),)

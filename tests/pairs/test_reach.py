@@ -50,3 +50,32 @@ def test_components_and_reach(tmp_path):
     assert reached_suites(C(), {"prompt:agent"}, report_only=True) == {"agent", "mixed", "bfcl"}
     assert reached_suites(C(), {"router"}, report_only=True) == {"mixed"}
     assert reached_suites(C(), {"all"}) == {"chat", "agent", "mixed"}
+
+
+def test_routed_tasks_a_role_change_cannot_reach(tmp_path):
+    """Inside the routed suite: a conversation none of whose turns went to the changed role is the
+    parent's, when routes read no adapter (the shipped head state); the prompted router (it scores
+    with the chat adapter) and a router change reach every task."""
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.pairs.reach import reusable_tasks, routes_read_roles
+
+    def row(task, *routed):
+        return {"suite": "mixed", "task": task, "sample": 0, "detail": {"turns": [{"routed": r} for r in routed]}}
+
+    rows = [row("a", "chat", "genui"), row("b", "coding", "agent"), row("c", "agent"), {"suite": "chat", "task": "x"}]
+    bare = _pair(tmp_path, "bare").harness["path"]
+    assert routes_read_roles(bare)  # no fitted state: the prompted policy
+    assert reusable_tasks(C(), ["adapter:agent"], rows, bare) == set()
+    fitted = tmp_path / "fitted"
+    shutil.copytree(bare, fitted)
+    shutil.copytree(shipped_adapters_dir() / "router", fitted / "router_state")
+    assert not routes_read_roles(fitted)
+    assert reusable_tasks(C(), ["adapter:agent", "prompt:agent"], rows, fitted) == {"mixed/a"}
+    assert reusable_tasks(C(), ["decoding:chat"], rows, fitted) == {"mixed/b", "mixed/c"}
+    assert reusable_tasks(C(), ["router"], rows, fitted) == set()
+    assert reusable_tasks(C(), ["adapter:agent", "all"], rows, fitted) == set()
+    rows.append(row("a", "agent"))  # a second sample of task a reached agent: not reusable
+    assert reusable_tasks(C(), ["adapter:agent"], rows, fitted) == set()
+    cfg = json.loads((fitted / "router.json").read_text())
+    (fitted / "router.json").write_text(json.dumps({**cfg, "policy": "arrow"}))
+    assert routes_read_roles(fitted)  # Arrow reads the adapters

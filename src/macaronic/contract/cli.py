@@ -48,9 +48,13 @@ def eval_parser() -> argparse.ArgumentParser:
                         "with constrained decoding off; local: the "
                         "forced-adapter runner (system prompt + adapter, no own views or summaries)")
     p.add_argument("--reuse-unreached", action="store_true",
-                   help="with --parent: on suites no difference between the two pairs can reach (same prompts, "
+                   help="with --parent: on suites no difference between the two pairs can reach, and on routed-suite "
+                        "tasks whose every turn went to a role the change leaves alone under a router that reads "
+                        "no adapter (same prompts, "
                         "adapters and seeds: macaronic.pairs.reach), the child's rows are the parent's, marked "
                         "reused_from; the gate file lists those suites")
+    p.add_argument("--workers", type=int, default=1,
+                   help="units answered at once, in threads over one engine that batches them (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -102,11 +106,20 @@ def eval_main(argv: list[str] | None = None) -> int:
         reused = sorted(s.name for s in contract.suites if s.name not in reach)
     try:
         if parent is not None:
-            run_pair(contract, parent, units, log, quiet=args.quiet, answerer=args.answerer)
+            run_pair(contract, parent, units, log, quiet=args.quiet, answerer=args.answerer, workers=args.workers)
         for r in [r for r in log.for_pair(parent.id) if r["suite"] in reused] if parent is not None else []:
             log.add({**r, "pair": child.id, "reused_from": parent.id, "seconds": 0.0})
-        run_pair(contract, child, [u for u in units if u[0].suite not in reused], log, quiet=args.quiet,
-                 answerer=args.answerer)
+        same: set[str] = set()
+        if parent is not None and args.reuse_unreached:  # inside routed suites: tasks the change cannot reach
+            from macaronic.pairs.reach import components_between, reusable_tasks
+
+            prows = log.for_pair(parent.id)
+            same = reusable_tasks(contract, components_between(child, parent), prows, Path(parent.harness["path"]))
+            for r in prows:
+                if f"{r['suite']}/{r['task']}" in same and r["suite"] not in reused:
+                    log.add({**r, "pair": child.id, "reused_from": parent.id, "seconds": 0.0})
+        run_pair(contract, child, [u for u in units if u[0].suite not in reused and f"{u[0].suite}/{u[0].id}" not in same],
+                 log, quiet=args.quiet, answerer=args.answerer, workers=args.workers)
     finally:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
@@ -114,13 +127,13 @@ def eval_main(argv: list[str] | None = None) -> int:
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
                       {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer,
-                       "reused_suites": reused})
+                       "reused_suites": reused, "reused_tasks": sorted(same) if parent is not None else []})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0
 
 
-def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness") -> None:
+def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str = "harness", workers: int = 1) -> None:
     from macaronic.contract.evaluate import run_units, unit_key
 
     todo = [u for u in units if unit_key(manifest.id, u[0].suite, u[0].id, u[1]) not in log.rows]
@@ -132,7 +145,7 @@ def run_pair(contract, manifest, units, log, quiet: bool = False, answerer: str 
     try:
         with progress(quiet) as bar:
             job = bar.add_task(f"eval {manifest.id[:10]}", total=len(units), completed=len(units) - len(todo))
-            for row in run_units(contract, manifest.id, todo, runner, log.keys()):
+            for row in run_units(contract, manifest.id, todo, runner, log.keys(), workers=workers):
                 log.add(row)
                 bar.advance(job)
     finally:

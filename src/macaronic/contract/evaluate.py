@@ -36,12 +36,25 @@ def row_key(r: dict) -> str:
 
 
 def run_units(contract, pair_id: str, units: list[tuple], answerer, done: set[str],
-              split: str = "test") -> Iterator[dict]:
-    """Yield one result row per unit not in `done`, as each finishes."""
-    for task, sample in units:
-        if unit_key(pair_id, task.suite, task.id, sample) in done:
-            continue
-        yield run_unit(contract, pair_id, task, sample, answerer, split)
+              split: str = "test", workers: int = 1) -> Iterator[dict]:
+    """Yield one result row per unit not in `done`, as each finishes. `workers` > 1: that many
+    units at once, in threads over the answerer's one engine, which batches their decode steps
+    (a row is the same unit either way; batching adds float noise, not another prompt or seed)."""
+    todo = [(t, s) for t, s in units if unit_key(pair_id, t.suite, t.id, s) not in done]
+    if workers <= 1 or len(todo) <= 1:
+        for task, sample in todo:
+            yield run_unit(contract, pair_id, task, sample, answerer, split)
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(min(workers, len(todo))) as ex:
+        futures = [ex.submit(run_unit, contract, pair_id, t, s, answerer, split) for t, s in todo]
+        try:
+            for f in as_completed(futures):
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()  # a consumer that stops early (or an error) starts nothing new
 
 
 def run_unit(contract, pair_id: str, task, sample: int, answerer, split: str = "test") -> dict:

@@ -106,12 +106,33 @@ class HarnessRunner(LocalRunner):
     bundle and router. Agent and routed turns get the substrate's tools, as a client would send."""
 
     def __init__(self, manifest, engine_config=None):
-        super().__init__(manifest, engine_config)
-        from macaronic.serve.mol import MoL
+        import threading
 
-        self.mol = MoL.from_llm(self.llm, self.bundle, self.router)
+        super().__init__(manifest, engine_config)
+        self._local = threading.local()
+        self._routes = threading.Lock()
 
     temperature: float | None = None  # None: each role's own decoding (decoding.json)
+
+    def harness_config(self):
+        from macaronic.serve.mol import HarnessConfig
+
+        return HarnessConfig()
+
+    @property
+    def mol(self):
+        """This thread's harness over the shared engine (a MoL keeps a SQLite store, which stays in
+        its thread); routes go one at a time through the shared router, as in `eval ablate`."""
+        m = getattr(self._local, "mol", None)
+        if m is None:
+            from macaronic.contract.ablate import LockedRouter
+            from macaronic.serve.mol import MoL
+
+            with self._routes:  # the router is built once, by the first thread that needs it
+                router = LockedRouter(self.router)
+            router.lock = self._routes
+            m = self._local.mol = MoL.from_llm(self.llm, self.bundle, router, config=self.harness_config())
+        return m
 
     def reply(self, messages: list[dict], role: str | None, *, seed: int, max_tokens: int,
               tools: list[dict] | None = None) -> Reply:
@@ -140,11 +161,10 @@ def _for_harness(m: dict) -> dict:
 class FreeHarnessRunner(HarnessRunner):
     """The served harness with constrained decoding off: the 'without constraints' row."""
 
-    def __init__(self, manifest, engine_config=None):
-        super().__init__(manifest, engine_config)
-        from macaronic.serve.mol import HarnessConfig, MoL
+    def harness_config(self):
+        from macaronic.serve.mol import HarnessConfig
 
-        self.mol = MoL.from_llm(self.llm, self.bundle, self.router, config=HarnessConfig(constrain=False))
+        return HarnessConfig(constrain=False)
 
 
 ANSWERERS = {"harness": HarnessRunner, "harness-free": FreeHarnessRunner, "local": LocalRunner}

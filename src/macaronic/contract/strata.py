@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def freeze(contract_path: Path, pair, out: Path, audit: Path | None = None, tasks: Path | None = None,
-           on_unit=None) -> dict:
+           on_unit=None, workers: int = 1) -> dict:
     """Run the k-sample reference and write the strata JSON to `out`; returns its content."""
     from macaronic.contract import spec as cspec
     from macaronic.contract.evaluate import ResultLog, run_units, unit_key, write_json_atomic
@@ -39,7 +39,7 @@ def freeze(contract_path: Path, pair, out: Path, audit: Path | None = None, task
         if todo:
             runner = make_answerer("harness", pair, temperature=temp if temp > 0 else None)
             try:
-                for row in run_units(view, pair.id, todo, runner, log.keys()):
+                for row in run_units(view, pair.id, todo, runner, log.keys(), workers=workers):
                     log.add(row)
                     if on_unit:
                         on_unit()
@@ -64,12 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path, help="strata JSON to write")
     p.add_argument("--lineage", type=Path, default=None)
     p.add_argument("--audit", type=Path, default=None)
+    p.add_argument("--workers", type=int, default=1, help="units answered at once (one engine batches them)")
     a = p.parse_args(argv)
     from macaronic.contract.opening import resolve_pair
     from macaronic.contract.spec import ContractError
 
     try:
-        doc = freeze(a.contract, resolve_pair(a.pair, a.lineage), a.out, a.audit)
+        doc = freeze(a.contract, resolve_pair(a.pair, a.lineage), a.out, a.audit, workers=a.workers)
     except ContractError as e:
         print(f"macaronic contract strata: {e}", file=sys.stderr)
         return e.code

@@ -32,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", default=None,
                    help="comma-separated key=value (integers): samples, temperature_pct, per_family, "
                         "dev_per_family, dev_samples, screen_confidence (percent), candidates, parents, "
-                        "train_steps, rft_steps, grpo_steps, min_successes, rft_max_roles, max_tokens")
+                        "train_steps, rft_steps, grpo_steps, min_successes, rft_max_roles, max_tokens, workers; "
+                        "dev_per_family.<suite>=N sizes one suite's dev split")
     p.add_argument("--operators", default=None,
                    help="comma-separated operator kinds: prompt, decoding, router_refit, rft, failure_data, grpo "
                         "(default: prompt,decoding,router_refit,rft)")
@@ -49,6 +50,10 @@ def parser() -> argparse.ArgumentParser:
                         "specialists, the shipped harness and router state)")
     p.add_argument("--answerer", choices=("harness", "local"), default="harness",
                    help="how replies are produced for collection, screening and evaluation (see macaronic eval --help)")
+    p.add_argument("--reference", action="store_true",
+                   help="first evaluate the generation-0 champion on the sealed test split and freeze the strata "
+                        "(k samples per test task); without it this happens at the first gate. With "
+                        "--generations 0 it does only that")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             summary = evolve(args.contract, args.workdir, args.generations, budget, plan, args.pair,
-                             Hooks(log=log, progress=on_progress), args.answerer)
+                             Hooks(log=log, progress=on_progress), args.answerer, reference=args.reference)
         except ContractError as e:
             print(f"macaronic evolve: {e}", file=sys.stderr)
             return e.code

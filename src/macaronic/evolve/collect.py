@@ -40,7 +40,7 @@ def collect(contract, loader, runner, pair_id: str, budget, log: ResultLog, on_u
     todo = [u for u in units if unit_key(pair_id, u[0].suite, u[0].id, u[1]) not in log.rows]
     if on_unit is not None:
         on_unit(len(units) - len(todo), len(units))
-    for row in run_units(view, pair_id, todo, runner, log.keys(), split="train"):
+    for row in run_units(view, pair_id, todo, runner, log.keys(), split="train", workers=budget.workers):
         log.add(row)
         if on_unit is not None:
             on_unit(None, len(units))

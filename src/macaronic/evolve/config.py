@@ -25,20 +25,40 @@ class Budget:
     min_successes: int = 4  # fewer graded successes for a role: no retraining
     rft_max_roles: int = 1  # retrain at most this many roles per candidate (most successes first)
     max_tokens: int | None = None  # cap on collection and dev replies (default: the contract's per suite)
+    workers: int = 1  # units answered at once (threads over one engine that batches them), every phase
+    dev_per_suite: tuple[tuple[str, int], ...] = ()  # (suite, dev tasks per family): overrides dev_per_family
+
+    def dev_for(self, suite: str) -> int:
+        """Dev tasks per family for `suite`: sized per suite from its unit cost, else dev_per_family."""
+        return dict(self.dev_per_suite).get(suite, self.dev_per_family)
+
+    def text(self) -> str:
+        """The `--budget` text that parses back to this budget."""
+        out = [f"{f.name}={'none' if getattr(self, f.name) is None else getattr(self, f.name)}"
+               for f in fields(self) if f.name != "dev_per_suite"]
+        return ",".join(out + [f"dev_per_family.{s}={n}" for s, n in self.dev_per_suite])
 
     @classmethod
     def parse(cls, text: str | None) -> "Budget":
-        """'samples=2,per_family=1,train_steps=30' -> Budget."""
+        """'samples=2,per_family=1,train_steps=30,dev_per_family.mixed=1' -> Budget."""
         if not text:
             return cls()
-        kw = {}
-        names = {f.name: f for f in fields(cls)}
+        kw, per_suite = {}, {}
+        names = {f.name for f in fields(cls)} - {"dev_per_suite"}
         for item in text.split(","):
             k, sep, v = item.strip().partition("=")
-            if not sep or k not in names:
-                raise ValueError(f"bad budget item {item!r}; known: {sorted(names)}")
-            kw[k] = None if v.lower() == "none" else int(v)
-        return cls(**kw)
+            suite = k.partition("dev_per_family.")[2]
+            try:
+                if sep and suite:
+                    per_suite[suite] = int(v)
+                    continue
+                if not sep or k not in names:
+                    raise ValueError
+                kw[k] = None if v.lower() == "none" else int(v)
+            except ValueError:
+                raise ValueError(f"bad budget item {item!r}; known: {sorted(names)} and "
+                                 f"dev_per_family.<suite>") from None
+        return cls(**kw, dev_per_suite=tuple(sorted(per_suite.items())))
 
 
 OPERATORS = ("prompt", "decoding", "router_refit", "rft", "failure_data", "grpo")

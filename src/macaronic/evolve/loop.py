@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
+from macaronic.contract.evaluate import ResultLog, read_rows, row_key, write_json_atomic
 from macaronic.contract.report import freeze_strata
 from macaronic.contract.sealed import SplitLoader
 from macaronic.evolve.collect import collect, collect_hinted
@@ -57,14 +57,14 @@ def gen_dir(workdir: Path, g: int) -> Path:
 
 
 def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent: Path | None = None,
-             quiet: bool = True, answerer: str = "harness", reuse_unreached: bool = False) -> dict:
+             quiet: bool = True, answerer: str = "harness", reuse_unreached: bool = False, workers: int = 1) -> dict:
     """`macaronic eval` in its own process; rerunning after a crash resumes its task log."""
     if out.exists():
         return json.loads(out.read_text())
     priors = sorted(str(p) for p in workdir.glob("gen-*/eval.json.tasks.jsonl") if p.parent != out.parent)
     cmd = [sys.executable, "-m", "macaronic.cli", "eval", "--pair", str(child), "--contract", str(contract_path),
            "--json", str(out), "--audit", str(workdir / "audit.jsonl"), "--lineage", str(workdir / "lineage.sqlite"),
-           "--answerer", answerer]
+           "--answerer", answerer, "--workers", str(workers)]
     if (workdir / "strata.json").exists():
         cmd += ["--strata", str(workdir / "strata.json")]
     if parent is not None:
@@ -134,8 +134,11 @@ def default_pair(where: Path, fit_router: bool = False) -> PairManifest:
 
 
 def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget = Budget(), plan: Plan = Plan(),
-           pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness") -> dict:
-    """Run (or finish) `generations` generations; returns the summary (report.json's content)."""
+           pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness",
+           reference: bool = False) -> dict:
+    """Run (or finish) `generations` generations; returns the summary (report.json's content).
+    `reference`: first the generation-0 reference on the sealed test split and the frozen strata
+    (otherwise done at the first gate), so that they can run ahead of, or beside, the search."""
     from macaronic.contract import spec as cspec
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -146,9 +149,39 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
         lin.add_pair(champ)
         lin.move_alias("champion", champ.id, "initial champion", key="gen-0:champion")
         run = Run(contract, contract_path, workdir, budget, plan, lin, hooks, answerer)
-        for g in range(1, generations + 1):
-            run.generation(g)
+        beside = None
+        if reference and not any(r["key"] == "gen-0" for r in lin.records()):
+            if generations == 0:
+                run.reference()
+            else:  # beside the search, in its own process; the first gate waits for it (the lock)
+                beside = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "evolve", "--contract",
+                                           str(contract_path), "--workdir", str(workdir), "--generations", "0",
+                                           "--reference", "--quiet", "--answerer", answerer,
+                                           "--budget", budget.text()], stdout=subprocess.DEVNULL)
+                _await_lock(workdir / "reference.lock", beside)
+        try:
+            for g in range(1, generations + 1):
+                run.generation(g)
+        finally:
+            if beside is not None and beside.wait() != 0:
+                hooks.log(f"the reference process exited {beside.returncode}; rerun to finish it")
         return summary(contract, workdir, lin)
+
+
+def _await_lock(path: Path, proc, timeout: float = 120.0) -> None:
+    """Until `proc` holds the lock at `path` (or has ended): the search must not take it first."""
+    import fcntl
+    import time
+
+    t0 = time.monotonic()
+    while proc.poll() is None and time.monotonic() - t0 < timeout:
+        with open(path, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # held: by the reference process
+            fcntl.flock(f, fcntl.LOCK_UN)
+        time.sleep(0.2)
 
 
 class Run:
@@ -167,19 +200,38 @@ class Run:
 
         return _LazyRunner(lambda: make_answerer(self.answerer, manifest, temperature))
 
-    def dev(self, manifest, suites: set[str], label: str) -> list[dict]:
+    def dev(self, manifest, suites: set[str], label: str, reuse: list[dict] = ()) -> list[dict]:
         from macaronic.evolve.search import run_dev
 
         log = ResultLog(self.workdir / "dev.jsonl", self.contract.sha256)
         try:
             return run_dev(self.contract, self.trainer, lambda: self.runner(manifest), manifest.id, suites,
-                           self.budget, log, progress=lambda: self.hooks.progress(label, None, None))
+                           self.budget, log, progress=lambda: self.hooks.progress(label, None, None), reuse=reuse)
         finally:
             log.close()
+
+    def inherited(self, champ, name: str) -> list[dict]:
+        """Rows in `name` (dev.jsonl, experience.jsonl) of the champion this one replaced that it
+        answers the same way: on suites its change cannot reach and on routed tasks no changed
+        role answered (pairs/reach.py), with the same prompts, adapters and seeds. Copied, not run."""
+        from macaronic.pairs.reach import components_between, reached_suites, reusable_tasks
+
+        ids = [m["pair_id"] for m in self.lin.alias_history("champion")]
+        if champ.id not in ids or ids.index(champ.id) == 0:
+            return []
+        prev = self.lin.pair(ids[ids.index(champ.id) - 1])
+        comps = components_between(champ, prev)
+        reached = reached_suites(self.contract, comps)
+        rows = [r for r in read_rows(self.workdir / name, self.contract.sha256) if r["pair"] == prev.id]
+        same = reusable_tasks(self.contract, comps, rows, Path(prev.harness["path"]))
+        return [r for r in rows if r["suite"] not in reached or f"{r['suite']}/{r['task']}" in same]
 
     def experience(self, champ, g: int) -> list[dict]:
         """The champion's sampled train experience (+ hinted retries of tasks it never solved)."""
         log = ResultLog(self.workdir / "experience.jsonl", self.contract.sha256)
+        for r in self.inherited(champ, "experience.jsonl"):
+            if row_key({**r, "pair": champ.id}) not in log.rows:
+                log.add({**r, "pair": champ.id, "reused_from": r["pair"], "seconds": 0.0})
         try:
             loader = SplitLoader(self.contract, "collector", self.workdir / "audit.jsonl")
             temp = self.budget.temperature_pct / 100 or None
@@ -198,7 +250,15 @@ class Run:
 
     def reference(self) -> None:
         """The generation-0 reference on the sealed test split and the frozen strata, once, at the
-        first gate (k samples per task when the contract asks for k > 1)."""
+        first gate or ahead of the search (`--reference`). Two processes on one workdir (the search
+        and the reference beside it) take turns on a lock file: the second finds the work done."""
+        import fcntl
+
+        with open(self.workdir / "reference.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+            self._reference()
+
+    def _reference(self) -> None:
         g0 = gen_dir(self.workdir, 0)
         champ0 = PairManifest.load(g0 / "pair.json")
         strata_path = self.workdir / "strata.json"
@@ -208,9 +268,10 @@ class Run:
             self.hooks.log(f"strata: {self.contract.strata.k} samples per test task at "
                            f"T={self.contract.strata.temperature} with {champ0.id[:12]}")
             freeze(self.contract_path, champ0, strata_path, self.workdir / "audit.jsonl",
-                   on_unit=lambda: self.hooks.progress("strata", None, None))
+                   on_unit=lambda: self.hooks.progress("strata", None, None), workers=self.budget.workers)
         self.hooks.log(f"gen 0: reference evaluation of {champ0.id[:12]}")
-        run_eval(self.contract_path, self.workdir, g0 / "pair.json", g0 / "eval.json", answerer=self.answerer)
+        run_eval(self.contract_path, self.workdir, g0 / "pair.json", g0 / "eval.json", answerer=self.answerer,
+                 workers=self.budget.workers)
         if not strata_path.exists():  # k = 1 contracts: the reference's own results
             rows = read_rows(g0 / "eval.json.tasks.jsonl", self.contract.sha256)
             strata = freeze_strata(self.contract, [r for r in rows if r["pair"] == champ0.id])
@@ -237,7 +298,7 @@ class Run:
         d.mkdir(parents=True, exist_ok=True)
         champ = self.lin.pair("champion")
         self.hooks.log(f"gen {g}: champion {champ.id[:12]} on dev")
-        champ_dev = self.dev(champ, self.gated, f"gen {g} dev champion")
+        champ_dev = self.dev(champ, self.gated, f"gen {g} dev champion", reuse=self.inherited(champ, "dev.jsonl"))
         conf = self.budget.screen_confidence / 100
         # proposals: explicit ones first, then the operators' from each parent
         cpath = d / "candidates.json"
@@ -307,7 +368,7 @@ class Run:
         cdir = d / cand.name
         report = run_eval(self.contract_path, self.workdir, cdir / "pair.json", d / "eval.json",
                           parent=_manifest_path(self.workdir, champ.id), answerer=self.answerer,
-                          reuse_unreached=True)
+                          reuse_unreached=True, workers=self.budget.workers)
         gate_doc = json.loads((d / "eval.json.gate.json").read_text())
         changes_doc = json.loads((cdir / "changes.json").read_text())
         self.lin.record(key=f"gen-{g}", pair_id=child.id, parent_id=champ.id, generation=g, decision=report["decision"],
@@ -338,7 +399,7 @@ class Run:
             features = load_features(self.workdir / FEATURES, parent.base_fingerprint)
             ctx = {"contract": self.contract, "budget": self.budget, "llm": _Deferred(runner), "features": features,
                    "loader": self.trainer}
-            m, _, _ = build_successor(parent, rows, c.steps, out, ctx, log=self.hooks.log)
+            m, _, _ = build_successor(parent, rows, _adopting(c, out.parent), out, ctx, log=self.hooks.log)
             save_features(self.workdir / FEATURES, parent.base_fingerprint, features)
         finally:
             runner.close()
@@ -347,7 +408,7 @@ class Run:
 
     def screen(self, c, m: PairManifest, champ: PairManifest, champ_dev: list[dict], g: int, conf: float) -> dict:
         from macaronic.evolve.search import verdict
-        from macaronic.pairs.reach import components_between, reached_suites
+        from macaronic.pairs.reach import components_between, reached_suites, reusable_tasks
 
         key = f"gen-{g}:{c.name}"
         done = [sc for sc in self.lin.screens(g) if sc["key"] == key]
@@ -355,7 +416,9 @@ class Run:
             return done[0]["detail"]["result"]
         comps = sorted(components_between(m, champ))
         touched = reached_suites(self.contract, comps) if comps else set()
-        rows = self.dev(m, touched, f"gen {g} dev {c.name}") if touched else []
+        same = reusable_tasks(self.contract, comps, champ_dev, Path(champ.harness["path"])) if touched else set()
+        rows = self.dev(m, touched, f"gen {g} dev {c.name}",
+                        reuse=[r for r in champ_dev if f"{r['suite']}/{r['task']}" in same]) if touched else []
         res = verdict(self.contract, rows, champ_dev, touched, conf)
         self.lin.screen(key=key, generation=g, pair_id=m.id, parent_id=c.parent, operator=c.operator,
                         components=comps, suites=res["suites"], verdict=res["verdict"],
@@ -364,6 +427,27 @@ class Run:
         self.hooks.log(f"gen {g}: {c.name} {c.operator} on dev {sorted(touched)}: {res['verdict']} "
                        f"(pooled delta {_fmt(res['pooled']['delta'])} {res['pooled']['ci']})")
         return res
+
+
+def _adopting(c, gdir: Path) -> tuple:
+    """A stack's steps, its parts' training steps as `adopt` (the part's trained adapter or router
+    state, not a second training run on the same data and seed); harness edits are applied again."""
+    from macaronic.evolve.config import step_spec
+
+    if c.operator != "stack":
+        return c.steps
+    parts = [p for p in c.note.split(" + ") if (gdir / p / "pair.json").is_file()]
+    owner = {}
+    for p in parts:
+        for s in json.loads((gdir / p / "changes.json").read_text())["training_config"]["steps"]:
+            owner.setdefault(s, p)
+    out = []
+    for s in c.steps:
+        if step_spec(s)[0] in ("rft", "failure_data", "grpo", "router_refit") and s in owner:
+            out.append(json.dumps({"adopt": {"dir": str(gdir / owner[s]), "step": s}}, sort_keys=True))
+        else:
+            out.append(s)
+    return tuple(out)
 
 
 def champion_dev_scores(contract, workdir: Path, lin: Lineage) -> dict[str, dict]:
@@ -400,11 +484,14 @@ class _LazyRunner:
     """Loads the champion's model only when a reply or the backbone is actually needed."""
 
     def __init__(self, make):
-        self._make, self._runner = make, None
+        import threading
+
+        self._make, self._runner, self._lock = make, None, threading.Lock()
 
     def _get(self):
-        if self._runner is None:
-            self._runner = self._make()
+        with self._lock:  # worker threads ask at once: one model load
+            if self._runner is None:
+                self._runner = self._make()
         return self._runner
 
     def reply(self, *a, **k):

@@ -8,7 +8,8 @@ generation's search, each a list of successor steps with the components it touch
   router_refit  the router refitted on logged outcomes, policy chosen on dev
   rft           RFT with exploration: k samples per train task at T >= 0.7 (collected by the loop),
                 graded successes (plus STaR-style hinted successes for tasks never solved),
-                warm-started from the parent's adapter for a few steps
+                warm-started from the parent's adapter for a few steps; one candidate for each of
+                the two roles with the most failures (and enough successes)
   failure_data  targeted data for the failing skill: agent episodes of lookup-then-act on tool
                 compositions that are in no split (evolve/failure_data.py)
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
@@ -29,7 +30,15 @@ ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "g
 
 
 def signature(parent: str, steps) -> str:
-    return json.dumps([parent, list(steps)], sort_keys=True)
+    """What a candidate does from its parent: its steps without their notes (a note carries the
+    cluster's count, which moves between generations while the edit stays the same)."""
+    def bare(s):
+        d = json.loads(s) if isinstance(s, str) and s.startswith("{") else s
+        if isinstance(d, dict):
+            return {k: {a: b for a, b in v.items() if a != "note"} if isinstance(v, dict) else v for k, v in d.items()}
+        return d
+
+    return json.dumps([parent, [bare(s) for s in steps]], sort_keys=True)
 
 
 def _role_failures(clusters) -> dict[str, int]:
@@ -53,8 +62,9 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         steps = tuple(json.dumps(s, sort_keys=True) if isinstance(s, dict) else s for s in steps)
         sig = signature(parent.id, steps)
         if sig in tried or any(signature(c.parent, c.steps) == sig for c in out):
-            return
+            return False
         out.append(Candidate(f"cand-{start + len(out):02d}", op, parent.id, steps, comps, note))
+        return True
 
     fails = _role_failures(clusters)
     if "prompt" in operators:
@@ -64,10 +74,10 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
                 continue
             if hint in bundle.role(role).system_prompt:
                 continue  # already there (an earlier generation's accepted variant)
-            seen_roles.add(role)
-            add("prompt", [{"harness_edit": {"file": f"roles/{role}.md", "append": hint,
-                                             "note": f"prompt variant from failure cluster {suite}/{label} ({n})"}}],
-                (f"prompt:{role}",), f"{role}: {label} x{n}")
+            if add("prompt", [{"harness_edit": {"file": f"roles/{role}.md", "append": hint,
+                                                "note": f"prompt variant from failure cluster {suite}/{label} ({n})"}}],
+                   (f"prompt:{role}",), f"{role}: {label} x{n}"):
+                seen_roles.add(role)  # screened already from this parent: the role's next cluster instead
             if len(seen_roles) >= 2:
                 break
     if "decoding" in operators:
@@ -91,7 +101,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
     if "rft" in operators and successes:
         ranked = sorted((r for r in successes if r in parent.adapters and len(successes[r]) >= budget.min_successes),
                         key=lambda r: (-fails.get(r, 0), -len(successes[r]), r))
-        for role in ranked[:1]:
+        for role in ranked[:2]:  # one candidate per role (disjoint: they can stack)
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:

@@ -59,23 +59,28 @@ def dev_units(contract, loader, suites: set[str], budget) -> list[tuple]:
     units = []
     for s in contract.suites:
         if s.name in suites:
-            units += [(t, i) for t in loader.tasks(s.name, "dev", per_family=budget.dev_per_family)
+            units += [(t, i) for t in loader.tasks(s.name, "dev", per_family=budget.dev_for(s.name))
                       for i in range(budget.dev_samples)]
     return units
 
 
 def run_dev(contract, loader, runner_factory, pair_id: str, suites: set[str], budget, log: ResultLog,
-            progress=None) -> list[dict]:
-    """This pair's dev rows on `suites` (from the log, or run now and appended)."""
+            progress=None, reuse: list[dict] = ()) -> list[dict]:
+    """This pair's dev rows on `suites` (from the log, or run now and appended). `reuse`: rows of
+    another pair for tasks this pair answers the same way (pairs.reach.reusable_tasks), copied
+    under this pair's id with `reused_from` instead of being run."""
     from macaronic.contract.evaluate import unit_key
 
     units = dev_units(contract, loader, suites, budget)
+    for r in reuse:
+        if unit_key(pair_id, r["suite"], r["task"], r["sample"]) not in log.rows:
+            log.add({**r, "pair": pair_id, "reused_from": r["pair"], "seconds": 0.0})
     todo = [u for u in units if unit_key(pair_id, u[0].suite, u[0].id, u[1]) not in log.rows]
     view = _capped(contract, budget)
     if todo:
         runner = runner_factory()
         try:
-            for row in run_units(view, pair_id, todo, runner, log.keys(), split="dev"):
+            for row in run_units(view, pair_id, todo, runner, log.keys(), split="dev", workers=budget.workers):
                 log.add(row)
                 if progress:
                     progress()

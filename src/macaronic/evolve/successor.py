@@ -79,17 +79,47 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
             data_files += files
         elif name == "harness_edit":
             changes.append(harness_edit(tmp / "harness", opts))
+        elif name == "adopt":
+            ch, files = adopt(champion, tmp, adapters, opts)
+            changes += ch
+            data_files += files
         else:
             raise ValueError(f"unknown evolve step {name!r}")
     final_adapters = {r: (p if not str(p).startswith(str(tmp)) else str(out / Path(p).relative_to(tmp)))
                       for r, p in adapters.items()}
     (tmp / "changes.json").write_text(json.dumps({"changes": changes, "training_config": config}, indent=2) + "\n")
     tmp.rename(out)
-    files = tuple(str(out / f.relative_to(tmp)) for f in data_files)
+    files = tuple(str(out / f.relative_to(tmp)) if f.is_relative_to(tmp) else str(f) for f in data_files)
     m = PairManifest.build(champion.base, final_adapters, out / "harness", data=files,
                            base_fp=champion.base_fingerprint)
     m.save(out / "pair.json")
     return m, changes, config
+
+
+def adopt(champion: PairManifest, tmp: Path, adapters: dict, opts: dict) -> tuple[list[dict], list[Path]]:
+    """A trained part of an already built candidate from the same champion (a stack's training
+    steps: the same step with the same data and seed would train the same adapter again). opts:
+    {"dir": the candidate's directory, "step": its step}. Takes the adapters that step changed
+    (the router state for router_refit), its data files and its change records."""
+    src = Path(opts["dir"])
+    part = PairManifest.load(src / "pair.json")
+    name, sopts = step_spec(opts["step"])
+    recorded = json.loads((src / "changes.json").read_text())["changes"]
+    mine = [c for c in recorded if c.get("step") == name]
+    if name == "router_refit":
+        for rel in (ROUTER_STATE_DIR, "router.json"):
+            s, d = Path(part.harness["path"]) / rel, tmp / "harness" / rel
+            if d.is_dir():
+                shutil.rmtree(d)
+            (shutil.copytree if s.is_dir() else shutil.copy2)(s, d)
+    else:
+        roles = sopts.get("roles") or ([sopts["role"]] if sopts.get("role") else list(part.adapters))
+        for r in roles:
+            if r in part.adapters and part.adapters[r]["id"] != (champion.adapters.get(r) or {}).get("id"):
+                adapters[r] = part.adapters[r]["path"]
+    prefix = {"rft": "rft-", "failure_data": "failure-", "router_refit": "router-"}.get(name)
+    files = [Path(f) for f in part.data if prefix and Path(f).name.startswith(prefix)]
+    return [{**c, "adopted_from": src.name} for c in mine], files
 
 
 # ---- rft ---------------------------------------------------------------------------------
@@ -322,7 +352,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     seen = {(json.dumps(e["messages"], sort_keys=True), e["label"]) for e in train}
     train += [e for e in dev_routing_examples(contract, loader, budget.per_family, "train")
               if (json.dumps(e["messages"], sort_keys=True), e["label"]) not in seen]
-    dev = dev_routing_examples(contract, loader, budget.dev_per_family)
+    dev = dev_routing_examples(contract, loader, budget.dev_for("mixed"))
     n_logged, n_dev = len(train), len(dev)
     if shipped_data:
         from macaronic.router.data import load_routing_data

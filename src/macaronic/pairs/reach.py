@@ -71,3 +71,55 @@ def components_between(a, b) -> set[str]:
         else:
             out.add("all")
     return out
+
+
+# ---- per task, inside a routed suite ------------------------------------------------------
+
+REQUEST_ONLY = frozenset({"head", "probe", "embedding", "keep", "default"})  # read the bare base only
+
+
+def routes_read_roles(harness: Path) -> bool:
+    """Whether the bundle's router can read a role's adapter when it routes: the Arrow policy reads
+    the adapters' weights, the prompted policy scores with the chat adapter. A fitted state whose
+    policies (the cheap one, the band table's choices, or the fallback) all read the bare base and
+    the request routes every turn the same whatever the roles' adapters, prompts and decoding."""
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.state import RouterState
+
+    harness = Path(harness)
+    state_dir = harness / "router_state"
+    if not (state_dir / "state.json").is_file():
+        return True  # unfitted: the prompted policy
+    cfg = RouterConfig.from_dict(json.loads((harness / "router.json").read_text()))
+    if cfg.policy != "cascade":
+        return cfg.policy not in REQUEST_ONLY
+    bands = RouterState.load(state_dir).bands
+    used = {cfg.cheap_policy}
+    if bands is not None and bands.primary == cfg.cheap_policy:
+        used |= {bands.options[int(c)] for c in bands.choice}
+    else:
+        used.add(cfg.fallback_policy)
+    return not used <= REQUEST_ONLY
+
+
+def reusable_tasks(contract, components, parent_rows: list[dict], harness: Path) -> set[str]:
+    """'suite/task' keys of routed-suite tasks a change cannot reach: the change is confined to
+    some roles (their prompt, decoding or adapter), routes do not read roles (`routes_read_roles`),
+    and no turn of the parent's row was answered by a changed role. Such a conversation gets the
+    same routes, views and seeds for every turn, hence the same replies."""
+    roles = set()
+    for c in components:
+        kind, _, role = c.partition(":")
+        if kind not in ("prompt", "decoding", "adapter") or not role:
+            return set()
+        roles.add(role)
+    routed = routed_suites(contract)
+    if not roles or not routed or routes_read_roles(harness):
+        return set()
+    ok, bad = set(), set()
+    for r in parent_rows:
+        if r["suite"] not in routed:
+            continue
+        key, turns = f"{r['suite']}/{r['task']}", (r.get("detail") or {}).get("turns")
+        (ok if turns and not any(t.get("routed") in roles for t in turns) else bad).add(key)
+    return ok - bad  # every sample of the task stayed away from the changed roles
