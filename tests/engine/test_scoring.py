@@ -145,7 +145,6 @@ def test_score_requests_wait_for_no_decode_row(llm):
         h.cancel()
 
 
-@pytest.mark.parametrize("fused", [True, False])
 def record_forwards(monkeypatch, model) -> list[list[tuple[int, int]]]:
     """Every forward of `model` from now on, as (K/V buffer id, new tokens) per sequence."""
     log: list[list[tuple[int, int]]] = []
@@ -159,6 +158,7 @@ def record_forwards(monkeypatch, model) -> list[list[tuple[int, int]]]:
     return log
 
 
+@pytest.mark.parametrize("fused", [True, False])
 def test_no_stream_stalls_while_routed_requests_and_long_prefills_arrive(llm, monkeypatch, fused):
     """Eight streams decode; meanwhile a routing thread computes the router's features (the
     route head's two views of four requests, two long) and next-token log-probs, and two long
