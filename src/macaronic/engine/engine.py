@@ -110,11 +110,6 @@ class Request:
 SCORE_KINDS = ("hidden", "logprobs")
 
 
-def _exit_layer(s) -> int | None:
-    """The layer a sequence's early-exit score stops before (None: a whole forward)."""
-    return s.req.score_layer if s.req.score_layer is not None and s.req.score_layer < s.kv.k.shape[0] else None
-
-
 @dataclass
 class Event:
     text: str = ""
@@ -291,6 +286,8 @@ class Engine:
         """Validate and queue a request; errors in the request raise here, before queueing."""
         self.validate(req)
         req.id = req.id or f"req-{next(self._ids)}"
+        if req.score_layer == self.base.args.n_layers:
+            req.score_layer = None  # stopping before the end is the whole forward
         h = Handle(req, loop)
         self._inbox.put((req, h))
         self._wake.set()
@@ -533,10 +530,10 @@ class Engine:
         budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
         pending = sorted((s for s in self._active if s.pos < len(s.tokens) and s.upper_todo is None),
                          key=lambda s: s.req.score is None)
-        if pending and _exit_layer(pending[0]) is not None:  # early-exit scores: a forward of their own
-            pending = [s for s in pending if _exit_layer(s) == _exit_layer(pending[0])]
+        if pending and pending[0].req.score_layer is not None:  # early-exit scores: a forward of their own
+            pending = [s for s in pending if s.req.score_layer == pending[0].req.score_layer]
         else:
-            pending = [s for s in pending if _exit_layer(s) is None]
+            pending = [s for s in pending if s.req.score_layer is None]
         batch = []
         for s in pending:
             if budget <= 0:
@@ -554,7 +551,7 @@ class Engine:
         if not decode:
             return False
         chunks = self._chunks()
-        if not chunks or _exit_layer(chunks[0][0]) is not None:
+        if not chunks or chunks[0][0].req.score_layer is not None:
             return False
         try:
             outs = self._prefill(chunks + [(s, None) for s in decode])
@@ -606,7 +603,7 @@ class Engine:
         slots = torch.cat([slot_row(s, end) for s, end in batch]) if use_lora else None
         last = any(end is None or end == len(s.tokens) for s, end in batch)
         hidden = any(s.req.score == "hidden" for s, _ in batch)
-        exit_at = _exit_layer(batch[0][0])  # a batch of early-exit scores (see _chunks)
+        exit_at = batch[0][0].req.score_layer  # a batch of early-exit scores (see _chunks)
         self.stats["prefill_forwards"] += 1
         out = self.model(
             toks, [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)], lora=self.bank if use_lora else None,
@@ -766,7 +763,7 @@ class Engine:
             self.registry.release(s.slot)
         self.stats["reused_tokens"] += s.reused
         if reason != "error" and s.kv.length >= len(s.tokens) and (s.req.score is None or s.req.cache) \
-                and _exit_layer(s) is None:
+                and s.req.score_layer is None:
             n_gen = s.kv.length - len(s.tokens)
             toks = np.concatenate([s.tokens, np.asarray(s.generated[:n_gen], dtype=np.int64)])
             labs = np.concatenate([s.labels, np.full(n_gen, s.own_label, dtype=np.int64)])
