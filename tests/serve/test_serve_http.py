@@ -97,7 +97,8 @@ def test_responses_api_previous_response_id_survives_a_restart(tiny_models, tmp_
         assert r3.usage.input_tokens > r1.usage.input_tokens + 40
         with pytest.raises(openai.NotFoundError):
             c.responses.create(model="chat", input="x", previous_response_id="resp_missing")
-        events = [e.type for e in c.responses.create(model="chat", input="stream", max_output_tokens=4, stream=True)]
+        events = [e.type for e in c.responses.create(model="chat", input="stream", max_output_tokens=4,
+                                                         temperature=0, stream=True)]
         assert events[0] == "response.created" and events[-1] == "response.completed"
         assert "response.output_text.delta" in events
     finally:
