@@ -44,3 +44,16 @@ def test_gains_are_paired_over_the_same_tasks_and_written_between_markers(tmp_pa
     assert row["scheme_gain qwen2.5-coder-0.5b"]["delta"] == 0.25 and row["routed_gain"]["delta"] == 0.25
     text = md.read_text()
     assert bases_table.START in text and "| chat | 0.500 | 0.750 | 0.750 | 1.000 |" in text
+
+
+def test_the_pooled_primary_row_pools_the_task_scores_of_every_primary_suite():
+    contract = load(ROOT / "contracts" / "macaronic-core-v4.yaml", hashes=False)
+    sc = lambda suite, xs: {f"{suite}/t{i}": {"suite": suite, "score": x} for i, x in enumerate(xs)}  # noqa: E731
+    a = {"base": {**sc("chat", [0, 0]), **sc("coding", [0, 0, 0, 0])}, "routed": {**sc("chat", [1, 1]), **sc("coding", [0, 0, 0, 0])}}
+    b = {"base": {**sc("chat", [1, 1]), **sc("coding", [1, 1, 0, 0])}, "routed": {**sc("chat", [1, 1]), **sc("coding", [1, 1, 1, 1])}}
+    t = bases_table.table(contract, ("a", "b"), (a, b))
+    row = t[bases_table.POOLED]
+    assert row["n"] == 6 and row["a routed"] == 2 / 6 and row["b base"] == 4 / 6
+    assert row["routed_gain"]["n"] == 6 and abs(row["routed_gain"]["delta"] - 4 / 6) < 1e-9
+    one = bases_table.table(contract, ("a", "b"), ({"base": sc("chat", [0])}, {"base": sc("chat", [1])}))
+    assert bases_table.POOLED not in one  # one suite: nothing to pool

@@ -33,11 +33,21 @@ def config_scores(contract, doc: dict, rows: list[dict]) -> dict[str, dict[str, 
     return out
 
 
+POOLED = "primary (pooled)"
+
+
+def _in(contract, suite: str):
+    """The suite names a table row covers: one suite, or every primary suite for the pooled row
+    (the contract's primary metric pools their task scores)."""
+    return set(contract.primary) if suite == POOLED else {suite}
+
+
 def compare(contract, a: dict, b: dict, suite: str) -> dict | None:
-    """Paired difference b - a over the tasks both scored on `suite`."""
+    """Paired difference b - a over the tasks both scored on `suite` (or on every primary suite)."""
     from macaronic.contract.stats import paired_bootstrap
 
-    keys = sorted(k for k in a if a[k]["suite"] == suite and k in b)
+    names = _in(contract, suite)
+    keys = sorted(k for k in a if a[k]["suite"] in names and k in b)
     if not keys:
         return None
     g = contract.gate
@@ -50,11 +60,13 @@ def table(contract, names: tuple[str, str], scores: tuple[dict, dict]) -> dict:
     """{suite: {"n", "<name> <config>": score, "base_gain", "scheme_gain_<name>", "routed_gain"}}."""
     (na, nb), (sa, sb) = names, scores
     out = {}
-    for s in [x.name for x in contract.suites]:
+    ran = {v["suite"] for sc in (sa, sb) for by in sc.values() for v in by.values()}
+    pooled = [POOLED] if len(ran & set(contract.primary)) > 1 else []
+    for s in [x.name for x in contract.suites] + pooled:
         row: dict = {}
         for n, sc in ((na, sa), (nb, sb)):
             for cfg in ("base", "routed", "oracle"):
-                vals = [v["score"] for v in sc.get(cfg, {}).values() if v["suite"] == s]
+                vals = [v["score"] for v in sc.get(cfg, {}).values() if v["suite"] in _in(contract, s)]
                 if vals:
                     row[f"{n} {cfg}"] = sum(vals) / len(vals)
                     row.setdefault("n", len(vals))
@@ -85,7 +97,7 @@ def markdown(contract, names: tuple[str, str], t: dict, commands: list[str]) -> 
               f"routed {nb} − routed {na} |", "|---|---:|---:|---:|---:|---|---|---|---|"]
     f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
     for s, r in t.items():
-        label = s if s in primary else f"{s} (report-only)"
+        label = s if s in primary else f"**{s}**" if s == POOLED else f"{s} (report-only)"
         lines.append(f"| {label} | {f(r.get(f'{na} base'))} | {f(r.get(f'{na} routed'))} | {f(r.get(f'{nb} base'))} | "
                      f"{f(r.get(f'{nb} routed'))} | {_d(r['base_gain'])} | {_d(r[f'scheme_gain {na}'])} | "
                      f"{_d(r[f'scheme_gain {nb}'])} | {_d(r['routed_gain'])} |")
@@ -95,6 +107,9 @@ def markdown(contract, names: tuple[str, str], t: dict, commands: list[str]) -> 
             f"{s} {na} {f(r.get(f'{na} oracle'))}, {nb} {f(r.get(f'{nb} oracle'))}" for s, r in oracle) + "."]
     lines += ["", "Cells: mean task score; differences with their 95% paired-bootstrap interval over the tasks "
               "both rows scored. A dash: that row was not run for the suite."]
+    if POOLED in t:
+        lines[-1] += (f" {POOLED}: the task scores of every primary suite pooled, as the contract's primary "
+                      "metric pools them (each row's mean over the tasks it scored).")
     return "\n".join(lines) + "\n"
 
 
