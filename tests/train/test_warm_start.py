@@ -56,3 +56,15 @@ def test_max_seconds_stops_the_run_early(tiny_base, tiny_data, tmp_path):
     assert [h["step"] for h in _history(out)] == [1]  # the first step runs, then the budget is spent
     meta = json.loads((out / "macaronic.json").read_text())
     assert meta["training"]["steps_done"] == 1 and meta["training"]["config"]["steps"] == 5
+
+
+def test_stop_after_replays_a_capped_run_step_for_step(tiny_base, tiny_data, tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert _train(tiny_base, tiny_data, full, steps=5) == 0
+    assert _train(tiny_base, tiny_data, cut, steps=5, extra=("--stop-after", "2")) == 0
+    # the schedule spans --steps either way, so the first two steps are the same steps
+    assert [(h["step"], h["loss"], h["lr"]) for h in _history(cut)] == \
+        [(h["step"], h["loss"], h["lr"]) for h in _history(full)][:2]
+    meta = json.loads((cut / "macaronic.json").read_text())
+    assert meta["training"]["steps_done"] == 2 and meta["training"]["config"]["steps"] == 5
+    assert _train(tiny_base, tiny_data, tmp_path / "bad", steps=2, extra=("--stop-after", "3")) == 2

@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seconds", type=float, default=0.0,
                    help="stop once the steps took this many seconds (0: run all --steps; the lr schedule still "
                    "spans --steps)")
+    p.add_argument("--stop-after", type=int, default=0, metavar="N",
+                   help="stop after N steps (0: all --steps; the lr schedule still spans --steps): replays a run that "
+                   "--max-seconds stopped, from its recorded steps_done")
     p.add_argument("--save-every", type=int, default=25, help="checkpoint period in steps (0: never)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
@@ -100,7 +103,8 @@ def run(args) -> Path:
                       steps=args.steps, batch=args.batch, lr=args.lr, max_len=args.max_len, max_turn=max_turn,
                       seed=args.seed, save_every=args.save_every, save_dtype=args.dtype, base=args.base,
                       description=args.description, threads=args.threads,
-                      init_adapter=str(args.init_adapter) if args.init_adapter else None, max_seconds=args.max_seconds)
+                      init_adapter=str(args.init_adapter) if args.init_adapter else None, max_seconds=args.max_seconds,
+                      stop_after=args.stop_after)
     out = Path(args.out)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,7 @@ class TrainConfig:
     threads: int = 0  # torch threads; 0 = leave torch's default
     init_adapter: str | None = None  # warm start: an adapter directory with the same rank and targets
     max_seconds: float = 0.0  # stop once this run's steps took this long (0 = run all steps); the schedule stays cfg.steps
+    stop_after: int = 0  # stop after this many steps (0 = all); the schedule stays cfg.steps: replays a --max-seconds run
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -62,6 +63,8 @@ class TrainConfig:
             raise ValueError("--top-k K (K > 0) goes with --mode upper, and only with it")
         if self.rank <= 0 or self.steps <= 0 or self.batch <= 0:
             raise ValueError("rank, steps and batch must be positive")
+        if not 0 <= self.stop_after <= self.steps:
+            raise ValueError(f"stop_after must be between 0 and steps ({self.steps}), got {self.stop_after}")
         bad = [t for t in self.targets if t not in TARGETS]
         if bad:
             raise ValueError(f"unknown LoRA targets {bad}; choose from {TARGETS}")
@@ -280,6 +283,8 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
     spent = 0.0
     for step in range(start_step, cfg.steps):
         if cfg.max_seconds and spent >= cfg.max_seconds:  # a wall-clock budget (comparisons at equal time)
+            break
+        if cfg.stop_after and step >= cfg.stop_after:
             break
         t0 = time.perf_counter()
         batch = step_indices(len(encoded), cfg, step)
