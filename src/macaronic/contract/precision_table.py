@@ -75,7 +75,7 @@ def markdown(t: dict, contract, commands: list[str], speed_command: str | None) 
                 cells.append("-")
             elif "delta" in v:
                 cells.append(f"{v['score']:.3f} ({v['delta']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}], n={v['n']})"
-                             f"{'' if v["not_below"] else ' below'}")
+                             f"{'' if v['not_below'] else ' below'}")
             else:
                 cells.append(f"{v['score']:.3f} (n={v['n']})")
         out.append(f"| {s} | " + " | ".join(cells) + " |")
