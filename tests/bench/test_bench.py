@@ -73,10 +73,21 @@ def test_lora_overhead_compares_grouped_and_stacked_banks(tiny_dirs, tmp_path):
             row = out[name][layout]
             assert row["base_step_ms"] > 0 and row["grouped_over_stacked"] > 0
             assert {"grouped_overhead_pct", "stacked_overhead_pct", "grouped_overhead_wall_pct"} <= set(row)
-    md = cli.markdown({"command": "c", "seconds": 1, "machine": {"cpu": "x", "cores": 2, "memory_gb": 1,
-                      "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 1},
-                      "base": {"id": "b", "params": 1e6}, "router": None, "lora": out})
-    assert "| int4 | scattered |" in md
+    assert "| int4 | scattered |" in "\n".join(lora.markdown(out))
+
+
+def test_peer_rows_pair_ours_with_llamacpp_exactly_when_it_is_installed(tiny_dirs, tmp_path):
+    from macaronic.bench import peer
+
+    out = peer.run(tiny_dirs["llama"], tmp_path, threads=(1,), reps=1, tokens=4)
+    installed = importlib.util.find_spec("llama_cpp") is not None
+    (row,) = out["rows"]
+    assert out["llamacpp"] == installed and row["threads"] == 1 and row["ours1_tok_s"] > 0 and row["ours16_tok_s"] > 0
+    for k in ("peer1_tok_s", "peer16_tok_s"):
+        assert (row[k] > 0) if installed else (row[k] is None), (k, row[k])
+    assert ("ratio16" in row) == installed
+    md = "\n".join(peer.markdown(out))
+    assert ("| 1 |" in md) if installed else ("not installed" in md)
 
 
 def test_stacked_peer_equals_the_grouped_bank(tiny_dirs, tmp_path):

@@ -12,8 +12,9 @@ from pathlib import Path
 from macaronic.engine.bases import BASE_HELP
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "prefill", "structured", "serve", "routing")
-ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "lora", "prefill", "structured")  # the engine block's results
+SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
+            "routing")
+ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
 def main(argv: list[str]) -> int:
@@ -109,6 +110,13 @@ def main(argv: list[str]) -> int:
             task = prog.add_task("int4: native kernel vs copy path vs torch, steps, memory", total=1)
             result["int4"] = int4.run(base.path, work / "int4", quick=a.quick)
             prog.advance(task)
+        if "peer" in sections:
+            from macaronic.bench import peer
+
+            threads = (a.threads,) if a.threads else (1, 2)
+            task = prog.add_task("decode vs llama.cpp (1 and 16 streams)", total=len(threads) * reps)
+            result["peer"] = peer.run(base.path, work / "peer", threads=threads, reps=reps,
+                                      progress=lambda: prog.advance(task))
         if "prefill" in sections:
             task = prog.add_task("prefill throughput", total=1)
             result["prefill"] = suite.prefill_throughput(base)
@@ -126,6 +134,13 @@ def main(argv: list[str]) -> int:
             server_args = ["--base", a.base] if a.base else []
             result["serve"] = serving.serving_variants(variants, streams=32, tokens=32, server_args=server_args,
                                                        threads=a.threads, progress=lambda: prog.advance(task))
+        if "precision" in sections:
+            rounds = 3 if a.quick else 5
+            task = prog.add_task("serving per precision: 32 streams x 32 tokens", total=4 * rounds)
+            server_args = ["--base", a.base] if a.base else []
+            result["serve_precision"] = serving.serving_variants(serving.precision_variants(rounds), streams=32, tokens=32,
+                                                                 server_args=server_args, threads=a.threads,
+                                                                 progress=lambda: prog.advance(task))
         if "routing" in sections:
             from macaronic.bench import routing
 
@@ -203,26 +218,6 @@ def markdown(r: dict) -> str:
                 "rows); int8/int4: bf16 plus weight-only int8 (per channel) / int4 (groups of 32) kernels for calls "
                 "of up to 4 rows, with exact top-64 rescoring of the int4 LM head (`--quant`, "
                 "`macaronic.engine.quant`).", ""]
-    if "lora" in r:
-        lo = r["lora"]
-        out += [f"### LoRA overhead at {lo['streams']} mixed streams (one decode step, {lo['adapters']} adapters of "
-                f"rank {lo['rank']}, median of {lo['reps']} per-repetition ratios, thread CPU time; wall in brackets)", "",
-                "| precision | slots | base step (ms) | fused kernel | grouped bank (PyTorch) | stacked bank (before) | fused / grouped | grouped / stacked |",
-                "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for name in ("fp32", "bf16", "int8", "int4"):
-            for layout in ("contiguous", "scattered"):
-                x = lo.get(name, {}).get(layout)
-                if x:
-                    fused = (f"{x['fused_overhead_pct']}% ({x['fused_overhead_wall_pct']}%)" if "fused_overhead_pct" in x
-                             else "n/a")
-                    out.append(f"| {name} | {layout} | {x['base_step_ms']} | {fused} | {x['grouped_overhead_pct']}% "
-                               f"({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
-                               f"({x['stacked_overhead_wall_pct']}%) | {x.get('fused_over_grouped', 'n/a')} | "
-                               f"{x['grouped_over_stacked']} |")
-        out += ["", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
-                "the highest used, the grouped one only the slots present). Fused: one native call per projection "
-                "(engine/csrc/lora.cpp; n/a where the native kernels do not build). int4 runs the native int4 kernel "
-                "when it builds. `macaronic.bench.lora`.", ""]
     if "prefill" in r:
         p = r["prefill"]
         out += ["### Prefill throughput (tokens/s)", "", "| tokens | Macaronic fp32 | Macaronic bf16 | llama.cpp |",
@@ -252,7 +247,13 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
               ("routing", "<!-- bench-routing:start -->", "<!-- bench-routing:end -->", "What routing costs",
                "macaronic.bench.routing"),
               ("int4", "<!-- bench-int4:start -->", "<!-- bench-int4:end -->", "int4 without a bf16 copy: the native kernel",
-               "macaronic.bench.int4"))
+               "macaronic.bench.int4"),
+              ("lora", "<!-- bench-lora:start -->", "<!-- bench-lora:end -->", "LoRA overhead at 16 mixed streams",
+               "macaronic.bench.lora"),
+              ("serve_precision", "<!-- bench-serve-precision:start -->", "<!-- bench-serve-precision:end -->",
+               "Served speed per precision (the speed half of the served-precision rule)", "macaronic.bench.serving"),
+              ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
+               "macaronic.bench.peer"))
 
 
 def own_markdown(r: dict, key: str) -> str:

@@ -128,3 +128,24 @@ def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
 
 def _pct(xs: list[float], base: list[float]) -> float:
     return round(100 * (statistics.median(x / y for x, y in zip(xs, base)) - 1), 1)
+
+
+def markdown(lo: dict) -> list[str]:
+    out = [f"One decode step, {lo['adapters']} adapters of rank {lo['rank']} over {lo['streams']} streams, median of "
+           f"{lo['reps']} per-repetition ratios, thread CPU time (wall in brackets). Goal (issue 18): at most 10% in "
+           "fp32, bf16 and int4.", "",
+           "| precision | slots | base step (ms) | fused kernel | grouped bank (PyTorch) | stacked bank (before) | fused / grouped | grouped / stacked |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name in ("fp32", "bf16", "int8", "int4"):
+        for layout in ("contiguous", "scattered"):
+            x = lo.get(name, {}).get(layout)
+            if x:
+                fused = f"{x['fused_overhead_pct']}% ({x['fused_overhead_wall_pct']}%)" if "fused_overhead_pct" in x else "n/a"
+                out.append(f"| {name} | {layout} | {x['base_step_ms']} | {fused} | {x['grouped_overhead_pct']}% "
+                           f"({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
+                           f"({x['stacked_overhead_wall_pct']}%) | {x.get('fused_over_grouped', 'n/a')} | "
+                           f"{x['grouped_over_stacked']} |")
+    return [*out, "", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
+            "the highest used, the grouped one only the slots present). Fused: one native call per projection "
+            "(engine/csrc/lora.cpp; n/a where the native kernels do not build). int4 runs the native int4 kernel "
+            "when it builds. `macaronic.bench.lora`.", ""]

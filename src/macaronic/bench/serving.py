@@ -156,6 +156,13 @@ def default_variants(rounds: int, quick: bool = False) -> list[tuple[str, list[s
     return rows
 
 
+def precision_variants(rounds: int) -> list[tuple[str, list[str], dict, int]]:
+    """One server per precision at the default budget: the speed half of the served-precision rule."""
+    return [("fp32", [], {}, rounds), ("bf16", ["--dtype", "bfloat16"], {}, rounds),
+            ("int8", ["--dtype", "bfloat16", "--quant", "int8"], {}, rounds),
+            ("int4", ["--dtype", "bfloat16", "--quant", "int4"], {}, rounds)]
+
+
 def serving_variants(variants, streams: int = 32, tokens: int = 32, server_args: list[str] | None = None,
                      threads: int | None = None, progress=None) -> dict:
     """The serving load per variant, one server after another: {"streams", "tokens", "variants": [...]}."""

@@ -63,6 +63,11 @@ def parser() -> argparse.ArgumentParser:
                         "every row scores 0 on test; its tasks may overlap training data, which is reported, not refused)")
     p.add_argument("--history", choices=("cached", "base"), default="cached",
                    help="the engine's history rule for turn-mode adapters (EngineConfig.history)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                   help="precision of the base weights and activations (default $MACARONIC_DTYPE or float32)")
+    p.add_argument("--quant", choices=("none", "int8", "int4"), default=None,
+                   help="weight-only quantized base matmuls with bf16 activations (default $MACARONIC_QUANT "
+                        "or none): the precision rows of the served-default rule (README)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--max-seconds", type=float, default=0.0,
                    help="start no unit after this many seconds; the units already running finish and the summary "
@@ -132,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     from macaronic.router.shipped import router_for
 
     t0 = time.perf_counter()
-    llm = load_llm(manifest.base, [], EngineConfig(dtype=os.environ.get("MACARONIC_DTYPE", "float32"),
-                                                   max_batch=max(1, args.workers), history=args.history))
+    precision = {k: v for k, v in (("dtype", args.dtype), ("quant", args.quant)) if v}
+    cfg = EngineConfig.from_env(max_batch=max(1, args.workers), history=args.history, **precision)
+    llm = load_llm(manifest.base, [], cfg)
     try:
         for role, a in sorted(manifest.adapters.items()):
             llm.add_adapter(a["path"], name=role)
@@ -171,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),
            "wall_s": round(wall, 1), "units": len(units), "units_run": ran, "units_missing": missing, "memo_hits": h.memo.hits,
            "threads": args.threads, "workers": args.workers, "history": args.history, "split": args.split,
-           "contamination": cont, **summary}
+           "dtype": cfg.dtype, "quant": cfg.quant, "contamination": cont, **summary}
     write_json_atomic(args.json, doc)
     text = section(doc, contract, cfgs, args.json)
     if args.md:
@@ -187,7 +193,8 @@ def section(doc: dict, contract, cfgs, json_path) -> str:
 
     left = f", {doc['units_missing']} not run (--max-seconds)" if doc.get("units_missing") else ""
     head = (f"Command: `{doc['command']}` ({doc['wall_s']:.0f} s wall for {doc['units_run']} of {doc['units']} units{left}, "
-            f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units). "
+            f"{doc['threads']} torch thread{'s' if doc['threads'] != 1 else ''}, {doc['workers']} concurrent units, "
+            f"{doc.get('dtype', 'float32')}{'' if doc.get('quant', 'none') == 'none' else ' + ' + doc['quant']}). "
             f"{'Dev split (diagnostic). ' if doc.get('split') == 'dev' else ''}Contract `{contract.id}` "
             f"(sha256 {contract.sha256[:12]}), pair `{doc['pair']['id'][:12]}`, router `{doc['router']['policy']}`. "
             f"Raw: `{json_path}`.\n\n")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -43,6 +43,7 @@ class SlotPlan:
     mask: Tensor | None  # [N, P, 1]: 1 where used[p] is the token's slot (few tokens only)
     stack: "_Stack | None"  # the used slots' weights as one stack (few tokens only)
     fused: frozenset = frozenset()  # fused projections some used slot has weights for
+    native_slots: dict = field(default_factory=dict)  # fused -> slots with 0 where a slot lacks it (kernel)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class LoraBank:
         self.version = [0] * n_slots  # bumped on every write/clear of a slot (stack cache key)
         self._stack_key: tuple | None = None
         self._stack: _Stack | None = None
+        self._views: dict[str, list] = {}  # fused -> per layer (A view, [B views]): the kernel's arguments
         # the fused decode kernel reads the fp32 bank directly; inputs must be multiples of 16 wide
         fits = dtype in (torch.float32, torch.bfloat16) and all(a.shape[-1] % 16 == 0 for a in self.A.values())
         self.native = (native_mod.ops() if native is AUTO else native) if fits else None
@@ -110,6 +112,7 @@ class LoraBank:
             self.Bt[f] = news
         self.r_max = r
         self._stack_key = self._stack = None
+        self._views = {}
 
     def nbytes_per_slot(self) -> int:
         return sum(a[:, 0].nbytes + sum(b[:, 0].nbytes for b in bs) for a, bs in zip(self.A.values(), self.Bt.values()))
@@ -148,11 +151,26 @@ class LoraBank:
             lo, hi = int(idx[0]), int(idx[-1]) + 1
             groups.append((s, slice(lo, hi) if hi - lo == idx.numel() else idx))
         mask = stack = None
-        if used and n <= STACKED_MAX_TOKENS:
+        fast = bool(used) and n <= STACKED_MAX_TOKENS
+        if fast and self.native is None:
             mask = (slots[:, None] == torch.tensor(used)[None, :]).to(self.dtype)[:, :, None]  # [N, P, 1]
             stack = self._stack_of(used)
-        return SlotPlan(slots=slots, used=used, groups=groups, mask=mask, stack=stack,
-                        fused=frozenset().union(*(self.present[s] for s in used)))
+        fused = frozenset().union(*(self.present[s] for s in used))
+        native_slots = {}
+        if self.native is not None and fast:  # per projection, once per forward
+            for f in fused:
+                keep = [s for s in used if f in self.present[s]]
+                native_slots[f] = slots if len(keep) == len(used) else torch.where(
+                    torch.isin(slots, torch.tensor(keep)), slots, 0)
+        return SlotPlan(slots=slots, used=used, groups=groups, mask=mask, stack=stack, fused=fused,
+                        native_slots=native_slots)
+
+    def _layer_views(self, fused: str) -> list:
+        v = self._views.get(fused)
+        if v is None:
+            v = self._views[fused] = [(self.A[fused][li], [b[li] for b in self.Bt[fused]])
+                                      for li in range(self.args.n_layers)]
+        return v
 
     def _stack_of(self, used: tuple[int, ...]) -> _Stack:
         """The used slots as one stack: bank views if contiguous, else a compact copy, kept until
@@ -173,12 +191,9 @@ class LoraBank:
         """y += the LoRA delta of projection `fused` for each token's slot (y: [N, d_out], in place)."""
         if fused not in plan.fused:
             return
-        if self.native is not None and plan.stack is not None and y.is_contiguous():
-            slots = plan.slots
-            keep = [s for s in plan.used if fused in self.present[s]]
-            if len(keep) < len(plan.used):  # a slot without weights for this projection adds nothing
-                slots = torch.where(torch.isin(slots, torch.tensor(keep)), slots, 0)
-            self.native.lora_delta(y, x.contiguous(), self.A[fused][layer], [b[layer] for b in self.Bt[fused]], slots)
+        if plan.native_slots and y.is_contiguous():  # a slot without weights for this projection adds nothing
+            a, bs = self._layer_views(fused)[layer]
+            self.native.lora_delta(y, x.contiguous(), a, bs, plan.native_slots[fused])
             return
         if x.dtype != self.dtype:
             x = x.to(self.dtype)

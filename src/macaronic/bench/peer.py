@@ -1,0 +1,91 @@
+"""Decode against llama.cpp on the same GGUF, side by side in one process, at 1 and 2 threads.
+
+Ours: the base at int4 (the native kernel; the GGUF's Q4_1 layers repack exactly) with a rank-8
+turn adapter on every stream (4 adapters over 16 streams), greedy; llama.cpp (llama-cpp-python,
+the optional `bench` extra): the same GGUF, no adapter, greedy, one stream and 16 sequences in
+one batch per step. Each repetition runs the four variants back to back, and the figures are
+medians of the per-repetition ratios (a busy machine slows both sides of a pair alike); the
+tokens/s columns are medians too. llama.cpp's threads are pinned to the same count as torch's.
+Knows nothing about HTTP or the harness.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from macaronic.engine.sampling import SamplingParams
+
+
+def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32, progress=None) -> dict:
+    from macaronic.bench.suite import _LlamaCpp, _llama_model, make_llm
+    from macaronic.engine.base import load_base
+    from macaronic.engine.llm import load_tokenizer
+    from macaronic.testing import make_random_adapter
+
+    b = load_base(base_dir, dtype=torch.bfloat16, quant="int4")
+    tok = load_tokenizer(b.path)
+    model = _llama_model()
+    out: dict = {"tokens": tokens, "reps": reps, "llamacpp": model is not None, "rows": []}
+    llm = make_llm(b, tok, max_batch=16, prefix_cache=False)
+    try:
+        for i in range(4):
+            d = workdir / f"peer{i}"
+            if not (d / "adapter_config.json").exists():
+                make_random_adapter(d, b.args, rank=8, seed=500 + i, mode="turn", scale=0.05)
+            llm.add_adapter(d, f"p{i}")
+        prompts = [llm.encode_chat([{"role": "user", "content": f"Write item {i} of a long list."}]) for i in range(16)]
+        sp = SamplingParams(max_tokens=tokens, stop_token_ids=())
+
+        def ours(n: int) -> float:
+            hs = [llm.submit(p, f"p{i % 4}", sp) for i, p in enumerate(prompts[:n])]
+            for h in hs:  # prompts first: only decode is timed, as on the peer's side
+                next(iter(h))
+            t = time.perf_counter()
+            for h in hs:
+                h.result()
+            return n * (tokens - 1) / (time.perf_counter() - t)
+
+        def peer(n: int) -> float | None:
+            return None if model is None else _LlamaCpp(model, n).generate(prompts[:n], tokens)
+
+        for th in threads:
+            torch.set_num_threads(th)
+            ours(2)  # warm-up at this thread count
+            runs: dict[str, list] = {"ours1": [], "peer1": [], "ours16": [], "peer16": []}
+            for _ in range(reps):
+                for key, fn, n in (("ours1", ours, 1), ("peer1", peer, 1), ("ours16", ours, 16), ("peer16", peer, 16)):
+                    runs[key].append(fn(n))
+                if progress:
+                    progress()
+            row = {"threads": th, **{f"{k}_tok_s": round(statistics.median(v), 2) if v[0] is not None else None
+                                     for k, v in runs.items()}}
+            for n in (1, 16):
+                if runs[f"peer{n}"][0] is not None:
+                    row[f"ratio{n}"] = round(statistics.median(o / p for o, p in zip(runs[f"ours{n}"], runs[f"peer{n}"])), 3)
+            out["rows"].append(row)
+    finally:
+        llm.close()
+        if model is not None:
+            import llama_cpp as lc
+
+            lc.llama_model_free(model)
+    return out
+
+
+def markdown(r: dict) -> list[str]:
+    if not r["llamacpp"]:
+        return ["llama.cpp (llama-cpp-python, the optional `bench` extra) is not installed: no peer figures.", ""]
+    out = [f"Decode tokens/s after the prompt, {r['tokens']} tokens per stream, median of {r['reps']} interleaved "
+           "repetitions. Ours: int4 (native kernel) with a rank-8 turn adapter on every stream (4 adapters over 16 "
+           "streams); llama.cpp: the same GGUF, no adapter, its extra buffer types off (their AMX path faults on "
+           "this VM). Goals (issue 18): 1 stream at least 1.0x, 16 streams at least 1.5x.", "",
+           "| threads | ours, 1 stream | llama.cpp, 1 | ours / llama.cpp | ours, 16 mixed | llama.cpp, 16 | ours / llama.cpp |",
+           "|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in r["rows"]:
+        out.append(f"| {row['threads']} | {row['ours1_tok_s']} | {row['peer1_tok_s']} | {row.get('ratio1', 'n/a')}x | "
+                   f"{row['ours16_tok_s']} | {row['peer16_tok_s']} | {row.get('ratio16', 'n/a')}x |")
+    return [*out, ""]
