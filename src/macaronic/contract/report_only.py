@@ -118,11 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     from macaronic.contract.suites import KINDS
 
     tasks = {s.name: KINDS[s.kind].tasks(s, "test") for s in contract.suites}
-    # base, then routed, then forced adapters: a forced row reuses the routed generations of its role,
-    # so a run cut by --max-seconds has the two rows the comparison needs first
+    # task-major, and per task base, then routed, then forced adapters (a forced row reuses the routed
+    # generation of its role): a run cut by --max-seconds has every configuration on the same first tasks
     order = sorted(cfgs, key=lambda c: {"base": 0, "routed": 1}.get(c.policy, 2))
-    units = [(c, t, i) for c in order for s in contract.suites
-             for t in tasks[s.name] for i in range(s.k)]
+    units = [(c, t, i) for s in contract.suites for t in tasks[s.name] for i in range(s.k) for c in order]
 
     from macaronic.engine.llm import EngineConfig, load_llm
     from macaronic.harness import load_bundle
