@@ -1,7 +1,7 @@
 """The two-base ablation table: what the base gives and what the adapter scheme gives, per suite.
 
 Reads two `macaronic eval ablate` summaries (one per base, same contract; each names its per-task
-JSONL) and pairs their rows over the same sealed tasks: base B alone vs base A alone (what the
+JSONL; or two `contract.report_only` summaries) and pairs their rows over the same sealed tasks: base B alone vs base A alone (what the
 bigger base gives), routed MoL vs the same base alone on each base (what the adapter scheme gives),
 and routed B vs routed A, each with its 95% paired-bootstrap interval (the contract's gate
 settings). Pure apart from `main`, which reads the files and writes the markdown section.
@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="an `eval ablate` summary; give two, the reference base first")
     p.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
     p.add_argument("--md", type=Path, default=None)
+    p.add_argument("--key", default="bases-ablation",
+                   help="the <!-- KEY:start/end --> markers of the section written (default bases-ablation)")
+    p.add_argument("--title", default="Two bases: what the base gives, what the adapter scheme gives")
     a = p.parse_args(argv)
     if len(a.ablation) != 2:
         p.error("give exactly two --ablation summaries")
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps({"bases": names, "suites": t}, indent=2) + "\n")
     if a.md:
-        write_section(a.md, START, END, "Two bases: what the base gives, what the adapter scheme gives", text)
+        write_section(a.md, f"<!-- {a.key}:start -->", f"<!-- {a.key}:end -->", a.title, text)
     print(text)
     return 0
 

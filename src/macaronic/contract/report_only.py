@@ -8,8 +8,9 @@ on one pair, under the same configurations as `macaronic eval ablate` (`base`: t
 the bare base; a role's name: that adapter forced; `routed`: the pair's router picks), with the
 suite's own grader, caps and seeds (HumanEval runs in the coding suite's sandbox). Rows are the
 ablation's rows (resumable JSONL, keyed by configuration and pair); the summary gives each
-configuration's score and its paired difference vs `base`. Outside the contract: the rows carry
-the contract's sha256 for their graders and caps, and the JSON names the limits used.
+configuration's score and its paired difference vs `base`; two bases' summaries pair up in
+`contract.bases_table --key NAME`. Outside the contract: the rows carry the contract's sha256 for
+their graders and caps, and the JSON names the limits used.
 """
 
 from __future__ import annotations
@@ -147,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         llm.close()
     rows = [r for r in read_rows(a.tasks, contract.sha256)
             if r.get("config") in h.pair_ids and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"]
-    doc = {"command": "python -m macaronic.contract.report_only " + " ".join(argv if argv is not None else sys.argv[1:]),
+    env = {k: os.environ[k] for k in ("MACARONIC_DTYPE", "MACARONIC_QUANT") if os.environ.get(k)}
+    prefix = "".join(f"{k}={v} " for k, v in env.items())  # the precision is part of the command
+    doc = {"command": prefix + "python -m macaronic.contract.report_only " + " ".join(argv if argv is not None else sys.argv[1:]),
            "contract": {"id": contract.id, "sha256": contract.sha256}, "outside_contract": True,
            "limits": {s.name: s.limit for s in contract.suites}, "pair": manifest.to_dict(), "pair_ids": h.pair_ids,
-           "env": {k: os.environ.get(k) for k in ("MACARONIC_DTYPE", "MACARONIC_QUANT")},
+           "tasks": str(a.tasks),
+           "env": env,
            "units": len(units), "units_missing": missing, "wall_s": round(time.perf_counter() - t0, 1),
            "threads": a.threads, "workers": a.workers, "configs": summarize(contract, rows, names)}
     write_json_atomic(a.json, doc)
