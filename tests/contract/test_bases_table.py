@@ -44,6 +44,11 @@ def test_gains_are_paired_over_the_same_tasks_and_written_between_markers(tmp_pa
     assert row["scheme_gain qwen2.5-coder-0.5b"]["delta"] == 0.25 and row["routed_gain"]["delta"] == 0.25
     text = md.read_text()
     assert bases_table.START in text and "| chat | 0.500 | 0.750 | 0.750 | 1.000 |" in text
+    # a second section under its own markers leaves the first one alone
+    assert bases_table.main(["--contract", str(ROOT / "contracts" / "macaronic-core-v4.yaml"), "--ablation", str(docs[0]),
+                             "--ablation", str(docs[1]), "--md", str(md), "--key", "other", "--title", "Other"]) == 0
+    text = md.read_text()
+    assert text.count(bases_table.START) == 1 and "<!-- other:start -->\n## Other\n" in text
 
 
 def test_the_pooled_primary_row_pools_the_task_scores_of_every_primary_suite():
