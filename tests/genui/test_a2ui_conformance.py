@@ -71,7 +71,11 @@ def test_shared_locator_honours_env(monkeypatch, tmp_path):
     monkeypatch.setenv(shared.ENV_VAR, str(tmp_path))
     assert shared.shared_dir() == tmp_path and shared.a2ui_dir() is None
     monkeypatch.delenv(shared.ENV_VAR)
-    assert shared.shared_dir() == shared.repo_root().parent / "shared"
+    # without the variable: the `shared` folder beside the checkout, or None (whatever this checkout has)
+    (tmp_path / "repo").mkdir()
+    assert shared.shared_dir(tmp_path / "repo") is None
+    (tmp_path / "shared").mkdir()
+    assert shared.shared_dir(tmp_path / "repo") == tmp_path / "shared"
 
 
 def test_a2ui_pydantic_is_laxer_than_us():

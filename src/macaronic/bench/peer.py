@@ -88,4 +88,9 @@ def markdown(r: dict) -> list[str]:
     for row in r["rows"]:
         out.append(f"| {row['threads']} | {row['ours1_tok_s']} | {row['peer1_tok_s']} | {row.get('ratio1', 'n/a')}x | "
                    f"{row['ours16_tok_s']} | {row['peer16_tok_s']} | {row.get('ratio16', 'n/a')}x |")
+    rows = {row["threads"]: row for row in r["rows"]}
+    slow = [t for t, row in rows.items() if t > 1 and 1 in rows and row["peer1_tok_s"] < rows[1]["peer1_tok_s"]]
+    if slow:
+        out += ["", f"llama.cpp at {', '.join(map(str, slow))} threads ran slower than at 1: its OpenMP threads spin "
+                "when a core is busy (see the load average above), so that row measures the machine, not the engines."]
     return [*out, ""]

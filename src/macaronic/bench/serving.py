@@ -146,11 +146,12 @@ def default_variants(rounds: int, quick: bool = False) -> list[tuple[str, list[s
 
     few = 2 if quick else max(2, rounds // 2)
     budget = EngineConfig.prefill_chunk_busy
-    rows = [(f"fp32, budget {budget}, fused step (default)", [], {}, rounds),
-            (f"fp32, budget {budget}, two forwards a step", [], {"MACARONIC_FUSE_STEPS": "0"}, few),
-            ("fp32, budget 512, fused step", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "512"}, few)]
+    fp32 = ["--dtype", "float32", "--quant", "none"]  # explicit: a registered base may serve another precision
+    rows = [(f"fp32, budget {budget}, fused step (the default step)", fp32, {}, rounds),
+            (f"fp32, budget {budget}, two forwards a step", fp32, {"MACARONIC_FUSE_STEPS": "0"}, few),
+            ("fp32, budget 512, fused step", fp32, {"MACARONIC_PREFILL_CHUNK_BUSY": "512"}, few)]
     if not quick:
-        rows.insert(3, ("fp32, budget 512, two forwards a step (the engine before)", [],
+        rows.insert(3, ("fp32, budget 512, two forwards a step (the engine before)", fp32,
                         {"MACARONIC_PREFILL_CHUNK_BUSY": "512", "MACARONIC_FUSE_STEPS": "0"}, few))
     rows += [("bf16", ["--dtype", "bfloat16"], {}, few), ("int4", ["--dtype", "bfloat16", "--quant", "int4"], {}, few)]
     return rows
@@ -158,7 +159,7 @@ def default_variants(rounds: int, quick: bool = False) -> list[tuple[str, list[s
 
 def precision_variants(rounds: int) -> list[tuple[str, list[str], dict, int]]:
     """One server per precision at the default budget: the speed half of the served-precision rule."""
-    return [("fp32", [], {}, rounds), ("bf16", ["--dtype", "bfloat16"], {}, rounds),
+    return [("fp32", ["--dtype", "float32", "--quant", "none"], {}, rounds), ("bf16", ["--dtype", "bfloat16"], {}, rounds),
             ("int8", ["--dtype", "bfloat16", "--quant", "int8"], {}, rounds),
             ("int4", ["--dtype", "bfloat16", "--quant", "int4"], {}, rounds)]
 

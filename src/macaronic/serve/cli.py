@@ -54,11 +54,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
     p.add_argument("--max-batch", type=int, default=32, help="concurrent sequences in the engine's batch")
     p.add_argument("--dtype", choices=("float32", "bfloat16"),
-                   help="precision of the base weights and activations (default $MACARONIC_DTYPE or float32)")
+                   help="precision of the base weights and activations (default $MACARONIC_DTYPE, else the "
+                        "registered base's served precision: bf16 + int4 for the default base, see README; a "
+                        "model directory: float32)")
     p.add_argument("--quant", choices=("none", "int8", "int4"),
                    help="weight-only quantized base matmuls with bf16 activations: int8 is within 1%% of "
                         "bf16, int4 (groups of 32, like Q4_1) is fastest; see docs/BENCHMARKS.md "
-                        "(default $MACARONIC_QUANT or none)")
+                        "(default $MACARONIC_QUANT, else the registered base's served precision)")
     p.add_argument("--no-summaries", action="store_true", help="skip the summary hop of full-mode adapters")
     p.add_argument("--engine-only", action="store_true",
                    help="serve as a plain multi-LoRA engine (model ids = base or adapters; no routing, no "
@@ -76,10 +78,22 @@ def api_key_from(a) -> str | None:
     return a.api_key or os.environ.get("MACARONIC_API_KEY") or None
 
 
+def served_precision(base: str | None, dtype: str | None, quant: str | None) -> dict:
+    """--dtype/--quant as given; with neither (and neither MACARONIC_DTYPE nor MACARONIC_QUANT set),
+    a registered base's served precision from the registry; a model directory runs fp32."""
+    from macaronic.engine.bases import BASES, registered
+
+    precision = {k: v for k, v in (("dtype", dtype), ("quant", quant)) if v}
+    if precision or os.environ.get("MACARONIC_DTYPE") or os.environ.get("MACARONIC_QUANT"):
+        return precision
+    name = registered(base)
+    return dict(zip(("dtype", "quant"), BASES[name].served)) if name else {}
+
+
 def load_local(a):
     from macaronic.engine.llm import EngineConfig, load_base_llm
 
-    precision = {k: v for k, v in (("dtype", a.dtype), ("quant", a.quant)) if v}
+    precision = served_precision(a.base, a.dtype, a.quant)
     cfg = EngineConfig.from_env(max_tokens_limit=a.max_tokens_limit, max_batch=a.max_batch, **precision)
     return load_base_llm(a.base, a.adapter_dir, cfg)
 
