@@ -162,12 +162,59 @@ def first_turn(bundle, role: str | None, user: str, tools: list[dict] | None = N
     return [*prompt_head(bundle, role, tools), {"role": "user", "content": user}]
 
 
+_WRAPS: dict[str, bool] = {}
+
+
+def template_wraps_results(tokenizer) -> bool:
+    """Whether the chat template puts `<tool_response>` around a tool message itself (Qwen2.5's
+    does); then the layout's own wrapper is taken off, so a result is wrapped once on every base."""
+    key = str(getattr(tokenizer, "chat_template", None))
+    if key not in _WRAPS:
+        msgs = [{"role": "user", "content": "a"}, {"role": "tool", "content": "\x07"}]
+        try:
+            before, _, after = tokenizer.apply_chat_template(msgs, tokenize=False).partition("\x07")
+        except Exception:  # no tool role in the template
+            before, after = "", ""
+        _WRAPS[key] = before.rstrip().endswith(RESULT_OPEN) and after.lstrip().startswith(RESULT_CLOSE)
+    return _WRAPS[key]
+
+
+def _unwrapped(m: dict) -> dict:
+    c = m.get("content")
+    if m["role"] == "tool" and isinstance(c, str) and c.startswith(RESULT_OPEN) and c.endswith(RESULT_CLOSE):
+        return {**m, "content": c[len(RESULT_OPEN):-len(RESULT_CLOSE)]}
+    return m
+
+
+def spelled_markers(tokenizer) -> dict[int, list[int]]:
+    """The call markers (`<tool_call>`, `</tool_call>`) that the vocabulary holds as one added token,
+    each -> the same text in ordinary tokens. Qwen2.5-Coder-0.5B has both as added tokens whose rows
+    the model never learned: their embeddings and output rows are one vector (cosine 0.99999), 0.93
+    from `<|im_start|>`'s, so a frozen base can neither read them apart nor be taught to emit them (its
+    agent emitted `<|im_start|>` instead). Spelled out, the markers are text every base reads and writes;
+    a base without such tokens (SmolLM2) is unchanged. Cached on the tokenizer."""
+    spelled = getattr(tokenizer, "_macaronic_spelled", None)
+    if spelled is None:
+        added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+        spelled = {added[m]: (tokenizer.encode(m[:1], add_special_tokens=False)
+                              + tokenizer.encode(m[1:], add_special_tokens=False))
+                   for m in (OPEN, CLOSE) if m in added}
+        tokenizer._macaronic_spelled = spelled
+    return spelled
+
+
 def encode(tokenizer, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
     """Layout messages -> token ids through the base's chat template (the only call to it)."""
-    ids = tokenizer.apply_chat_template(list(messages), tools=tools, add_generation_prompt=add_generation_prompt,
+    messages = list(messages)
+    if template_wraps_results(tokenizer):
+        messages = [_unwrapped(m) for m in messages]
+    ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
                                         tokenize=True)
     if hasattr(ids, "keys"):
         ids = ids["input_ids"]
+    spelled = spelled_markers(tokenizer)
+    if spelled:
+        return [j for i in ids for j in spelled.get(i, (i,))]
     return list(ids)
 
 

@@ -58,3 +58,25 @@ def test_serve_with_the_base_name_answers_with_its_specialists(qwen_dir, tmp_pat
         assert meta["specialist"] in {"chat", "agent", "coding", "genui"} and "5" in r.choices[0].message.content
     finally:
         s.stop()
+
+
+def test_agent_training_turn_contains_the_tool_call(qwen_dir):
+    """Qwen's template renders tool results as user messages: the trained turn of every agent
+    episode still starts at the request, so the tool calls are inside the trained span."""
+    from transformers import AutoTokenizer
+
+    from macaronic.train.builders import build
+    from macaronic.train.examples import encode_all
+
+    tok = AutoTokenizer.from_pretrained(qwen_dir)
+    examples = [e for e in build("agent", 64) if any(m["role"] == "tool" for m in e.messages)]
+    assert examples
+    enc, _ = encode_all(tok, examples, 4096)
+    for e, x in zip(examples, enc):
+        trained = tok.decode([i for i, l in zip(x.ids, x.labels) if l])
+        assert "<tool_call>" in trained, e.source
+        user = next(m["content"] for m in reversed(e.messages) if m["role"] == "user")
+        assert tok.decode(list(x.ids[x.turn_start:])).startswith("<|im_start|>user\n" + user[:20])
+        assert "<tool_response>\n<tool_response>" not in tok.decode(list(x.ids))
+        # the call markers are spelled in ordinary tokens: the added ones have untrained rows
+        assert not {tok.convert_tokens_to_ids("<tool_call>"), tok.convert_tokens_to_ids("</tool_call>")} & set(x.ids)

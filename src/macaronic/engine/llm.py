@@ -34,6 +34,47 @@ def user_marker_ids(tokenizer) -> list[int]:
     return tokenizer.encode(head, add_special_tokens=False)
 
 
+def tool_header_ids(tokenizer, marker: list[int]) -> list[int] | None:
+    """Where the chat template renders a tool result as a *user* message (Qwen2.5:
+    `<|im_start|>user\n<tool_response>`), the ids that open such a message; None where tool results
+    have a header of their own (ChatML's `<|im_start|>tool`). The text after the header's last
+    non-space character is left out, so a merge with the result's first character cannot hide it."""
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "\x06"},
+            {"role": "tool", "content": "\x07"}]
+    try:
+        text = tokenizer.apply_chat_template(msgs, tokenize=False)
+    except Exception:  # a template without a tool role has no tool header to confuse
+        return None
+    head = text.split("\x07")[0]
+    user = tokenizer.decode(marker)
+    at = head.rfind(user)
+    if at < head.find("\x06"):  # the last user header is the first message's: tools have their own
+        return None
+    rest = head[at + len(user):].rstrip()
+    if not rest:  # the template gives tool results the bare user header: nothing tells them apart
+        return None
+    ids = tokenizer.encode(head[at:at + len(user) + len(rest)], add_special_tokens=False)
+    return ids[:-1] if len(ids) > len(marker) + 1 else ids
+
+
+class TurnRule:
+    """Where the current turn starts in a rendered prompt: the header of the latest message whose
+    role is `user`, found from the ids alone (serving sees ids, training sees messages; both call
+    this). A tool result that the template renders as a user message is not a turn."""
+
+    def __init__(self, tokenizer):
+        self.marker = user_marker_ids(tokenizer)
+        self.tool_header = tool_header_ids(tokenizer, self.marker)
+
+    def start(self, ids) -> int:
+        m, t = self.marker, self.tool_header
+        ids = list(ids)
+        for i in range(len(ids) - len(m), -1, -1):
+            if ids[i : i + len(m)] == m and not (t and ids[i : i + len(t)] == t):
+                return i
+        return 0
+
+
 def shipped_adapters_dir(base: str | None = None) -> Path:
     """The shipped specialists of a registered base (default: the default base)."""
     from macaronic.engine import bases
@@ -47,7 +88,8 @@ class LLM:
         self.args = base.args
         self.engine = Engine(base, tokenizer, config)
         self.adapters = self.engine.registry
-        self._user_marker = user_marker_ids(tokenizer)
+        self.turn_rule = TurnRule(tokenizer)
+        self._user_marker = self.turn_rule.marker
 
     # ---- adapters ----
 
@@ -75,12 +117,8 @@ class LLM:
         return encode(self.tokenizer, messages, add_generation_prompt, tools)
 
     def turn_start(self, ids: list[int]) -> int:
-        """Position of the last user-message header: where a turn-mode adapter activates."""
-        m = self._user_marker
-        for i in range(len(ids) - len(m), -1, -1):
-            if ids[i : i + len(m)] == m:
-                return i
-        return 0
+        """Position of the latest user message's header: where a turn-mode adapter activates."""
+        return self.turn_rule.start(ids)
 
     # ---- generation ----
 

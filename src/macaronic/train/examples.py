@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from macaronic.engine.llm import user_marker_ids as user_marker  # one rule for training and serving
+from macaronic.engine.llm import TurnRule  # one turn rule for training and serving
+from macaronic.engine.llm import user_marker_ids as user_marker  # the aLoRA invocation tokens
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Example:
 class Encoded:
     ids: tuple[int, ...]
     labels: tuple[bool, ...]  # labels[i]: ids[i] is a target (predicted from position i - 1)
-    turn_start: int  # first id of the last user header: where a turn-mode adapter activates
+    turn_start: int  # first id of the latest user message's header: where a turn-mode adapter activates
     meta: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -61,7 +62,7 @@ def _render(tokenizer, messages, gen: bool) -> list[int]:
     return encode(tokenizer, messages, add_generation_prompt=gen)
 
 
-def encode(tokenizer, example: Example, max_len: int, marker: list[int] | None = None) -> Encoded:
+def encode(tokenizer, example: Example, max_len: int, rule: TurnRule | None = None) -> Encoded:
     """Ids and loss mask: targets are the assistant messages after the last user message, each
     through its end-of-turn token. Raises ValueError when the targets do not fit in max_len."""
     msgs = list(example.messages)
@@ -83,12 +84,7 @@ def encode(tokenizer, example: Example, max_len: int, marker: list[int] | None =
             end = len(before) + through[len(before):].index(eos) + 1
         for j in range(len(before), end):
             labels[j] = True
-    marker = marker if marker is not None else user_marker(tokenizer)
-    start = 0
-    for j in range(len(ids) - len(marker), -1, -1):
-        if ids[j: j + len(marker)] == marker:
-            start = j
-            break
+    start = (rule or TurnRule(tokenizer)).start(ids)
     if len(ids) > max_len:
         raise ValueError(f"example is {len(ids)} tokens, over max_len {max_len}")
     return Encoded(tuple(ids), tuple(labels), start)
@@ -96,11 +92,11 @@ def encode(tokenizer, example: Example, max_len: int, marker: list[int] | None =
 
 def encode_all(tokenizer, examples, max_len: int) -> tuple[list[Encoded], int]:
     """Encode what fits; returns (encoded, number dropped for length)."""
-    marker = user_marker(tokenizer)
+    rule = TurnRule(tokenizer)
     out, dropped = [], 0
     for ex in examples:
         try:
-            out.append(encode(tokenizer, ex, max_len, marker))
+            out.append(encode(tokenizer, ex, max_len, rule))
         except ValueError as e:
             if "over max_len" not in str(e):
                 raise

@@ -31,9 +31,9 @@ def rollout_prompt(tok, role: str, user: str) -> list[int]:
 
 def prompts_for(role: str, llm_tok, n: int, seed: int):
     from macaronic.suites.registry import suite
-    from macaronic.train.examples import user_marker
+    from macaronic.train.examples import TurnRule
 
-    marker = user_marker(llm_tok)
+    rule = TurnRule(llm_tok)
     s = suite(role)
     tasks = s.rl_tasks(n, seed)
     user = [s.user(t) for t in tasks]
@@ -43,7 +43,7 @@ def prompts_for(role: str, llm_tok, n: int, seed: int):
     out = []
     for u, r, t in zip(user, rew, tasks):
         ids = rollout_prompt(llm_tok, role, u)
-        start = max((i for i in range(len(ids) - len(marker) + 1) if ids[i:i + len(marker)] == marker), default=0)
+        start = rule.start(ids)
         out.append(Prompt(tuple(ids), start, r, getattr(t, "id", "")))
     return out
 
