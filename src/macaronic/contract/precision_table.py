@@ -20,7 +20,6 @@ import argparse
 import json
 from pathlib import Path
 
-START, END = "<!-- precision:start -->", "<!-- precision:end -->"
 
 
 def name_of(doc: dict) -> str:
@@ -104,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed", type=Path, default=None, help="a `macaronic bench --only precision` JSON")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--md", type=Path, default=None)
+    p.add_argument("--key", default="precision",
+                   help="the <!-- KEY:start/end --> markers of the section written (default precision)")
+    p.add_argument("--title", default="The served precision by the contract", help="the section's heading")
     a = p.parse_args(argv)
     contract = load_contract(a.contract, hashes=False)
     docs = [json.loads(f.read_text()) for f in a.ablation]
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         a.json.write_text(json.dumps(t, indent=2) + "\n")
     text = markdown(t, contract, [d["command"] for d in docs], speed_cmd)
     if a.md:
-        write_section(a.md, START, END, "The served precision by the contract", text)
+        write_section(a.md, f"<!-- {a.key}:start -->", f"<!-- {a.key}:end -->", a.title, text)
     print(text)
     return 0
 
