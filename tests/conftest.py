@@ -14,6 +14,9 @@ os.environ.setdefault("MACARONIC_NATIVE_CACHE", str(Path(os.environ.get("MACARON
 os.environ.setdefault("MACARONIC_HOME", str(ROOT / ".pytest_cache" / "macaronic-home"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The real-model tests run on the small base (SmolLM2-135M, 94 MB), not the served default
+# (Qwen2.5-Coder-0.5B): tests/qwen names its base itself. scripts/test sets the same.
+os.environ.setdefault("MACARONIC_BASE", "smollm2-135m-instruct")
 # Suites that need a separate install (scripts/setup --vllm, --base qwen2.5-coder-0.5b): collected
 # only when named on the command line (`pytest tests/vllm`), each its own CI step (.ci/run).
 NAMED_ONLY = (ROOT / "tests" / "vllm", ROOT / "tests" / "qwen")

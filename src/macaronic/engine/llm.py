@@ -258,7 +258,7 @@ def load_llm(
     adapters: list[str | Path] | None = None,
     config: EngineConfig | None = None,
 ) -> LLM:
-    """Load a base (default: SmolLM2-135M-Instruct) and register adapter directories."""
+    """Load a base (default: the default base, engine/bases.py) and register adapter directories."""
     config = config or EngineConfig.from_env()
     if config.dtype not in DTYPES:
         raise ValueError(f"unknown dtype {config.dtype!r}; choose one of {sorted(DTYPES)}")
@@ -270,7 +270,7 @@ def load_llm(
 
 
 def load_default_llm(config: EngineConfig | None = None, with_adapters: bool = True, base: str | None = None) -> LLM:
-    """A registered base (default: SmolLM2-135M-Instruct) plus its shipped specialists (if present)."""
+    """A registered base (default: the default base) plus its shipped specialists (if present)."""
     d = shipped_adapters_dir(base)
     paths = sorted(p for p in d.iterdir() if (p / "adapter_config.json").exists()) if d.is_dir() and with_adapters else []
     return load_llm(base, paths, config)

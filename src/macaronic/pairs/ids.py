@@ -43,8 +43,9 @@ def pair_id(base_fp: str, adapters: dict[str, str], harness: str) -> str:
 
 @dataclass(frozen=True)
 class PairManifest:
-    """Where a pair's parts live, plus their ids. `base` None means the default base; a registered
-    base's name (engine/bases.py) stays a name, anything else is a model directory."""
+    """Where a pair's parts live, plus their ids. `base` is a registered base's name (engine/bases.py;
+    built from None: the default base's) or a model directory. Manifests written before the default
+    base changed (2026-12-01) say None, which meant SmolLM2-135M and is read as that."""
 
     base: str | None
     base_fingerprint: str
@@ -65,10 +66,11 @@ class PairManifest:
               data: tuple[str, ...] = (), base_fp: str | None = None) -> "PairManifest":
         """Hash every part now (the base fingerprint loads the base unless given)."""
         ads = {r: {"id": adapter_id(p), "path": str(Path(p).resolve())} for r, p in sorted(adapters.items())}
-        from macaronic.engine.bases import BASES
+        from macaronic.engine.bases import BASES, DEFAULT_BASE
 
-        named = base is None or str(base) in BASES
-        return cls(base=None if base is None else str(base) if named else str(Path(base).resolve()),
+        base = DEFAULT_BASE if base is None else base
+        named = str(base) in BASES
+        return cls(base=str(base) if named else str(Path(base).resolve()),
                    base_fingerprint=base_fp or base_fingerprint(base), adapters=ads,
                    harness={"id": harness_id(harness), "path": str(Path(harness).resolve())},
                    data=tuple(str(d) for d in data))
@@ -97,7 +99,9 @@ class PairManifest:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PairManifest":
-        m = cls(base=d.get("base"), base_fingerprint=d["base_fingerprint"],
+        from macaronic.engine.bases import SMALL_BASE
+
+        m = cls(base=d.get("base") or SMALL_BASE, base_fingerprint=d["base_fingerprint"],
                 adapters={r: dict(a) for r, a in d["adapters"].items()}, harness=dict(d["harness"]),
                 data=tuple(d.get("data", ())))
         if "id" in d and d["id"] != m.id:

@@ -1,6 +1,6 @@
 """The router state shipped with the specialists: where it lives, how it is rebuilt and loaded.
 
-Each registered base has its own: `specialists/router/` for the default base,
+Each registered base can have its own: `specialists/router/` for SmolLM2-135M,
 `specialists/<base>/router/` for the others (engine/bases.py). It holds the fitted state (state.json + one npz per policy, content-
 addressed, bound to the base fingerprint and the adapter ids it was fitted with) and
 `provenance.json` (the command, thread count and library versions that produced it; not part
@@ -15,7 +15,7 @@ import json
 import platform
 from pathlib import Path
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"  # the default base's
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"  # SmolLM2-135M's (both bases route with it)
 FIT_THREADS = 1
 
 

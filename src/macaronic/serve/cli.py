@@ -22,7 +22,7 @@ from macaronic.engine.bases import BASE_HELP
 
 DESCRIPTION = """Serve the OpenAI-compatible Mixture-of-LoRA API and the web chat.
 
-With no arguments: the embedded default (SmolLM2-135M-Instruct + the shipped specialists) on
+With no arguments: the embedded default (Qwen2.5-Coder-0.5B-Instruct + its shipped specialists) on
 http://127.0.0.1:8200/ (web chat at /, API at /v1). model="macaronic" routes each turn to one
 specialist; model=<adapter name> forces that adapter."""
 
@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=32, help="concurrent sequences in the engine's batch")
     p.add_argument("--dtype", choices=("float32", "bfloat16"),
                    help="precision of the base weights and activations (default $MACARONIC_DTYPE, else the "
-                        "registered base's served precision: bf16 + int4 for the default base, see README; a "
+                        "registered base's served precision (engine/bases.py `served`, chosen by the README's rule); a "
                         "model directory: float32)")
     p.add_argument("--quant", choices=("none", "int8", "int4"),
                    help="weight-only quantized base matmuls with bf16 activations: int8 is within 1%% of "

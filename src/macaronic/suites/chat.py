@@ -10,7 +10,10 @@ the SFT target for train families. Every family belongs to one split for good.
     grade(task, reply) -> {"task_id", "passed", "score", "checks": {...}}
 
 The identity families name the base the assistant runs on (`base`: a registered base name,
-engine/bases.py; default SmolLM2); every other family is the same for every base.
+engine/bases.py). `generate_tasks` (the contract's and the suite tools' tasks) names SmolLM2-135M
+unless told otherwise, whatever the default base: the sealed manifests of contracts v4 and v5 hash
+that wording (the test family's checks name no base). Training data (`make_task` with the base being
+trained) names the base it trains for; every other family is the same for every base.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def identity(base: str | None = None) -> str:
             "chat, agent, coding and genui.")
 
 
-IDENTITY = identity()
+TASKS_BASE = "smollm2-135m-instruct"  # what generate_tasks' identity families name (pinned: sealed manifests)
 ROUTING = "A router picks exactly one specialist adapter for each user turn."
 
 
@@ -153,6 +156,7 @@ def generate_tasks(split: str | None = None, n_per_family: int = 10, seed: int =
                    base: str | None = None) -> list[ChatTask]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    base = base or TASKS_BASE
     return [make_task(f, i, seed, base) for f, (s, _) in FAMILIES.items() if split in (None, s)
             for i in range(n_per_family)]
 

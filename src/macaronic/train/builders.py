@@ -264,7 +264,9 @@ def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Exa
     `base` (a registered base name) is what the identity lines name; the other generators ignore it."""
     if name not in GENERATORS:
         raise ValueError(f"unknown generator {name!r}; choose from {sorted(GENERATORS)}")
-    if name == "coding_distill" and base not in (None, "smollm2-135m-instruct"):
+    from macaronic.engine.bases import registered
+
+    if name == "coding_distill" and registered(base) != "smollm2-135m-instruct":
         raise ValueError("coding_distill is SmolLM2-135M's own passing solutions; for another base use "
                          "--generator coding or regenerate the file with python -m macaronic.train.distill --base")
     if name == "chat":

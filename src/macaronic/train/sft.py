@@ -49,7 +49,7 @@ class TrainConfig:
     seed: int = 0
     save_every: int = 25
     save_dtype: str = "bfloat16"
-    base: str | None = None  # base directory; None = the default SmolLM2-135M-Instruct
+    base: str | None = None  # base directory or registered name; None = the default base
     description: str = ""
     threads: int = 0  # torch threads; 0 = leave torch's default
     init_adapter: str | None = None  # warm start: an adapter directory with the same rank and targets
