@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from macaronic.engine.bases import BASE_HELP
+from macaronic.engine.bases import BASES, SMALL_BASE
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
@@ -44,7 +44,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
     ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
-    ap.add_argument("--base", default=None, help=BASE_HELP)
+    ap.add_argument("--base", default=SMALL_BASE,
+                    help=f"a registered base ({', '.join(BASES)}) or a model directory; default {SMALL_BASE}, the base "
+                         "of every published engine figure and of the llama.cpp peer (another base's llama.cpp rows are "
+                         "left out; `macaronic bench bases` compares the bases with their own GGUFs)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
     ap.add_argument("--threads", type=int, default=None,
@@ -237,7 +240,7 @@ def markdown(r: dict) -> str:
         out.append("")
     out.append("llama.cpp: llama-cpp-python (the optional `bench` extra) on the same Q4_1 GGUF, greedy, the same "
                "threads, its extra buffer types (weight repacking, AMX) off because their AMX path faults on this "
-               "VM. n/a: the peer is not installed.")
+               "VM. n/a: the peer is not installed, or the base is not SmolLM2-135M (the peer loads its GGUF).")
     return "\n".join(out)
 
 

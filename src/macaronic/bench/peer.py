@@ -21,14 +21,14 @@ from macaronic.engine.sampling import SamplingParams
 
 
 def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32, progress=None) -> dict:
-    from macaronic.bench.suite import _LlamaCpp, _llama_model, make_llm
+    from macaronic.bench.suite import _LlamaCpp, _llama_model, make_llm, peer_gguf
     from macaronic.engine.base import load_base
     from macaronic.engine.llm import load_tokenizer
     from macaronic.testing import make_random_adapter
 
     b = load_base(base_dir, dtype=torch.bfloat16, quant="int4")
     tok = load_tokenizer(b.path)
-    model = _llama_model()
+    model = _llama_model(peer_gguf(b))
     out: dict = {"tokens": tokens, "reps": reps, "llamacpp": model is not None, "rows": []}
     llm = make_llm(b, tok, max_batch=16, prefix_cache=False)
     try:
@@ -78,7 +78,8 @@ def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32
 
 def markdown(r: dict) -> list[str]:
     if not r["llamacpp"]:
-        return ["llama.cpp (llama-cpp-python, the optional `bench` extra) is not installed: no peer figures.", ""]
+        return ["No peer figures: llama.cpp (llama-cpp-python, the optional `bench` extra) is not installed, or the "
+                "base is not SmolLM2-135M, whose GGUF the peer loads.", ""]
     out = [f"Decode tokens/s after the prompt, {r['tokens']} tokens per stream, median of {r['reps']} interleaved "
            "repetitions. Ours: int4 (native kernel) with a rank-8 turn adapter on every stream (4 adapters over 16 "
            "streams); llama.cpp: the same GGUF, no adapter, its extra buffer types off (their AMX path faults on "

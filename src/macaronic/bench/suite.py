@@ -188,7 +188,7 @@ def decode_throughput(base, workdir: Path, tokens: int = 32, progress=None, reps
     prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": f"Write item {i} of a long list."}],
                                                   tokenize=False, add_generation_prompt=True),
                           add_special_tokens=False) for i in range(16)]
-    out.update(_llamacpp_decode(tokens, prompts))
+    out.update(_llamacpp_decode(tokens, prompts, gguf=peer_gguf(base)))
     return out
 
 
@@ -282,7 +282,7 @@ def prefill_throughput(base, lengths=(512, 2048)) -> dict:
             h.result()
             out[f"{key}prefill{n}_tok_s"] = round(n / (h.usage["ttft_ms"] / 1000), 1)
             if not key:
-                out[f"llamacpp_prefill{n}_tok_s"] = _llamacpp_prefill(ids[:n])
+                out[f"llamacpp_prefill{n}_tok_s"] = _llamacpp_prefill(ids[:n], gguf=peer_gguf(base))
         llm.close()
     return out
 
@@ -290,8 +290,17 @@ def prefill_throughput(base, lengths=(512, 2048)) -> dict:
 _QUIET: list = []  # llama.cpp's log callback, kept alive for the process
 
 
+def peer_gguf(base) -> Path | None:
+    """The GGUF the llama.cpp peer loads for a benchmarked base: SmolLM2-135M's file, or None for any
+    other base (its llama.cpp rows are left out; `macaronic bench bases` assembles a split GGUF)."""
+    from macaronic.engine.base import smollm2_gguf
+    from macaronic.engine.bases import SMALL_BASE
+
+    return smollm2_gguf() if getattr(base, "name", None) == SMALL_BASE else None
+
+
 def _llama_model(gguf: Path | None = None):
-    """A GGUF (default: the default base's) loaded by llama.cpp (the optional `bench` extra), or None.
+    """A GGUF loaded by llama.cpp (the optional `bench` extra), or None (no llama.cpp, or no GGUF).
 
     Extra buffer types (weight repacking, AMX) are off: on this VM their AMX path dies with an
     illegal instruction, so llama.cpp runs its plain CPU kernels (stated next to the figures)."""
@@ -299,9 +308,8 @@ def _llama_model(gguf: Path | None = None):
         return None
     import llama_cpp as lc
 
-    from macaronic.engine.base import smollm2_gguf
-
-    gguf = gguf or smollm2_gguf()
+    if gguf is None:
+        return None
     if not _QUIET:
         _QUIET.append(lc.llama_log_callback(lambda level, text, user_data: None))
         lc.llama_log_set(_QUIET[0], None)

@@ -42,8 +42,15 @@ class LocalRunner:
 
             state_dir = Path(self.bundle.path) / ROUTER_STATE_DIR
             cfg = RouterConfig.from_dict(self.bundle.router)
+            from macaronic.router.shipped import backbone_base, router_for, routing_base
+
+            name = backbone_base(self.llm)
             if (state_dir / "state.json").is_file():
                 self._router = Router.load(state_dir, self.llm, self.bundle, cfg)
+            elif name is not None and routing_base(name) not in (None, name):
+                # a base that routes with another base's backbone and shipped state (Qwen with
+                # SmolLM2's): what `macaronic serve` routes with
+                self._router = router_for(self.llm, self.bundle)
             else:  # nothing fitted yet: the route prompt alone
                 from dataclasses import replace
 

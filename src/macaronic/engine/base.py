@@ -23,12 +23,12 @@ from macaronic.engine.config import ModelArgs, home
 from macaronic.engine.model import Transformer
 
 from macaronic.engine import bases
-from macaronic.engine.bases import DEFAULT_BASE
+from macaronic.engine.bases import DEFAULT_BASE, SMALL_BASE
 
 
 def smollm2_gguf() -> Path:
-    """The default base's GGUF (kept for callers that read the file itself, e.g. llama.cpp)."""
-    return base_gguf(DEFAULT_BASE)
+    """SmolLM2-135M's GGUF, one file in its package (for callers that read it, e.g. llama.cpp)."""
+    return base_gguf(SMALL_BASE)
 
 
 def base_gguf(name: str | None = None, scratch: Path | None = None) -> Path:

@@ -108,8 +108,10 @@ def fit(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from macaronic.router.shipped import fit_state, shipped_dir, write_shipped
+    from macaronic.router.shipped import fit_state, routing_base, shipped_dir, write_shipped
 
+    if not args.base and not args.tiny:  # the state that routes for the default base: SmolLM2-135M's
+        args.base = routing_base(None)
     llm = _backbone(args.tiny, args.base)
     out = Path(args.out) if args.out else shipped_dir(args.base)
     log = lambda msg: print(f"[route fit] {msg}", file=sys.stderr, flush=True)  # noqa: E731
@@ -169,6 +171,7 @@ def main(argv: list[str]) -> int:
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")
         s.add_argument("--base", choices=tuple(BASES), default=None,
-                       help=f"a registered base, with its shipped specialists and state (default {DEFAULT_BASE})")
+                       help=f"a registered base, with its shipped specialists and state (default {DEFAULT_BASE}; "
+                            "for fit: the base whose state routes for it, smollm2-135m-instruct)")
     args = p.parse_args(argv)
     return {"classify": classify, "bench": bench, "fit": fit}[args.cmd](args)

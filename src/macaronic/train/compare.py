@@ -31,6 +31,9 @@ GRPO_ROLE, SFT_SEED, GRPO_PROMPTS = "agent", 1000, 48  # `compare grpo` defaults
 MAX_STEPS = 3  # agent replies per episode: the dev families need two calls and a final answer
 
 
+BASE = "smollm2-135m-instruct"  # the comparisons' base: its shipped specialists are the reference runs
+
+
 def shipped_dir(role: str) -> Path:
     return Path(__file__).resolve().parents[1] / "specialists" / role
 
@@ -56,7 +59,7 @@ def sft_cmd(role: str, out: Path, *, mode: str, rank: int, steps: int, like: dic
     c = like["training"]["config"]
     source = like["data"].get("source", "")
     data = ["--generator", source.split(":", 1)[1]] if source.startswith("generator:") else []
-    cmd = [sys.executable, "-m", "macaronic.train.cli", role, *data, "--out", str(out), "--mode", mode, "--rank", str(rank),
+    cmd = [sys.executable, "-m", "macaronic.train.cli", role, *data, "--base", BASE, "--out", str(out), "--mode", mode, "--rank", str(rank),
            "--steps", str(steps), "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
            "--examples", str(like["data"]["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
            "--threads", "1", "--no-progress", *extra]
@@ -86,9 +89,9 @@ def trained_texts(role: str, variants: dict, extra: frozenset[str] = frozenset()
 
     like = _meta(shipped_dir(role))
     gen = like["data"]["source"].split(":", 1)[1]
-    examples = build(gen, like["data"]["examples"], like["training"]["config"]["seed"])
+    examples = build(gen, like["data"]["examples"], like["training"]["config"]["seed"], BASE)
     if role == GRPO_ROLE:
-        examples += build(gen, like["data"]["examples"], SFT_SEED)
+        examples += build(gen, like["data"]["examples"], SFT_SEED, BASE)
         extra = extra | grpo_texts(role, GRPO_PROMPTS, 0)
     for path in variants.values():
         if path is not None and (Path(path) / "data.jsonl").exists():
@@ -134,7 +137,7 @@ def score_all(role: str, variants: dict, n: dict, seed: int, reuse: dict | None 
     torch.set_num_threads(1)
     exclude = trained_texts(role, variants, exclude)
     out = {}
-    llm = load_llm(None, [])
+    llm = load_llm(BASE, [])
     try:
         names = {}
         for label, path in variants.items():
@@ -245,7 +248,7 @@ def grpo(a) -> int:
     g_cmd = [sys.executable, "-m", "macaronic.train.cli", "grpo", a.role, "--init", str(ship), "--out", str(g_out),
              "--rank", str(c["rank"]), "--steps", str(a.steps), "--prompts", str(a.prompts), "--per-step", str(a.per_step),
              "--group", str(a.group), "--max-new", str(a.max_new), "--lr", str(a.grpo_lr), "--seed", str(a.seed),
-             "--threads", "1"]
+             "--threads", "1", "--base", BASE]
     g = {"dir": str(g_out), "command": " ".join(g_cmd[2:])}
     if not (g_out / "macaronic.json").exists():
         if (g_out / "history.jsonl").exists():

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-from macaronic.engine.bases import BASE_HELP
 
 DATA = Path(__file__).resolve().parent / "data" / "coding_distill.jsonl"
 
@@ -103,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-prompt", type=int, default=3, help="passing solutions kept per prompt")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0, help="task seed and sampling seed")
-    p.add_argument("--base", default=None, help=BASE_HELP)
+    p.add_argument("--base", default="smollm2-135m-instruct",
+                   help="a registered base or model directory (default smollm2-135m-instruct: its coding_distill data)")
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     import torch
