@@ -80,3 +80,24 @@ def test_agent_training_turn_contains_the_tool_call(qwen_dir):
         assert "<tool_response>\n<tool_response>" not in tok.decode(list(x.ids))
         # the call markers are spelled in ordinary tokens: the added ones have untrained rows
         assert not {tok.convert_tokens_to_ids("<tool_call>"), tok.convert_tokens_to_ids("</tool_call>")} & set(x.ids)
+
+
+def test_the_added_call_marker_rows_are_untrained(qwen_dir):
+    """Why the call markers are spelled out on this base (`prompts.spelled_markers`): the rows of the
+    added `<tool_call>` and `</tool_call>` tokens are one vector in both the embedding and the output
+    head, and close to `<|im_start|>`'s, so a LoRA over the frozen base cannot tell them apart."""
+    from safetensors import safe_open
+    from torch.nn.functional import cosine_similarity as cos
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_dir)
+    open_, close, start = (tok.convert_tokens_to_ids(t) for t in ("<tool_call>", "</tool_call>", "<|im_start|>"))
+    with safe_open(str(qwen_dir / "model.safetensors"), "pt") as f:
+        for name in ("model.embed_tokens.weight", "lm_head.weight"):
+            w = f.get_slice(name)
+            a, b, c = (w[i:i + 1][0] for i in (open_, close, start))
+            assert cos(a, b, dim=0) > 0.9999, name
+            assert cos(a, c, dim=0) > 0.9, name
+    from macaronic.prompts import spelled_markers
+
+    assert set(spelled_markers(tok)) == {open_, close}
