@@ -133,3 +133,43 @@ def test_a_screened_prompt_variant_gives_way_to_the_roles_next_cluster(tmp_path)
     found[("chat", "wrong_answer")] = 7  # the count moved, the edit is the same
     again = operators.propose(parent, found, ("prompt",), Budget(), tried)
     assert [c.note for c in again] == ["chat: too_long x2"]
+
+
+def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
+    """Lookup clusters ask for lookup-then-act data, missing_facts for state-the-facts data; a
+    cluster with no skill asks for none."""
+    import json
+    import shutil
+    from collections import Counter
+
+    from macaronic.evolve import operators
+    from macaronic.evolve.config import Budget
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h", ignore=shutil.ignore_patterns("__pycache__"))
+    parent = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64)
+
+    def skills(found):
+        cands = operators.propose(parent, Counter(found), ("failure_data",), Budget(), set())
+        return [json.loads(c.steps[0])["failure_data"]["skill"] for c in cands]
+
+    assert skills({("agent", "wrong_state"): 8, ("agent", "missing_facts"): 4}) == ["lookup_then_act", "state_facts"]
+    assert skills({("agent", "missing_facts"): 4}) == ["state_facts"]
+    assert skills({("agent", "invented_tool"): 3, ("chat", "wrong_answer"): 2}) == []
+
+
+def test_a_copied_placeholder_is_its_own_cluster():
+    """A write that carries the request's <...> placeholder instead of the looked-up value."""
+    from macaronic.evolve.failures import HINTS, label
+
+    def row(title):
+        call = '<tool_call>{"name": "add_reminder", "arguments": {"due": "2025-01-12", "title": "%s"}}</tool_call>' % title
+        return {"suite": "agent", "passed": False, "detail": {"state_match": False, "facts_missing": []},
+                "messages": [{"role": "user", "content": "Add a reminder 'Boots: <status>' with my boots order's status."},
+                             {"role": "assistant", "content": '<tool_call>{"name": "list_orders", "arguments": {"query": "Boots"}}</tool_call>'},
+                             {"role": "tool", "content": '{"orders": []}'},
+                             {"role": "assistant", "content": call}]}
+
+    assert label(row("Boots: <status>")) == ["copied_placeholder"] and ("agent", "copied_placeholder") in HINTS
+    assert label(row("Boots: lost")) == ["wrong_state"]

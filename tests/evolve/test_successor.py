@@ -218,3 +218,38 @@ def test_a_stack_adopts_its_parts_training_instead_of_training_again(tmp_path):
     assert "Be brief." in (gdir / "stack" / "harness" / "roles" / "chat.md").read_text()
     assert [c["step"] for c in changes] == ["harness_edit", "failure_data"] and changes[1]["adopted_from"] == "cand-02"
     assert m.data == (str(part / "data" / "failure-agent-x.jsonl"),)
+
+
+def test_state_facts_data_states_what_the_write_returned():
+    """Each episode: a lookup, a write, and a final reply holding every required fact; each fact
+    comes from a tool result, not from the request; no family of any split is reused."""
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    assert not {f.name for f in SKILLS["state_facts"]} & {f.name for f in FAMILIES}
+    ex = examples("state_facts", 9)
+    assert len(ex) == 9
+    for e in ex:
+        msgs = e["messages"]
+        request = next(m["content"] for m in msgs if m["role"] == "user")
+        calls = [m["content"] for m in msgs if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+        results = " ".join(m["content"] for m in msgs if m["role"] == "tool")
+        final = msgs[-1]["content"]
+        assert len(calls) == 2 and ('"name": "list_' in calls[0] or '"name": "search_' in calls[0])
+        facts = final.split(". ", 1)[1].rstrip(".").split(", ") if ". " in final else []
+        assert facts and all(f in results and f not in request for f in facts), final
+
+
+def test_fill_placeholder_data_writes_the_looked_up_value():
+    """Each request holds a <...> placeholder; the gold write carries a value from the lookup's
+    result in its place, never the placeholder; compositions are those of lookup-then-act."""
+    import re
+
+    from macaronic.evolve.failure_data import SKILLS, examples
+
+    assert {f.domain for f in SKILLS["fill_placeholders"]} <= {f.domain for f in SKILLS["lookup_then_act"]}
+    for e in examples("fill_placeholders", 8):
+        msgs = e["messages"]
+        request = next(m["content"] for m in msgs if m["role"] == "user")
+        write = [m["content"] for m in msgs if m["role"] == "assistant" and "<tool_call>" in m["content"]][1]
+        assert re.search(r"<[^<>]+>", request) and not re.search(r"<[^<>/]+>", write.replace("<tool_call>", ""))

@@ -7,6 +7,14 @@ carries a value the lookup returned into another tool) but on compositions that 
 any contract: calendar+reminders, commerce+notes, calendar+notes, reminders+calendar and
 commerce+calendar (test composes calendar+contacts and contacts+reminders; v5 dev composes
 contacts+notes and commerce+reminders).
+Skill `state_facts` (cluster missing_facts: the agent did the right thing but its final reply
+leaves out what the tools returned, e.g. the amount of a refund): episodes of a lookup, a write,
+and a final reply that states the value the write returned, on writes that are in no v5 split
+(cancel an unshipped order and state the amount, tick off a reminder and state its due date,
+change a contact's phone and state their company).
+Skill `fill_placeholders` (cluster copied_placeholder: the write carries the request's `<...>`
+placeholder instead of the value the lookup returned): the same five compositions, requests that
+name the value to fill in with an angle-bracket placeholder, gold writes that carry the value.
 Gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
 served layout (successor.py's `failure_data` step trains on them, warm-started, with a replay).
 Data only: knows nothing about training or the loop.
@@ -73,7 +81,93 @@ def order_to_event(rng: random.Random, w: World):
                                        "end": f"{day}T18:30"})], []
 
 
-SKILLS = {"lookup_then_act": (Family("event_to_reminder", "evolve", "calendar+reminders", event_to_reminder),
+def cancel_amount(rng: random.Random, w: World):
+    o = _pick(rng, [o for o in w.mine("orders", owner_field="customer") if o["status"] == "placed"], "unshipped order")
+    request = rng.choice((
+        f"Cancel the {o['item'].lower()} order and tell me how much it was.",
+        f"Please cancel my {o['item'].lower()} order; what amount does that free up?",
+    ))
+    return request, [("list_orders", {"query": o["item"]}), ("cancel_order", {"order_id": o["id"]})], \
+        [f"{o['amount_cents'] // 100}.{o['amount_cents'] % 100:02d}"]
+
+
+def complete_due(rng: random.Random, w: World):
+    r = _pick(rng, [r for r in w.mine("reminders", done=0) if r.get("due")], "open reminder with a due date")
+    request = rng.choice((
+        f"Tick off '{r['title']}' and remind me when it was due.",
+        f"Mark '{r['title']}' as done. What was its due date?",
+    ))
+    return request, [("list_reminders", {"query": r["title"]}), ("complete_reminder", {"reminder_id": r["id"]})], \
+        [r["due"][:10]]
+
+
+def phone_company(rng: random.Random, w: World):
+    c = _pick(rng, [c for c in w.mine("contacts") if c.get("company")], "contact with a company")
+    phone = f"+1-555-{rng.randrange(100, 1000):03d}-{rng.randrange(0, 10000):04d}"
+    request = rng.choice((
+        f"Update {c['name']}'s phone to {phone}, and which company are they with again?",
+        f"{c['name']} changed numbers: {phone}. Save it and tell me where they work.",
+    ))
+    return request, [("search_contacts", {"query": c["name"]}),
+                     ("update_contact", {"contact_id": c["id"], "phone": phone})], [c["company"]]
+
+
+def ph_event_reminder(rng: random.Random, w: World):
+    ev = _pick(rng, [e for e in w.mine("events") if e["start"][:10] >= w.today.isoformat()], "future event")
+    day = ev["start"][:10]
+    request = rng.choice((
+        f"Add a reminder 'Prepare for {ev['title']} on <date>' due that day, with the event's date filled in.",
+        f"Look up my '{ev['title']}' and set a reminder titled 'Prepare for {ev['title']} on <date>' due the same "
+        "day, <date> being its date.",
+    ))
+    return request, [("list_events", {"query": ev["title"]}),
+                     ("add_reminder", {"title": f"Prepare for {ev['title']} on {day}", "due": day})], []
+
+
+def ph_order_note(rng: random.Random, w: World):
+    o = _pick(rng, w.mine("orders", owner_field="customer"), "order")
+    request = rng.choice((
+        f"Write a note titled '{o['item']} order' with the text 'Status: <status>', the order's status filled in.",
+        f"Check my {o['item'].lower()} order and save a note '{o['item']} order' saying 'Status: <status>' "
+        "with its real status.",
+    ))
+    return request, [("list_orders", {"query": o["item"]}),
+                     ("create_note", {"title": f"{o['item']} order", "body": f"Status: {o['status']}"})], []
+
+
+def ph_event_note(rng: random.Random, w: World):
+    ev = _pick(rng, [e for e in w.mine("events") if e["start"][:10] >= w.today.isoformat()], "future event")
+    request = rng.choice((
+        f"Save a note '{ev['title']}' whose text is 'Starts at <start>', filled in from my calendar.",
+        f"Find my '{ev['title']}' and make a note called '{ev['title']}' with the text 'Starts at <start>', "
+        "<start> being its start time.",
+    ))
+    return request, [("list_events", {"query": ev["title"]}),
+                     ("create_note", {"title": ev["title"], "body": f"Starts at {ev['start']}"})], []
+
+
+def ph_reminder_event(rng: random.Random, w: World):
+    r = _pick(rng, [r for r in w.mine("reminders") if r.get("due") and not r.get("done")], "open reminder with a due date")
+    day = r["due"][:10]
+    request = rng.choice((
+        f"Put an event '{r['title']} (due <due date>)' on my calendar, 09:00-10:00 on the day that reminder is "
+        "due, with the date filled in.",
+        f"Check when '{r['title']}' is due and add an event titled '{r['title']} (due <due date>)' that day, "
+        "09:00-10:00.",
+    ))
+    return request, [("list_reminders", {"query": r["title"]}),
+                     ("create_event", {"title": f"{r['title']} (due {day})", "start": f"{day}T09:00",
+                                       "end": f"{day}T10:00"})], []
+
+
+SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+reminders", ph_event_reminder),
+                                Family("ph_order_note", "evolve", "commerce+notes", ph_order_note),
+                                Family("ph_event_note", "evolve", "calendar+notes", ph_event_note),
+                                Family("ph_reminder_event", "evolve", "reminders+calendar", ph_reminder_event)),
+          "state_facts": (Family("cancel_amount", "evolve", "commerce", cancel_amount),
+                          Family("complete_due", "evolve", "reminders", complete_due),
+                          Family("phone_company", "evolve", "contacts", phone_company)),
+          "lookup_then_act": (Family("event_to_reminder", "evolve", "calendar+reminders", event_to_reminder),
                               Family("order_to_note", "evolve", "commerce+notes", order_to_note),
                               Family("event_to_note", "evolve", "calendar+notes", event_to_note),
                               Family("reminder_to_event", "evolve", "reminders+calendar", reminder_to_event),

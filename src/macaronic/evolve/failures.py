@@ -5,7 +5,9 @@ detail), never from the test split:
 
   agent   no_call (answered without acting), invented_tool (a call to a tool not in the list),
           bad_arguments (a call the parser refused), act_without_lookup (the first call writes
-          although the task needs a fact first), wrong_state, missing_facts
+          although the task needs a fact first), copied_placeholder (a write carries a <...>
+          placeholder of the request instead of the value a lookup returned), wrong_state,
+          missing_facts
   genui   invalid_card, missing_content
   coding  no_function (no `def`), wrong_output
   chat    too_long, wrong_answer
@@ -17,9 +19,11 @@ operator's text (a fixed reflection per failure kind, not a generated one). Pure
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 LOOKUPS = ("search_", "list_", "get_")
+PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
 
 HINTS = {
     ("agent", "no_call"): ("agent", "When the user asks you to change or look up their data, call a tool; do not "
@@ -31,6 +35,8 @@ HINTS = {
                                                "then act with what it returned."),
     ("agent", "missing_facts"): ("agent", "In your final answer, state the facts the tools returned (names, dates, "
                                           "statuses)."),
+    ("agent", "copied_placeholder"): ("agent", "When the request holds a placeholder in angle brackets, such as "
+                                               "<company>, write the value the lookup returned in its place."),
     ("agent", "wrong_state"): ("agent", "Change exactly what the user asked for, with the values they gave."),
     ("genui", "invalid_card"): ("genui", "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and "
                                          "nothing else."),
@@ -64,10 +70,11 @@ def label(row: dict) -> list[str]:
                 out.append(f"wrong_answer:{t['gold']}")
         return out
     if suite == "agent":
-        calls, errors = [], []
+        calls, errors, args = [], [], []
         for r in replies:
             p = _calls(r)
             calls += [c["function"]["name"] for c in p.tool_calls]
+            args += [c["function"]["arguments"] for c in p.tool_calls]
             if p.error:
                 errors.append(p.error)
         if errors and not calls:
@@ -76,6 +83,9 @@ def label(row: dict) -> list[str]:
             return ["no_call"]
         if not calls[0].startswith(LOOKUPS) and len(calls) == 1 and detail.get("state_match") is False:
             return ["act_without_lookup"]
+        request = next((m["content"] for m in row.get("messages", []) if m["role"] == "user"), "")
+        if not detail.get("state_match") and any(ph in a for ph in PLACEHOLDER.findall(request) for a in args):
+            return ["copied_placeholder"]
         if detail.get("state_match") and detail.get("facts_missing"):
             return ["missing_facts"]
         return ["wrong_state"]

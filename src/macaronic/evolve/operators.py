@@ -10,8 +10,11 @@ generation's search, each a list of successor steps with the components it touch
                 graded successes (plus STaR-style hinted successes for tasks never solved),
                 warm-started from the parent's adapter for a few steps; one candidate for each of
                 the two roles with the most failures (and enough successes)
-  failure_data  targeted data for the failing skill: agent episodes of lookup-then-act on tool
-                compositions that are in no split (evolve/failure_data.py)
+  failure_data  targeted data for the failing skill (evolve/failure_data.py), one candidate per
+                skill whose clusters failed: lookup-then-act episodes on tool compositions in no
+                split (act_without_lookup, wrong_state, no_call), the same with requests
+                that hold a <...> placeholder the lookup fills (copied_placeholder), and episodes whose final reply
+                states what the write returned (missing_facts)
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
 
 A candidate already screened from the same parent with the same steps is not proposed again.
@@ -25,6 +28,11 @@ from pathlib import Path
 
 from macaronic.evolve.failures import hints_for
 from macaronic.evolve.search import Candidate
+
+# failure-driven data: skill, the agent clusters it answers, what it teaches (evolve/failure_data.py)
+FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-placeholder"),
+                  ("lookup_then_act", ("act_without_lookup", "wrong_state", "no_call"), "lookup-then-act"),
+                  ("state_facts", ("missing_facts",), "state-the-returned-facts"))
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
 
@@ -105,11 +113,11 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:
-        n = sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in ("act_without_lookup", "wrong_state", "no_call"))
-        if n:
-            add("failure_data", [{"failure_data": {"role": "agent", "skill": "lookup_then_act",
-                                                   "steps": budget.rft_steps}}],
-                ("adapter:agent",), f"agent: lookup-then-act data for {n} failures")
+        for skill, labels, what in FAILURE_SKILLS:
+            n = sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels)
+            if n:
+                add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps}}],
+                    ("adapter:agent",), f"agent: {what} data for {n} failures")
     if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
         add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
             f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")
