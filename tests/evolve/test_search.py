@@ -173,3 +173,18 @@ def test_a_copied_placeholder_is_its_own_cluster():
 
     assert label(row("Boots: <status>")) == ["copied_placeholder"] and ("agent", "copied_placeholder") in HINTS
     assert label(row("Boots: lost")) == ["wrong_state"]
+
+
+def test_the_gate_skips_children_of_a_pair_it_already_rejected():
+    """A positive child of a gate-rejected pair is not gated against the same champion (its dev
+    gain is its parent's, refuted on test); the next positive is; none left: nothing is gated."""
+    from macaronic.evolve.search import Candidate, gate_pick
+
+    def cs(name, parent, delta, verdict="positive"):
+        return Candidate(name, "prompt", parent, (), ("prompt:chat",), ""), {"verdict": verdict,
+                                                                            "pooled": {"delta": delta}}
+
+    screened = [cs("cand-01", "champ", 0.1), cs("cand-02", "rejected", 0.3), cs("cand-03", "champ", 0.2, "neutral")]
+    assert gate_pick(screened, {"rejected"})[0].name == "cand-01"
+    assert gate_pick(screened, set())[0].name == "cand-02"
+    assert gate_pick(screened[1:], {"rejected"}) is None

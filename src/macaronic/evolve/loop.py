@@ -290,7 +290,7 @@ class Run:
     def generation(self, g: int) -> None:
         from macaronic.evolve import archive, operators
         from macaronic.evolve.failures import clusters
-        from macaronic.evolve.search import Candidate, stack, stacked
+        from macaronic.evolve.search import Candidate, gate_pick, stack, stacked
 
         if any(r["key"] == f"gen-{g}" for r in self.lin.records()):
             return
@@ -348,10 +348,11 @@ class Run:
             if res["verdict"] == "positive":
                 gate = (sc, m)
         if gate is None:
-            pos = sorted((cs for cs in screened if cs[1]["verdict"] == "positive"),
-                         key=lambda cs: (-(cs[1]["pooled"]["delta"] or 0), cs[0].name))
-            if pos:
-                gate = (pos[0][0], PairManifest.load(d / pos[0][0].name / "pair.json"))
+            refuted = {r["pair_id"] for r in self.lin.records()
+                       if r["decision"] == "reject" and r["parent_id"] == champ.id}
+            pick = gate_pick(screened, refuted)
+            if pick:
+                gate = (pick[0], PairManifest.load(d / pick[0].name / "pair.json"))
         if gate is None:
             self.hooks.log(f"gen {g}: no dev-positive candidate; champion kept, sealed test not read")
             self.lin.record(key=f"gen-{g}", pair_id=champ.id, parent_id=champ.id, generation=g, decision="kept",

@@ -150,6 +150,16 @@ def stack(screened: list[tuple[Candidate, dict]], champion: str) -> list[Candida
     return chosen
 
 
+def gate_pick(screened: list[tuple[Candidate, dict]], refuted: set[str]) -> tuple[Candidate, dict] | None:
+    """The single positive to gate when no stack is: best pooled dev delta first, leaving out the
+    children of a pair the gate already rejected against this champion (`refuted`). Such a child's
+    dev gain over the champion is mostly its parent's, which the sealed test has refuted: gating it
+    again spends a sealed read on the same claim. It stays in the archive and can parent."""
+    pos = [cs for cs in screened if cs[1]["verdict"] == "positive" and cs[0].parent not in refuted]
+    pos.sort(key=lambda cs: (-(cs[1]["pooled"]["delta"] or 0), cs[0].name))
+    return pos[0] if pos else None
+
+
 def stacked(parts: list[Candidate], champion: str) -> Candidate:
     steps = tuple(s for c in parts for s in c.steps)
     comps = tuple(sorted({x for c in parts for x in c.components}))
