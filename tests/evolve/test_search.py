@@ -89,6 +89,9 @@ def test_archive_keeps_dominated_members_and_they_can_parent():
     assert archive.summary(ms)["dominated"] == ["dom"]
     assert archive.parents(ms, "champ", {}, 2) == ["champ", "side"]  # front first; harmful never
     assert archive.parents(ms, "champ", {}, 3) == ["champ", "side", "dom"]  # dominated can parent
+    # a pair the gate rejected against this champion parents after every other member
+    assert archive.parents(ms, "champ", {}, 2, frozenset({"side"})) == ["champ", "dom"]
+    assert archive.parents(ms, "champ", {}, 3, frozenset({"side"})) == ["champ", "dom", "side"]
 
 
 def test_what_a_change_reaches():

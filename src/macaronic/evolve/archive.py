@@ -58,12 +58,16 @@ def best_per_suite(ms: list[Member]) -> dict[str, str]:
     return {s: pid for s, (_, pid) in out.items()}
 
 
-def parents(ms: list[Member], champion: str, children: dict[str, int], n: int = 2) -> list[str]:
+def parents(ms: list[Member], champion: str, children: dict[str, int], n: int = 2,
+            refuted: frozenset[str] = frozenset()) -> list[str]:
     """The champion first, then up to n-1 archived pairs (front members first, then the rest) by
-    mean dev score / (1 + children); harmful members never parent."""
+    mean dev score / (1 + children); harmful members never parent. Pairs the gate rejected
+    against this champion (`refuted`) come after every other member: they can still parent, once
+    the archive has nothing else (a child of theirs would mostly re-claim a refuted gain)."""
     pool = [m for m in ms if m.pair_id != champion and m.verdict != "harmful"]
     on_front = {m.pair_id for m in front(ms)}
-    pool.sort(key=lambda m: (m.pair_id not in on_front, -m.mean / (1 + children.get(m.pair_id, 0)), m.pair_id))
+    pool.sort(key=lambda m: (m.pair_id in refuted, m.pair_id not in on_front,
+                             -m.mean / (1 + children.get(m.pair_id, 0)), m.pair_id))
     return [champion] + [m.pair_id for m in pool[: max(0, n - 1)]]
 
 

@@ -313,7 +313,9 @@ class Run:
             for sc in self.lin.screens():
                 children[sc["parent_id"]] = children.get(sc["parent_id"], 0) + 1
             members = archive.members(self.lin.screens(), self.references())
-            chosen = archive.parents(members, champ.id, children, self.budget.parents)
+            refuted = frozenset(r["pair_id"] for r in self.lin.records()
+                                if r["decision"] == "reject" and r["parent_id"] == champ.id)
+            chosen = archive.parents(members, champ.id, children, self.budget.parents, refuted)
             for i, pid in enumerate(chosen):
                 keep = len(chosen) - 1 - i  # one slot at least for each later parent
                 if len(cands) >= self.budget.candidates - keep and i > 0 or len(cands) >= self.budget.candidates:
