@@ -176,3 +176,42 @@ def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
                 # y is bf16 (one rounding of y0 + delta); a bf16 bank also rounds the adapter weights
                 assert err <= 0.01 * float(y0.abs().max() + delta.abs().max()) + (0.02 if dtype == torch.bfloat16 else 0) * float(delta.abs().max()), (dtype, layer, fused, err)
                 assert torch.equal(y[slots == 0], y0[slots == 0])  # base tokens untouched
+
+
+def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, tmp_path):
+    """`LoraBank.linear` folds the base matmul and the delta into one native call (dense fp32/bf16
+    weights: dense_lora; native int4: int4_linear_lora): the same bits as the matmul then
+    `add_delta`, and within rounding of the base plus ReferenceLora's delta, on a mixed batch."""
+    import torch.nn.functional as F
+
+    from macaronic.engine.config import FUSED
+    from macaronic.engine.quant import QuantLinear
+    from macaronic.engine.slots import LoraBank, ReferenceLora
+
+    args = load_base(tiny_dirs["llama"]).args
+    adapters = {slot: read_adapter(make_random_adapter(tmp_path / f"l{slot}", args, rank=4, seed=90 + slot, mode="full",
+                                                       scale=0.5), args, name=f"l{slot}")[1] for slot in (1, 2)}
+    ref = ReferenceLora(adapters, args)
+    slots = torch.tensor([0, 1, 2, 2, 1, 0, 1])
+    g = torch.Generator().manual_seed(11)
+    for dtype, quant in ((torch.float32, False), (torch.bfloat16, False), (torch.bfloat16, True)):
+        bank = LoraBank(args, 4, 4, dtype=torch.bfloat16 if dtype == torch.bfloat16 else torch.float32)
+        for slot, pairs in adapters.items():
+            bank.write(slot, pairs)
+        plan = bank.plan(slots)
+        for fused in FUSED:
+            d_in = args.target_shape(FUSED[fused][0])[0]
+            d_out = sum(args.target_shape(t)[1] for t in FUSED[fused])
+            w = (torch.randn(d_out, d_in, generator=g) * 0.1).to(dtype)
+            lin = QuantLinear(w, "int4", native=ops) if quant else w
+            x = torch.randn(len(slots), d_in, generator=g).to(dtype)
+            y = bank.linear(x, lin, None, 1, fused, plan)
+            y2 = lin(x) if quant else F.linear(x, w)
+            base = y2.clone()
+            bank.add_delta(y2, 1, fused, x, plan)
+            assert torch.equal(y, y2), (dtype, quant, fused)
+            delta = ref.delta(1, fused, x.float(), slots)
+            err = float((y.float() - (base.float() + delta)).abs().max())
+            tol = 1e-4 if dtype == torch.float32 else 0.01 * float(base.abs().max() + delta.abs().max()) + 0.02 * float(delta.abs().max())
+            assert err <= tol, (dtype, quant, fused, err)
+            assert torch.equal(y[slots == 0], base[slots == 0])

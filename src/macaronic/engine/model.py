@@ -172,6 +172,8 @@ class Transformer(nn.Module):
 
     def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, fused: str, lora, slots) -> Tensor:
         """x @ w.T (+b) plus the LoRA delta of the fused projection `fused` (all its targets)."""
+        if lora is not None and hasattr(lora, "linear"):  # the bank: base matmul and delta in one native call
+            return lora.linear(x, w, b, layer, fused, slots)
         y = linear(x, w, b)
         if lora is not None:
             lora.add_delta(y, layer, fused, x, slots)

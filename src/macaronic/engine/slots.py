@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from macaronic.engine import native as native_mod
@@ -186,6 +187,22 @@ class LoraBank:
                                  B={f: [b.index_select(1, idx).flatten(1, 2) for b in bs] for f, bs in self.Bt.items()})
             self._stack_key = key
         return self._stack
+
+    def linear(self, x: Tensor, w, b: Tensor | None, layer: int, fused: str, plan: SlotPlan) -> Tensor:
+        """x @ w.T (+b) plus the delta, as `linear` then `add_delta`; with the native kernel, a dense
+        or native-int4 base matmul and its delta are one call (the per-call dispatch was a third of
+        the decode step's LoRA cost, docs/LOG.md)."""
+        if fused in plan.fused and plan.native_slots:
+            a, bs = self._layer_views(fused)[layer]
+            s = plan.native_slots[fused]
+            if isinstance(w, Tensor):
+                return self.native.dense_lora(x.contiguous(), w, b, a, bs, s)
+            if getattr(w, "native", None) is self.native and not w.rescore:  # an int4 QuantLinear on this kernel
+                return self.native.int4_linear_lora(x.to(torch.bfloat16).contiguous(), w.packed[0], w.packed[1],
+                                                    w.bias, a, bs, s)
+        y = F.linear(x, w, b) if isinstance(w, Tensor) else w(x)
+        self.add_delta(y, layer, fused, x, plan)
+        return y
 
     def add_delta(self, y: Tensor, layer: int, fused: str, x: Tensor, plan: SlotPlan) -> None:
         """y += the LoRA delta of projection `fused` for each token's slot (y: [N, d_out], in place)."""

@@ -32,6 +32,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace macaronic {
+void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots);
+}
+
 namespace {
 
 // Only the kernels use AVX-512: the library loads on any x86-64 and int4_supported() says if they can run.
@@ -295,10 +299,21 @@ bool int4_supported() {
          __builtin_cpu_supports("avx512bf16");
 }
 
+// int4_linear plus the LoRA delta of csrc/lora.cpp in one call: a projection's one dispatch.
+at::Tensor int4_linear_lora(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& A, at::TensorList Bs,
+                            const at::Tensor& slots) {
+  at::Tensor y = int4_linear(x, qw, sc, bias, 0);
+  macaronic::lora_delta_into(y, x, A, Bs, slots);
+  return y;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(macaronic, m) {
   m.def("int4_linear(Tensor x, Tensor qw, Tensor sc, Tensor? bias, int path=0) -> Tensor", &int4_linear);
+  m.def("int4_linear_lora(Tensor x, Tensor qw, Tensor sc, Tensor? bias, Tensor A, Tensor[] Bs, Tensor slots) -> Tensor",
+        &int4_linear_lora);
   m.def("int4_supported() -> bool", &int4_supported);
   m.def("amx_supported() -> bool", &amx_ready);
 }

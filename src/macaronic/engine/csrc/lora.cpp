@@ -203,8 +203,24 @@ void lora_delta(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::Tens
   else run<at::BFloat16>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
 }
 
+// The base matmul and its LoRA delta in one call (one dispatch instead of two per projection).
+at::Tensor dense_lora(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, const at::Tensor& A,
+                      at::TensorList Bs, const at::Tensor& slots) {
+  at::Tensor y = at::linear(x, w, bias);
+  lora_delta(y, x, A, Bs, slots);
+  return y;
+}
+
 }  // namespace
+
+namespace macaronic {
+// For csrc/int4.cpp's int4_linear_lora: the same delta after the int4 matmul.
+void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots) {
+  lora_delta(y, x, A, Bs, slots);
+}
+}  // namespace macaronic
 
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("lora_delta(Tensor(a!) y, Tensor x, Tensor A, Tensor[] Bs, Tensor slots) -> ()", &lora_delta);
+  m.def("dense_lora(Tensor x, Tensor w, Tensor? bias, Tensor A, Tensor[] Bs, Tensor slots) -> Tensor", &dense_lora);
 }
