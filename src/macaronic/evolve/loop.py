@@ -300,6 +300,9 @@ class Run:
         self.hooks.log(f"gen {g}: champion {champ.id[:12]} on dev")
         champ_dev = self.dev(champ, self.gated, f"gen {g} dev champion", reuse=self.inherited(champ, "dev.jsonl"))
         conf = self.budget.screen_confidence / 100
+        # pairs the gate rejected against this champion: they parent last and their children are not gated
+        refuted = frozenset(r["pair_id"] for r in self.lin.records()
+                            if r["decision"] == "reject" and r["parent_id"] == champ.id)
         # proposals: explicit ones first, then the operators' from each parent
         cpath = d / "candidates.json"
         if cpath.exists():
@@ -313,8 +316,6 @@ class Run:
             for sc in self.lin.screens():
                 children[sc["parent_id"]] = children.get(sc["parent_id"], 0) + 1
             members = archive.members(self.lin.screens(), self.references())
-            refuted = frozenset(r["pair_id"] for r in self.lin.records()
-                                if r["decision"] == "reject" and r["parent_id"] == champ.id)
             chosen = archive.parents(members, champ.id, children, self.budget.parents, refuted)
             for i, pid in enumerate(chosen):
                 keep = len(chosen) - 1 - i  # one slot at least for each later parent
@@ -350,8 +351,6 @@ class Run:
             if res["verdict"] == "positive":
                 gate = (sc, m)
         if gate is None:
-            refuted = {r["pair_id"] for r in self.lin.records()
-                       if r["decision"] == "reject" and r["parent_id"] == champ.id}
             pick = gate_pick(screened, refuted)
             if pick:
                 gate = (pick[0], PairManifest.load(d / pick[0].name / "pair.json"))

@@ -12,9 +12,9 @@ generation's search, each a list of successor steps with the components it touch
                 the two roles with the most failures (and enough successes)
   failure_data  targeted data for the failing skill (evolve/failure_data.py), one candidate per
                 skill whose clusters failed: lookup-then-act episodes on tool compositions in no
-                split (act_without_lookup, wrong_state, no_call), the same with requests
-                that hold a <...> placeholder the lookup fills (copied_placeholder), and episodes whose final reply
-                states what the write returned (missing_facts)
+                split (act_without_lookup, wrong_state, no_call), the same with requests that
+                hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
+                whose final reply states what the write returned (missing_facts)
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
 
 A candidate already screened from the same parent with the same steps is not proposed again.
