@@ -176,6 +176,10 @@ def test_a_copied_placeholder_is_its_own_cluster():
 
     assert label(row("Boots: <status>")) == ["copied_placeholder"] and ("agent", "copied_placeholder") in HINTS
     assert label(row("Boots: lost")) == ["wrong_state"]
+    # a lookup that searches for the placeholder text is not the fault: only a write carrying it is
+    looked_up = row("Boots: lost")
+    looked_up["messages"][1]["content"] = '<tool_call>{"name": "list_orders", "arguments": {"query": "<status>"}}</tool_call>'
+    assert label(looked_up) == ["wrong_state"]
 
 
 def test_the_gate_skips_children_of_a_pair_it_already_rejected():
@@ -191,3 +195,19 @@ def test_the_gate_skips_children_of_a_pair_it_already_rejected():
     assert gate_pick(screened, {"rejected"})[0].name == "cand-01"
     assert gate_pick(screened, set())[0].name == "cand-02"
     assert gate_pick(screened[1:], {"rejected"}) is None
+
+
+def test_the_gate_skips_every_descendant_of_a_rejected_pair():
+    """A grandchild through an archived child re-claims the refuted gain too; a pair whose line
+    never passes through the rejected one stays eligible."""
+    from macaronic.evolve.search import Candidate, gate_pick, refuted_line
+
+    parent_of = {"rejected": "champ", "child": "rejected", "grandchild": "child", "other": "champ", "nephew": "other"}
+    line = refuted_line({"rejected"}, parent_of)
+    assert line == {"rejected", "child", "grandchild"}
+    assert refuted_line(set(), parent_of) == frozenset()
+    assert refuted_line({"x"}, {"a": "b", "b": "a"}) == {"x"}  # a malformed cycle ends
+    screened = [(Candidate(n, "prompt", p, (), ("prompt:chat",), ""), {"verdict": "positive", "pooled": {"delta": d}})
+                for n, p, d in (("c1", "grandchild", 0.4), ("c2", "nephew", 0.1))]
+    assert gate_pick(screened, line)[0].name == "c2"
+    assert gate_pick(screened[:1], line) is None

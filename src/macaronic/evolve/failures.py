@@ -84,7 +84,8 @@ def label(row: dict) -> list[str]:
         if not calls[0].startswith(LOOKUPS) and len(calls) == 1 and detail.get("state_match") is False:
             return ["act_without_lookup"]
         request = next((m["content"] for m in row.get("messages", []) if m["role"] == "user"), "")
-        if not detail.get("state_match") and any(ph in a for ph in PLACEHOLDER.findall(request) for a in args):
+        writes = [a for name, a in zip(calls, args) if not name.startswith(LOOKUPS)]  # a lookup may search for it
+        if not detail.get("state_match") and any(ph in a for ph in PLACEHOLDER.findall(request) for a in writes):
             return ["copied_placeholder"]
         if detail.get("state_match") and detail.get("facts_missing"):
             return ["missing_facts"]

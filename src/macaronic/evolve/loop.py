@@ -290,7 +290,7 @@ class Run:
     def generation(self, g: int) -> None:
         from macaronic.evolve import archive, operators
         from macaronic.evolve.failures import clusters
-        from macaronic.evolve.search import Candidate, gate_pick, stack, stacked
+        from macaronic.evolve.search import Candidate, gate_pick, refuted_line, stack, stacked
 
         if any(r["key"] == f"gen-{g}" for r in self.lin.records()):
             return
@@ -351,7 +351,8 @@ class Run:
             if res["verdict"] == "positive":
                 gate = (sc, m)
         if gate is None:
-            pick = gate_pick(screened, refuted)
+            line = refuted_line(refuted, {sc["pair_id"]: sc["parent_id"] for sc in self.lin.screens()})
+            pick = gate_pick(screened, line)
             if pick:
                 gate = (pick[0], PairManifest.load(d / pick[0].name / "pair.json"))
         if gate is None:

@@ -150,11 +150,27 @@ def stack(screened: list[tuple[Candidate, dict]], champion: str) -> list[Candida
     return chosen
 
 
+def refuted_line(refuted: set[str], parent_of: dict[str, str]) -> frozenset[str]:
+    """The pairs in `refuted` and every pair that descends from one of them through `parent_of`
+    (pair id -> parent id, as lineage's screens record it): a grandchild through an archived child
+    re-claims the refuted gain as surely as a child does."""
+    line = set(refuted)
+    for pid in parent_of:
+        chain, at = [], pid
+        while at in parent_of and at not in line and at not in chain:  # `chain` stops a malformed cycle
+            chain.append(at)
+            at = parent_of[at]
+        if at in line:
+            line.update(chain)
+    return frozenset(line)
+
+
 def gate_pick(screened: list[tuple[Candidate, dict]], refuted: set[str]) -> tuple[Candidate, dict] | None:
     """The single positive to gate when no stack is: best pooled dev delta first, leaving out the
-    children of a pair the gate already rejected against this champion (`refuted`). Such a child's
-    dev gain over the champion is mostly its parent's, which the sealed test has refuted: gating it
-    again spends a sealed read on the same claim. It stays in the archive and can parent."""
+    descendants of a pair the gate already rejected against this champion (`refuted`, widened by
+    `refuted_line`). Such a child's dev gain over the champion is mostly its ancestor's, which the
+    sealed test has refuted: gating it again spends a sealed read on the same claim. It stays in the
+    archive and can parent."""
     pos = [cs for cs in screened if cs[1]["verdict"] == "positive" and cs[0].parent not in refuted]
     pos.sort(key=lambda cs: (-(cs[1]["pooled"]["delta"] or 0), cs[0].name))
     return pos[0] if pos else None
