@@ -215,3 +215,101 @@ def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, 
             tol = 1e-4 if dtype == torch.float32 else 0.01 * float(base.abs().max() + delta.abs().max()) + 0.02 * float(delta.abs().max())
             assert err <= tol, (dtype, quant, fused, err)
             assert torch.equal(y[slots == 0], base[slots == 0])
+
+
+@pytest.mark.parametrize("family,quant", [("llama", "none"), ("llama", "int4"), ("qwen2", "int4")])
+def test_fused_decode_step_matches_the_layer_loop(ops, tiny_dirs, tmp_path, monkeypatch, family, quant):
+    """A decode step in one native call (csrc/decode.cpp) against the Python layer loop, its twin:
+    pooled and standalone K/V buffers, base and adapter tokens mixed, over several steps. The K/V
+    both write must agree too, and the fused path must really have run."""
+    from macaronic.engine.kvpool import KVPool
+    from macaronic.engine.model import Transformer
+
+    ran = []
+    real = Transformer._fused_decode
+    monkeypatch.setattr(Transformer, "_fused_decode", lambda self, *a: ran.append(r := real(self, *a)) or r)
+    b = load_base(tiny_dirs[family], dtype=torch.bfloat16, quant=quant)
+    m, args = b.model, b.args
+    bank = LoraBank(args, 4, 4, dtype=torch.bfloat16)
+    for slot in (1, 2):
+        bank.write(slot, read_adapter(make_random_adapter(tmp_path / f"d{slot}", args, rank=4, seed=70 + slot,
+                                                          mode="full", scale=0.5), args, name=f"d{slot}")[1])
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(3, 300, (n,), generator=g) for n in (6, 2, 9, 4)]
+    steps = torch.randint(3, 300, (5, 4), generator=g)
+    seq_slots = torch.tensor([1, 0, 2, 1])
+
+    def run(fused: bool):
+        m.fused_decode = fused
+        pool = KVPool(args, torch.bfloat16)
+        kvs = [pool.alloc(32) for _ in range(3)] + [KVBuffer(args, 32, torch.bfloat16)]
+        outs = []
+        with torch.inference_mode():
+            for kv, p in zip(kvs, prompts):
+                m(p, [SeqSlice(kv, len(p))])
+            for i, toks in enumerate(steps):
+                rows = [0, 1, 2, 3] if i % 2 == 0 else [3]  # the pool plus a standalone buffer, then one alone
+                lora = i < 4  # the last step runs without a bank
+                outs.append(m(toks[rows], [SeqSlice(kvs[r], 1) for r in rows], lora=bank if lora else None,
+                              slots=bank.plan(seq_slots[rows]) if lora else None).float())
+        return outs, [(kv.k[:, :, : kv.length].float(), kv.v[:, :, : kv.length].float()) for kv in kvs]
+
+    ref, ref_kv = run(False)
+    got, got_kv = run(True)
+    assert len(ran) == 2 * len(steps)  # decode steps only: a prefill never asks
+    assert all(r is None for r in ran[: len(steps)]) and all(r is not None for r in ran[len(steps) :])
+    for a, r in zip(got, ref):
+        span = float(r.max() - r.min())
+        err = (a - r).abs()
+        # the two attention kernels sum in different orders, and bf16 rounding carries that on
+        assert float(err.max()) <= 0.05 * span and float(err.mean()) <= 0.005 * span, (float(err.max()), span)
+        assert float((a.argmax(-1) == r.argmax(-1)).float().mean()) >= 0.75
+    for (ka, va), (kr, vr) in zip(got_kv, ref_kv):
+        assert ka.shape == kr.shape and float((ka - kr).abs().max()) <= 0.05 * float(kr.abs().max())
+        assert float((va - vr).abs().max()) <= 0.05 * float(vr.abs().max())
+    m.fused_decode = True
+    kv = KVBuffer(args, 2, torch.bfloat16)
+    with torch.inference_mode(), pytest.raises(ValueError, match="KV buffer overflow"):
+        m(prompts[1][:2], [SeqSlice(kv, 2)])
+        m(steps[0][:1], [SeqSlice(kv, 1)])
+
+
+def test_the_kernels_give_the_same_bits_on_any_thread_count_and_thread(ops, tiny_dirs, tmp_path):
+    """The kernels' own pool (csrc/pool.cpp) splits work by output blocks, tokens and heads, never a
+    sum: one thread, two, and two from a thread that is not the main one give the same bits (the
+    engine decodes on its own thread), for the matmul, the LoRA delta and a whole decode step."""
+    import threading
+
+    b = load_base(tiny_dirs["llama"], dtype=torch.bfloat16, quant="int4")
+    bank = LoraBank(b.args, 4, 4, dtype=torch.bfloat16)
+    bank.write(1, read_adapter(make_random_adapter(tmp_path / "t1", b.args, rank=4, seed=71, mode="full", scale=0.5),
+                               b.args, name="t1")[1])
+    g = torch.Generator().manual_seed(6)
+    w = (torch.randn(1024, 96, generator=g) * 0.05).bfloat16()
+    qw, sc = pack_int4(w)
+    x = torch.randn(3, 96, generator=g).bfloat16()
+    prompt, step = torch.randint(3, 300, (7,), generator=g), torch.randint(3, 300, (2,), generator=g)
+
+    def run() -> list[torch.Tensor]:
+        with torch.inference_mode():
+            kvs = [KVBuffer(b.args, 16, torch.bfloat16) for _ in range(2)]
+            for kv in kvs:
+                b.model(prompt, [SeqSlice(kv, len(prompt))])
+            slots = torch.tensor([1, 0])
+            out = b.model(step, [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(slots))
+            return [ops.int4_linear(x, qw, sc, None), out]
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run()
+        torch.set_num_threads(2)
+        two = run()
+        got: list = []
+        t = threading.Thread(target=lambda: (torch.set_num_threads(2), got.append(run())))
+        t.start()
+        t.join()
+    finally:
+        torch.set_num_threads(before)
+    for a, b2, c in zip(one, two, got[0]):
+        assert torch.equal(a, b2) and torch.equal(a, c)

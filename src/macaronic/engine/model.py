@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from macaronic.engine.config import ModelArgs
+from macaronic.engine.config import FUSED, ModelArgs
 from macaronic.engine.kvpool import KVBuffer, KVPool
 
 
@@ -62,6 +62,10 @@ def _pooled_decode(seqs: list[SeqSlice]) -> _PooledStep | None:
     limit[rows] = pos
     mask = (torch.arange(span)[None, :] <= limit[:, None])[:, None, None, :]
     return _PooledStep(pool=pool, rows=rows, pos=pos, n_rows=n_rows, span=span, mask=mask)
+
+
+_NO_SLOTS = torch.empty(0, dtype=torch.long)
+_N_TARGETS = [len(FUSED[f]) for f in FUSED]  # decode_layers' LoRA layout: per projection, A then its Bs
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -121,6 +125,8 @@ class Transformer(nn.Module):
         )
         self._cos, self._sin = rope_tables(args, min(args.max_seq_len, 1 << 16))
         self.quant = "none"  # or "int8" / "int4" after macaronic.engine.quant.quantize
+        self.fused_decode = True  # decode steps in one native call where they can (False: the layer loop)
+        self._decode_w = None  # decode_layers' weight list, built on first use (after quantize)
 
     # ---- weights in Hugging Face names (loading, fingerprint) ----
 
@@ -223,7 +229,10 @@ class Transformer(nn.Module):
         if last_layer is not None and not (hidden and first_layer < last_layer <= a.n_layers):
             raise ValueError(f"last_layer {last_layer} needs hidden=True and {first_layer} < last_layer <= {a.n_layers}")
         keep = {li for s in seqs for li in s.kv.resid}
-        for li, blk in enumerate(self.layers):
+        fused = None
+        if not first_layer and last_layer is None and not keep and len(tokens) == len(seqs):
+            fused = self._fused_decode(x, seqs, cos, sin, lora, slots)
+        for li, blk in enumerate(self.layers if fused is None else ()):
             if li < first_layer:
                 continue
             if last_layer is not None and li >= last_layer:
@@ -247,6 +256,8 @@ class Transformer(nn.Module):
             gu = self._proj(h, blk.w13, None, li, "gate_up", lora, slots)
             act = F.silu(gu[:, : a.intermediate_size]) * gu[:, a.intermediate_size :]
             x = x + self._proj(act, blk.w2, None, li, "down", lora, slots)
+        if fused is not None:
+            x = fused
         for s in seqs:
             s.kv.length += s.n_new
         if last_layer is not None and last_layer < a.n_layers:
@@ -260,6 +271,59 @@ class Transformer(nn.Module):
             ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
             x = x[ends]
         return linear(x, self.lm_head)
+
+    def _fused_decode(self, x: Tensor, seqs: list[SeqSlice], cos: Tensor, sin: Tensor, lora, slots) -> Tensor | None:
+        """Every layer of a decode step (one new token per sequence) in one native call
+        (csrc/decode.cpp), or None where it does not apply: then the layer loop below, its
+        reference twin, runs. Applies to bf16 models whose projections are dense or native int4,
+        without q/k norms, with no LoRA or the bank's native kernel."""
+        if not self.fused_decode or self.dtype != torch.bfloat16 or any(s.n_new != 1 for s in seqs):
+            return None
+        args = self._decode_weights()
+        if args is None:
+            return None
+        ops, w = args
+        if lora is None:
+            lw, ls = [], [_NO_SLOTS] * 4
+        else:
+            got = lora.native_decode_args(slots) if hasattr(lora, "native_decode_args") else None
+            if got is None:
+                return None
+            lw, ls = got
+        for s in seqs:
+            if s.kv.length + 1 > s.kv.capacity:
+                raise ValueError(f"KV buffer overflow: {s.kv.length + 1} > capacity {s.kv.capacity}")
+        a = self.args
+        return ops.decode_layers(x, w, lw, ls, [s.kv.k for s in seqs], [s.kv.v for s in seqs],
+                                 [s.kv.length for s in seqs], cos[:, 0].contiguous(), sin[:, 0].contiguous(),
+                                 _N_TARGETS, a.n_heads, a.n_kv_heads, a.norm_eps)
+
+    def _decode_weights(self):
+        """(native ops, the flat weight list decode_layers takes), built once; None where a
+        projection is neither dense bf16 nor native int4, or the kernels do not run here."""
+        if self._decode_w is None:
+            from macaronic.engine import native as native_mod
+
+            ops, none = native_mod.ops(), torch.empty(0, dtype=self.dtype)
+            a = self.args
+            ok = (ops is not None and hasattr(ops, "decode_layers") and self.layers[0].q_norm is None
+                  and a.dim % 16 == 0 and a.head_dim % 16 == 0 and a.head_dim <= 256)
+            w: list[Tensor] = []
+
+            def proj(m, bias=None) -> tuple[Tensor, Tensor, Tensor]:  # weight, scales (empty: dense), bias
+                nonlocal ok
+                if isinstance(m, Tensor):
+                    return m, none, none if bias is None else bias
+                if ops is not None and getattr(m, "native", None) is ops and not m.rescore:
+                    return m.packed[0], m.packed[1], none if m.bias is None else m.bias
+                ok = False
+                return none, none, none
+
+            for blk in self.layers:  # 11 per layer, in decode.cpp's order
+                w += [blk.attn_norm, *proj(blk.wqkv, blk.bqkv), *proj(blk.wo)[:2], blk.ffn_norm,
+                      *proj(blk.w13)[:2], *proj(blk.w2)[:2]]
+            self._decode_w = (ops, w) if ok else False
+        return self._decode_w or None
 
     @staticmethod
     def _keep_residual(layer: int, x: Tensor, seqs: list[SeqSlice]) -> None:

@@ -22,7 +22,11 @@ from pathlib import Path
 
 import torch
 
-SOURCES = tuple(Path(__file__).with_name("csrc") / f for f in ("int4.cpp", "lora.cpp"))
+SOURCES = tuple(Path(__file__).with_name("csrc") / f for f in ("int4.cpp", "lora.cpp", "decode.cpp", "pool.cpp"))
+HEADERS = (Path(__file__).with_name("csrc") / "pool.h",)
+# The kernels thread with their own pool (csrc/pool.h), not OpenMP: built without -fopenmp,
+# at::parallel_for would run serially, and with it libgomp's per-thread teams wake slowly.
+FLAGS = ("-O3", "-std=c++20", "-fPIC", "-w")
 _lock = threading.Lock()
 _state: dict = {}  # "ops": the loaded namespace or None, once decided
 
@@ -32,14 +36,15 @@ class NativeBuildError(RuntimeError):
 
 
 def library_path(cache: Path | None = None) -> Path:
-    """Where the library for these sources and this torch lives."""
+    """Where the library for these sources, flags and this torch lives."""
     if cache is None:
         from macaronic.engine.config import home
 
         cache = Path(os.environ.get("MACARONIC_NATIVE_CACHE") or home() / "native")
     h = hashlib.sha256()
-    for src in SOURCES:
+    for src in SOURCES + HEADERS:
         h.update(src.read_bytes())
+    h.update(" ".join(FLAGS).encode())
     h.update(torch.__version__.encode())
     return cache / f"macaronic_native-{h.hexdigest()[:16]}.so"
 
@@ -50,7 +55,7 @@ def build(dest: Path, cxx: str | None = None) -> float:
     with the compiler's output."""
     tdir = Path(torch.__file__).parent
     cc = cxx or os.environ.get("CXX") or "g++"
-    flags = ["-O3", "-std=c++20", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+    flags = [*FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
              f"-I{tdir / 'include'}", f"-I{tdir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}"]
     dest.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -193,6 +193,7 @@ def quantize(model, kind: str, native=_AUTO) -> None:
             _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native))
     _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native))
     model.quant = kind
+    model._decode_w = None  # the fused decode step's weight list names the replaced tensors
 
 
 def _swap(module: nn.Module, name: str, new: nn.Module) -> None:

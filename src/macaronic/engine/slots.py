@@ -91,6 +91,7 @@ class LoraBank:
         self._stack_key: tuple | None = None
         self._stack: _Stack | None = None
         self._views: dict[str, list] = {}  # fused -> per layer (A view, [B views]): the kernel's arguments
+        self._flat: list[Tensor] | None = None  # every layer's views in one list: the decode step's arguments
         # the fused decode kernel reads the fp32 bank directly; inputs must be multiples of 16 wide
         fits = dtype in (torch.float32, torch.bfloat16) and all(a.shape[-1] % 16 == 0 for a in self.A.values())
         self.native = (native_mod.ops() if native is AUTO else native) if fits else None
@@ -113,7 +114,7 @@ class LoraBank:
             self.Bt[f] = news
         self.r_max = r
         self._stack_key = self._stack = None
-        self._views = {}
+        self._views, self._flat = {}, None
 
     def nbytes_per_slot(self) -> int:
         return sum(a[:, 0].nbytes + sum(b[:, 0].nbytes for b in bs) for a, bs in zip(self.A.values(), self.Bt.values()))
@@ -144,13 +145,18 @@ class LoraBank:
         self.version[slot] += 1
 
     def plan(self, slots: Tensor) -> SlotPlan:
-        n = slots.shape[0]
-        used = tuple(int(s) for s in torch.unique(slots) if int(s) != 0)  # ascending
+        # on Python ints: a decode step's handful of tokens costs a few µs, not a dozen tensor ops
+        n, ids = slots.shape[0], slots.tolist()
+        used = tuple(sorted(set(ids) - {0}))  # ascending
+        at: dict[int, list[int]] = {s: [] for s in used}
+        for i, s in enumerate(ids):
+            if s:
+                at[s].append(i)
         groups: list[tuple[int, Tensor | slice]] = []
         for s in used:
-            idx = (slots == s).nonzero().squeeze(1)
-            lo, hi = int(idx[0]), int(idx[-1]) + 1
-            groups.append((s, slice(lo, hi) if hi - lo == idx.numel() else idx))
+            idx = at[s]
+            lo, hi = idx[0], idx[-1] + 1
+            groups.append((s, slice(lo, hi) if hi - lo == len(idx) else torch.tensor(idx)))
         mask = stack = None
         fast = bool(used) and n <= STACKED_MAX_TOKENS
         if fast and self.native is None:
@@ -160,11 +166,22 @@ class LoraBank:
         native_slots = {}
         if self.native is not None and fast:  # per projection, once per forward
             for f in fused:
-                keep = [s for s in used if f in self.present[s]]
-                native_slots[f] = slots if len(keep) == len(used) else torch.where(
-                    torch.isin(slots, torch.tensor(keep)), slots, 0)
+                keep = {s for s in used if f in self.present[s]}
+                native_slots[f] = slots if len(keep) == len(used) else torch.tensor([s if s in keep else 0 for s in ids])
         return SlotPlan(slots=slots, used=used, groups=groups, mask=mask, stack=stack, fused=fused,
                         native_slots=native_slots)
+
+    def native_decode_args(self, plan: SlotPlan) -> tuple[list[Tensor], list[Tensor]] | None:
+        """What csrc/decode.cpp's decode_layers takes for this plan: every layer's A and Bs per
+        fused projection (in config.FUSED order, built once), and per projection its slots (empty
+        where no present adapter has weights for it); None where the native kernel does not run it."""
+        if self.native is None or (plan.fused and not plan.native_slots):
+            return None
+        if self._flat is None:
+            self._flat = [t for li in range(self.args.n_layers) for f in FUSED
+                          for t in (self.A[f][li], *(b[li] for b in self.Bt[f]))]
+        none = plan.slots.new_empty(0)
+        return self._flat, [plan.native_slots.get(f, none) for f in FUSED]
 
     def _layer_views(self, fused: str) -> list:
         v = self._views.get(fused)

@@ -21,8 +21,9 @@
 // Knows nothing about models, adapters or Python.
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include "pool.h"
 
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -45,6 +46,7 @@ constexpr int64_t kGroup = 32;
 constexpr int64_t kBlock = 16;
 constexpr int kRowTile = 8;
 constexpr int64_t kChunkBytes = int64_t(1) << 20;  // a dequantised chunk stays in L2 for at::mm
+constexpr int64_t kAhead = 2048;                    // the few-rows path's software prefetch distance (bytes of nibbles)
 
 KERNEL inline __m512 bf16x16(const at::BFloat16* p) {  // 16 bf16 -> 16 fp32
   __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -83,6 +85,11 @@ KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const 
   const int32_t* xp = reinterpret_cast<const int32_t*>(x);  // x as bf16 pairs; row r starts at r * K / 2
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* q = qw + g * 256;
+    // The hardware prefetcher stops at 4 KiB pages; a block is ~4.6 KiB and the next block follows it,
+    // so fetch kAhead bytes ahead (into the next block near the end): the few-rows path is otherwise
+    // bound by memory latency once the weights leave the cache (2x slower, docs/LOG.md).
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(sc + g * 32) + kAhead / 4, _MM_HINT_T0);
     __m512 gacc[R][C];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j) gacc[r][j] = _mm512_setzero_ps();
@@ -257,7 +264,7 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
     const float* xsp = xs.data_ptr<float>();
     const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
     at::BFloat16* yp = y.data_ptr<at::BFloat16>();
-    at::parallel_for(0, n_blocks, 8, [&](int64_t b0, int64_t b1) {
+    macaronic::parallel_for(0, n_blocks, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (int64_t r0 = 0; r0 < N; r0 += kRowTile) {
           const int rows = int(std::min<int64_t>(kRowTile, N - r0));
@@ -273,7 +280,7 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
     const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
     const at::BFloat16* xpp = xp.data_ptr<at::BFloat16>();
     at::BFloat16* yp = y.data_ptr<at::BFloat16>();
-    at::parallel_for(0, n_blocks, 4, [&](int64_t b0, int64_t b1) { amx_blocks(xpp, N, K, q, s, bp, yp, O, b0, b1); });
+    macaronic::parallel_for(0, n_blocks, 4, [&](int64_t b0, int64_t b1) { amx_blocks(xpp, N, K, q, s, bp, yp, O, b0, b1); });
     return y;
   }
   // many rows without AMX: dequantise chunks of output blocks to bf16 [K, chunk] and let at::mm run them. The
@@ -285,7 +292,7 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(n_blocks, c0 + chunk), width = (c1 - c0) * kBlock;
     at::BFloat16* wp = scratch.data();
-    at::parallel_for(c0, c1, 4, [&](int64_t b0, int64_t b1) { dequant_blocks(q, s, G, b0, b1, c0, width, wp); });
+    macaronic::parallel_for(c0, c1, 4, [&](int64_t b0, int64_t b1) { dequant_blocks(q, s, G, b0, b1, c0, width, wp); });
     at::Tensor w = at::from_blob(wp, {K, width}, x.options());
     at::Tensor part = bias ? at::addmm(bias->narrow(0, c0 * kBlock, width), x, w) : at::mm(x, w);
     if (chunk == n_blocks) return part;
@@ -309,6 +316,13 @@ at::Tensor int4_linear_lora(const at::Tensor& x, const at::Tensor& qw, const at:
 }
 
 }  // namespace
+
+namespace macaronic {
+// For csrc/decode.cpp: the projection call the Python path makes (path 0: picked by the row count).
+at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias) {
+  return int4_linear(x, qw, sc, bias, 0);
+}
+}  // namespace macaronic
 
 TORCH_LIBRARY(macaronic, m) {
   m.def("int4_linear(Tensor x, Tensor qw, Tensor sc, Tensor? bias, int path=0) -> Tensor", &int4_linear);

@@ -8,8 +8,9 @@
 // The reference twin is macaronic.engine.slots.ReferenceLora. Knows nothing about adapters or models.
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include "pool.h"
 
 #include <immintrin.h>
 
@@ -58,36 +59,44 @@ KERNEL void shrink(const TW* A, int64_t R, int64_t d, const float* x, float* xa)
   }
 }
 
-// The same for bf16 weights and bf16 x: vdpbf16ps takes 32 products a step, exact in fp32.
 KERNEL inline __m512bh ld(const at::BFloat16* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
-KERNEL void shrink_bf16(const at::BFloat16* A, int64_t R, int64_t d, const at::BFloat16* x, float* xa) {
+
+// The shrink for bf16 weights and bf16 x, NT tokens of one slot at once: xa[t * R + j] = A[j, :] . x_t.
+// vdpbf16ps takes 32 products a step, exact in fp32; each 64-byte piece of 4 rows of A is loaded
+// once for all NT tokens (4 x NT independent chains).
+template <int NT>
+KERNEL void shrink_bf16_tokens(const at::BFloat16* A, int64_t R, int64_t d, const at::BFloat16* const* x, float* xa) {
   int64_t j = 0;
   for (; j + 4 <= R; j += 4) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 acc[4][NT];
+    for (int u = 0; u < 4; ++u)
+      for (int t = 0; t < NT; ++t) acc[u][t] = _mm512_setzero_ps();
+    const char* next = reinterpret_cast<const char*>(A + (j + 4) * d);  // the next 4 rows (past R: harmless)
     int64_t k = 0;
     for (; k + 32 <= d; k += 32) {
-      const __m512bh v = ld(x + k);
-      a0 = _mm512_dpbf16_ps(a0, ld(A + j * d + k), v);
-      a1 = _mm512_dpbf16_ps(a1, ld(A + (j + 1) * d + k), v);
-      a2 = _mm512_dpbf16_ps(a2, ld(A + (j + 2) * d + k), v);
-      a3 = _mm512_dpbf16_ps(a3, ld(A + (j + 3) * d + k), v);
+      for (int u = 0; u < 4; ++u) _mm_prefetch(next + (u * d + k) * 2, _MM_HINT_T0);
+      __m512bh a[4];
+      for (int u = 0; u < 4; ++u) a[u] = ld(A + (j + u) * d + k);
+      for (int t = 0; t < NT; ++t) {
+        const __m512bh v = ld(x[t] + k);
+        for (int u = 0; u < 4; ++u) acc[u][t] = _mm512_dpbf16_ps(acc[u][t], a[u], v);
+      }
     }
-    for (; k < d; k += 16) {  // a last 16 (d is a multiple of 16)
-      const __m512 v = load16(x + k);
-      a0 = _mm512_fmadd_ps(load16(A + j * d + k), v, a0);
-      a1 = _mm512_fmadd_ps(load16(A + (j + 1) * d + k), v, a1);
-      a2 = _mm512_fmadd_ps(load16(A + (j + 2) * d + k), v, a2);
-      a3 = _mm512_fmadd_ps(load16(A + (j + 3) * d + k), v, a3);
+    for (; k < d; k += 16)  // a last 16 (d is a multiple of 16)
+      for (int t = 0; t < NT; ++t) {
+        const __m512 v = load16(x[t] + k);
+        for (int u = 0; u < 4; ++u) acc[u][t] = _mm512_fmadd_ps(load16(A + (j + u) * d + k), v, acc[u][t]);
+      }
+    for (int u = 0; u < 4; ++u)
+      for (int t = 0; t < NT; ++t) xa[t * R + j + u] = _mm512_reduce_add_ps(acc[u][t]);
+  }
+  for (; j < R; ++j)
+    for (int t = 0; t < NT; ++t) {
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t k = 0; k < d; k += 16) a = _mm512_fmadd_ps(load16(A + j * d + k), load16(x[t] + k), a);
+      xa[t * R + j] = _mm512_reduce_add_ps(a);
     }
-    xa[j] = _mm512_reduce_add_ps(a0), xa[j + 1] = _mm512_reduce_add_ps(a1);
-    xa[j + 2] = _mm512_reduce_add_ps(a2), xa[j + 3] = _mm512_reduce_add_ps(a3);
-  }
-  for (; j < R; ++j) {
-    __m512 a = _mm512_setzero_ps();
-    for (int64_t k = 0; k < d; k += 16) a = _mm512_fmadd_ps(load16(A + j * d + k), load16(x + k), a);
-    xa[j] = _mm512_reduce_add_ps(a);
-  }
 }
 
 // y_t[0:w] += sum_j xa_t[j] * B[j, 0:w] for T tokens of one slot (B: [r, w] row-major; xa_t at
@@ -103,6 +112,8 @@ KERNEL void expand(const float* xa, int64_t lda, const TW* B, int64_t r, int64_t
       for (int t = 0; t < T; ++t) acc[t][q] = load16m(y[t] + c + 16 * q, k[q]);
     }
     for (int64_t j = 0; j < r; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 64), _MM_HINT_T0);  // this row's next 64 columns
+      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 64) + 64, _MM_HINT_T0);
       for (int q = 0; q < 4; ++q) {
         const __m512 b = load16m(B + j * w + c + 16 * q, k[q]);
         for (int t = 0; t < T; ++t) acc[t][q] = _mm512_fmadd_ps(_mm512_set1_ps(xa[t * lda + j]), b, acc[t][q]);
@@ -123,15 +134,30 @@ KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const st
     const int64_t s = slots[order[i]];
     int nt = 0;
     TY* ys[kTok];
+    const TX* xs[kTok];
     for (; nt < kTok && i < b1 && slots[order[i]] == s; ++nt, ++i) {  // up to 4 tokens of slot s
       const int64_t n = order[i];
-      if constexpr (std::is_same_v<TW, at::BFloat16> && std::is_same_v<TX, at::BFloat16>) {
-        shrink_bf16(A + s * R * d, R, d, x + n * d, xa.data() + nt * R);
-      } else {
+      xs[nt] = x + n * d;
+      if constexpr (!(std::is_same_v<TW, at::BFloat16> && std::is_same_v<TX, at::BFloat16>)) {
         for (int64_t k = 0; k < d; k += 16) _mm512_storeu_ps(xf.data() + k, load16(x + n * d + k));
         shrink(A + s * R * d, R, d, xf.data(), xa.data() + nt * R);
       }
       ys[nt] = y + n * d_out;
+    }
+    if (i < b1 && slots[order[i]] != s) {  // the next slot's first rows of A and B, while this one computes
+      const int64_t s2 = slots[order[i]];
+      const char* a2 = reinterpret_cast<const char*>(A + s2 * R * d);
+      for (int64_t off = 0; off < std::min<int64_t>(4, R) * d * int64_t(sizeof(TW)); off += 64) _mm_prefetch(a2 + off, _MM_HINT_T1);
+      for (size_t t = 0; t < Bs.size(); ++t)
+        for (int64_t j = 0; j < r; ++j) _mm_prefetch(reinterpret_cast<const char*>(Bs[t] + (s2 * r + j) * widths[t]), _MM_HINT_T1);
+    }
+    if constexpr (std::is_same_v<TW, at::BFloat16> && std::is_same_v<TX, at::BFloat16>) {
+      switch (nt) {  // the tokens together: each row of A is read once for all of them
+        case 1: shrink_bf16_tokens<1>(A + s * R * d, R, d, xs, xa.data()); break;
+        case 2: shrink_bf16_tokens<2>(A + s * R * d, R, d, xs, xa.data()); break;
+        case 3: shrink_bf16_tokens<3>(A + s * R * d, R, d, xs, xa.data()); break;
+        default: shrink_bf16_tokens<4>(A + s * R * d, R, d, xs, xa.data()); break;
+      }
     }
     int64_t col = 0;
     for (size_t t = 0; t < Bs.size(); ++t) {
@@ -157,7 +183,7 @@ void run(at::Tensor& y, const at::Tensor& x, const at::Tensor& A, at::TensorList
   for (const auto& b : Bs) bp.push_back(b.data_ptr<TW>());
   const TW* ap = A.data_ptr<TW>();
   const int64_t R = A.size(1), d = A.size(2);
-  at::parallel_for(skip, int64_t(order.size()), 4, [&](int64_t b0, int64_t b1) {
+  macaronic::parallel_for(skip, int64_t(order.size()), 4, [&](int64_t b0, int64_t b1) {
     if (x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat)
       lora_tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
     else if (x.scalar_type() == at::kBFloat16 && y.scalar_type() == at::kBFloat16)

@@ -1,0 +1,276 @@
+// One decode step through every decoder layer in one native call (bf16 activations).
+//
+// For B sequences that each add one token: per layer, RMSNorm, the fused qkv projection (+ its
+// LoRA delta), rotary embedding, the new K/V written into each sequence's buffer, attention of the
+// one query over the buffer, o projection and residual, RMSNorm, gate/up, SiLU * up, down and
+// residual. The projections are the same calls the Python path makes (int4_linear or at::linear,
+// then lora_delta), and the element-wise steps round to bf16 where the PyTorch ops do, so the two
+// paths agree up to the attention's summation order. The Python forward in engine/model.py is the
+// reference twin; this file only removes its ~40 dispatches per layer. Knows nothing about
+// tokenizers, scheduling or where the weights and adapters come from.
+//
+// Arguments (engine/model.py `_fused_decode` builds them):
+//   x: bf16 [B, D], the embedded tokens;
+//   w: 11 per layer: attn_norm, qkv weight, qkv scales, qkv bias, o weight, o scales, ffn_norm,
+//      gate_up weight, gate_up scales, down weight, down scales. A weight with scales is native int4
+//      (quant.pack_int4's layout), one with empty scales a dense bf16 [out, in]; an empty bias is none;
+//   lora: empty, or per layer for each of the 4 fused projections its A then its n_targets[f] Bs;
+//   slots: 4 int64 [B] slot indices (lora_delta's), an empty one where that projection adds nothing;
+//   ks, vs: per sequence its K/V buffer [L, n_kv, capacity, head_dim] (any strides but the last);
+//   lengths: per sequence the position of its new token; cos, sin: bf16 [B, head_dim] at those positions.
+// Returns the residual stream after the last layer, bf16 [B, D] (before the final norm).
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "pool.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace macaronic {
+void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots);
+at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias);
+}  // namespace macaronic
+
+namespace {
+
+using bf16 = at::BFloat16;
+
+#define KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+KERNEL inline __m512 load16(const bf16* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+KERNEL inline void store16(bf16* p, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v)); }
+KERNEL inline __m512 round16(__m512 v) {  // fp32 -> nearest bf16 -> fp32, as a bf16 tensor op's result
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(v)), 16));
+}
+
+// Hugging Face's half-precision RMSNorm (model.rms_norm): normalise in fp32, round, scale by w.
+KERNEL void rms_norm(const bf16* x, const bf16* w, int64_t D, float eps, bf16* out) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t k = 0; k < D; k += 16) {
+    const __m512 v = load16(x + k);
+    acc = _mm512_fmadd_ps(v, v, acc);
+  }
+  const __m512 r = _mm512_set1_ps(1.f / std::sqrt(_mm512_reduce_add_ps(acc) / float(D) + eps));
+  for (int64_t k = 0; k < D; k += 16) store16(out + k, _mm512_mul_ps(load16(w + k), round16(_mm512_mul_ps(load16(x + k), r))));
+}
+
+// Rotate-half rotary embedding of one head in place (model.apply_rope's bf16 rounding: each
+// product and the sum round to bf16).
+KERNEL void rope(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
+  const int64_t half = hd / 2;
+  alignas(64) float tmp[256];
+  for (int64_t i = 0; i < hd; ++i) {
+    const float xi = float(x[i]), rot = i < half ? -float(x[i + half]) : float(x[i - half]);
+    tmp[i] = float(bf16(float(bf16(xi * float(cos[i]))) + float(bf16(rot * float(sin[i])))));
+  }
+  for (int64_t i = 0; i < hd; ++i) x[i] = bf16(tmp[i]);
+}
+
+// One query head over keys 0..n-1 of one K/V head (rows `kstride` apart); out = softmax(q.K / sqrt(hd)) V.
+// Like the flash-attention CPU kernel for bf16: fp32 scores and sums, probabilities rounded to bf16
+// before they weight V.
+KERNEL void attend(const bf16* q, const bf16* k, const bf16* v, int64_t kstride, int64_t n, int64_t hd, float scale,
+                   std::vector<float>& s, bf16* out) {
+  s.resize(n);
+  __m512 qv[16];
+  const int64_t nv = hd / 16;
+  for (int64_t c = 0; c < nv; ++c) qv[c] = load16(q + 16 * c);
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const bf16* kj = k + j * kstride;
+    __m512 a = _mm512_mul_ps(qv[0], load16(kj));
+    for (int64_t c = 1; c < nv; ++c) a = _mm512_fmadd_ps(qv[c], load16(kj + 16 * c), a);
+    s[j] = _mm512_reduce_add_ps(a) * scale;
+    mx = std::max(mx, s[j]);
+  }
+  float sum = 0.f;
+  __m512 acc[16];
+  for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    const float p = std::exp(s[j] - mx);
+    sum += p;
+    const __m512 pv = _mm512_set1_ps(float(bf16(p)));
+    const bf16* vj = v + j * kstride;
+    for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_fmadd_ps(pv, load16(vj + 16 * c), acc[c]);
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / sum);
+  for (int64_t c = 0; c < nv; ++c) store16(out + 16 * c, _mm512_mul_ps(acc[c], inv));
+}
+
+inline bool given(const at::Tensor& t) { return t.defined() && t.numel() > 0; }
+
+// H query heads that share one K/V head (GQA), NV = head_dim / 16: each key and value row is read
+// and widened once for all H; per head the arithmetic is attend's, in the same order.
+template <int NV, int H>
+KERNEL void attend_heads(const bf16* q, const bf16* k, const bf16* v, int64_t kstride, int64_t n, float scale,
+                         std::vector<float>& s, bf16* out) {
+  s.resize(H * n);
+  __m512 qv[H][NV];
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < NV; ++c) qv[h][c] = load16(q + h * NV * 16 + 16 * c);
+  float mx[H], sum[H];
+  for (int h = 0; h < H; ++h) mx[h] = -INFINITY, sum[h] = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    __m512 kv[NV];
+    for (int c = 0; c < NV; ++c) kv[c] = load16(k + j * kstride + 16 * c);
+    for (int h = 0; h < H; ++h) {
+      __m512 a = _mm512_mul_ps(qv[h][0], kv[0]);
+      for (int c = 1; c < NV; ++c) a = _mm512_fmadd_ps(qv[h][c], kv[c], a);
+      const float sj = _mm512_reduce_add_ps(a) * scale;
+      s[h * n + j] = sj;
+      mx[h] = std::max(mx[h], sj);
+    }
+  }
+  __m512 acc[H][NV];
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < NV; ++c) acc[h][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    __m512 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = load16(v + j * kstride + 16 * c);
+    for (int h = 0; h < H; ++h) {
+      const float p = std::exp(s[h * n + j] - mx[h]);
+      sum[h] += p;
+      const __m512 pv = _mm512_set1_ps(float(bf16(p)));
+      for (int c = 0; c < NV; ++c) acc[h][c] = _mm512_fmadd_ps(pv, vv[c], acc[h][c]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const __m512 inv = _mm512_set1_ps(1.f / sum[h]);
+    for (int c = 0; c < NV; ++c) store16(out + h * NV * 16 + 16 * c, _mm512_mul_ps(acc[h][c], inv));
+  }
+}
+
+using HeadsFn = void (*)(const bf16*, const bf16*, const bf16*, int64_t, int64_t, float, std::vector<float>&, bf16*);
+
+// The grouped kernel for head_dim 64 or 128 (up to 4 or 2 heads a call: their q stays in registers), else none.
+HeadsFn heads_fn(int64_t hd, int64_t h) {
+  if (hd == 64) {
+    constexpr HeadsFn f[4] = {attend_heads<4, 1>, attend_heads<4, 2>, attend_heads<4, 3>, attend_heads<4, 4>};
+    return h >= 1 && h <= 4 ? f[h - 1] : nullptr;
+  }
+  if (hd == 128) {
+    constexpr HeadsFn f[2] = {attend_heads<8, 1>, attend_heads<8, 2>};
+    return h >= 1 && h <= 2 ? f[h - 1] : nullptr;
+  }
+  return nullptr;
+}
+
+// y = x @ W.T (+ b) plus the LoRA delta: the calls Block's _proj makes.
+at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, const at::Tensor& b, at::TensorList lora,
+                int64_t a_at, int64_t n_b, const at::Tensor& slots) {
+  const std::optional<at::Tensor> bias = given(b) ? std::optional<at::Tensor>(b) : std::nullopt;
+  at::Tensor y = given(sc) ? macaronic::int4_matmul(x, w, sc, bias) : at::linear(x, w, bias);
+  if (given(slots)) macaronic::lora_delta_into(y, x, lora[a_at], lora.slice(a_at + 1, n_b), slots);
+  return y;
+}
+
+KERNEL void add_into(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x + y)
+  for (int64_t k = 0; k < n; k += 16) store16(x + k, _mm512_add_ps(load16(x + k), load16(y + k)));
+}
+
+KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) {  // bf16(bf16(silu(g)) * u)
+  for (int64_t k = 0; k < I; ++k) {
+    const float g = float(gu[k]);
+    out[k] = bf16(float(bf16(g / (1.f + std::exp(-g)))) * float(gu[I + k]));
+  }
+}
+
+constexpr int64_t kPerLayer = 11;
+
+at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorList lora, at::TensorList slots,
+                         at::TensorList ks, at::TensorList vs, at::IntArrayRef lengths, const at::Tensor& cos,
+                         const at::Tensor& sin, at::IntArrayRef n_targets, int64_t n_heads, int64_t n_kv, double eps) {
+  TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kBFloat16, "decode_layers: x must be bf16 [B, D]");
+  const int64_t B = x_in.size(0), D = x_in.size(1), hd = cos.size(1);
+  TORCH_CHECK(w.size() % kPerLayer == 0, "decode_layers: w must hold 11 tensors per layer");
+  const int64_t L = int64_t(w.size()) / kPerLayer;
+  TORCH_CHECK(D % 16 == 0 && hd % 16 == 0 && hd <= 256 && n_heads % n_kv == 0, "decode_layers: unsupported shape");
+  TORCH_CHECK(slots.size() == 4 && n_targets.size() == 4, "decode_layers: 4 slot tensors and 4 target counts");
+  int64_t lora_per_layer = 0;
+  std::vector<int64_t> a_off(4);
+  for (int f = 0; f < 4; ++f) a_off[f] = lora_per_layer, lora_per_layer += 1 + n_targets[f];
+  TORCH_CHECK(lora.empty() || int64_t(lora.size()) == L * lora_per_layer, "decode_layers: lora must be empty or complete");
+  TORCH_CHECK(int64_t(ks.size()) == B && int64_t(vs.size()) == B && int64_t(lengths.size()) == B, "decode_layers: one K, V and length per row");
+  TORCH_CHECK(cos.scalar_type() == at::kBFloat16 && sin.scalar_type() == at::kBFloat16 && cos.is_contiguous() &&
+              sin.is_contiguous() && cos.size(0) == B && sin.size(0) == B, "decode_layers: cos, sin must be contiguous bf16 [B, head_dim]");
+  for (int64_t b = 0; b < B; ++b) {
+    TORCH_CHECK(ks[b].dim() == 4 && ks[b].size(0) == L && ks[b].size(1) == n_kv && ks[b].size(3) == hd && ks[b].stride(3) == 1 &&
+                ks[b].scalar_type() == at::kBFloat16 && vs[b].sizes() == ks[b].sizes() && vs[b].strides() == ks[b].strides() &&
+                vs[b].scalar_type() == at::kBFloat16, "decode_layers: K/V buffers must be bf16 [L, n_kv, capacity, head_dim]");
+    TORCH_CHECK(lengths[b] >= 0 && lengths[b] < ks[b].size(2), "decode_layers: KV buffer overflow: ", lengths[b] + 1,
+                " > capacity ", ks[b].size(2));
+  }
+  for (const auto& s : slots) TORCH_CHECK(!given(s) || lora.size(), "decode_layers: slots without lora weights");
+  const int64_t qw = n_heads * hd, kvw = n_kv * hd, group = n_heads / n_kv;
+  const int64_t per = std::min<int64_t>(group, hd <= 64 ? 4 : 2), runs = (group + per - 1) / per;  // query heads a call
+  const float scale = 1.f / std::sqrt(float(hd));
+  at::Tensor x = x_in.contiguous().clone();
+  at::Tensor h = at::empty_like(x), attn = at::empty({B, qw}, x.options());
+  bf16* xp = x.data_ptr<bf16>();
+  bf16* hp = h.data_ptr<bf16>();
+  const bf16* cp = cos.data_ptr<bf16>();
+  const bf16* sp = sin.data_ptr<bf16>();
+  for (int64_t li = 0; li < L; ++li) {
+    const at::Tensor* lw = w.data() + li * kPerLayer;
+    at::TensorList ll = lora.empty() ? lora : lora.slice(li * lora_per_layer, lora_per_layer);
+    for (int64_t b = 0; b < B; ++b) rms_norm(xp + b * D, lw[0].data_ptr<bf16>(), D, float(eps), hp + b * D);
+    at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0]);  // [B, qw + 2 kvw]
+    TORCH_CHECK(qkv.size(1) == qw + 2 * kvw, "decode_layers: the qkv weight's width does not match the heads");
+    bf16* qp = qkv.data_ptr<bf16>();
+    const int64_t ld = qkv.size(1);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < n_heads + n_kv; ++t) rope(qp + b * ld + t * hd, cp + b * hd, sp + b * hd, hd);
+      bf16* kb = ks[b].data_ptr<bf16>() + li * ks[b].stride(0) + lengths[b] * ks[b].stride(2);
+      bf16* vb = vs[b].data_ptr<bf16>() + li * vs[b].stride(0) + lengths[b] * vs[b].stride(2);
+      for (int64_t g = 0; g < n_kv; ++g) {
+        std::copy_n(qp + b * ld + qw + g * hd, hd, kb + g * ks[b].stride(1));
+        std::copy_n(qp + b * ld + qw + kvw + g * hd, hd, vb + g * vs[b].stride(1));
+      }
+    }
+    bf16* ap = attn.data_ptr<bf16>();
+    // work items: (row, K/V head, a run of `per` of its query heads), one grouped kernel call each
+    macaronic::parallel_for(0, B * n_kv * runs, 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> s;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = i / (n_kv * runs), g = i / runs % n_kv, h0 = g * group + i % runs * per;
+        const int64_t nh = std::min(per, (g + 1) * group - h0);
+        const bf16* k0 = ks[b].data_ptr<bf16>() + li * ks[b].stride(0) + g * ks[b].stride(1);
+        const bf16* v0 = vs[b].data_ptr<bf16>() + li * vs[b].stride(0) + g * vs[b].stride(1);
+        const bf16* q0 = qp + b * ld + h0 * hd;
+        bf16* o0 = ap + b * qw + h0 * hd;
+        if (HeadsFn f = heads_fn(hd, nh)) {
+          f(q0, k0, v0, ks[b].stride(2), lengths[b] + 1, scale, s, o0);
+        } else {
+          for (int64_t h = 0; h < nh; ++h)
+            attend(q0 + h * hd, k0, v0, ks[b].stride(2), lengths[b] + 1, hd, scale, s, o0 + h * hd);
+        }
+      }
+    });
+    at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1]);
+    add_into(xp, o.data_ptr<bf16>(), B * D);
+    for (int64_t b = 0; b < B; ++b) rms_norm(xp + b * D, lw[6].data_ptr<bf16>(), D, float(eps), hp + b * D);
+    at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2]);  // [B, 2I]
+    const int64_t I = gu.size(1) / 2;
+    at::Tensor act = at::empty({B, I}, x.options());
+    for (int64_t b = 0; b < B; ++b) silu_mul(gu.data_ptr<bf16>() + b * 2 * I, I, act.data_ptr<bf16>() + b * I);
+    at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3]);
+    add_into(xp, dn.data_ptr<bf16>(), B * D);
+  }
+  return x;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(macaronic, m) {
+  m.def("decode_layers(Tensor x, Tensor[] w, Tensor[] lora, Tensor[] slots, Tensor[] ks, Tensor[] vs, int[] lengths, "
+        "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps) -> Tensor",
+        &decode_layers);
+}
