@@ -1,11 +1,12 @@
-"""Decode against llama.cpp on the same GGUF, side by side in one process, at 1 and 2 threads.
+"""Decode against llama.cpp on the same GGUF, side by side in one run, at 1 and 2 threads.
 
 Ours: the base at int4 (the native kernel; the GGUF's Q4_1 layers repack exactly) with a rank-8
 turn adapter on every stream (4 adapters over 16 streams), greedy; llama.cpp (llama-cpp-python,
 the optional `bench` extra): the same GGUF, no adapter, greedy, one stream and 16 sequences in
 one batch per step. Each repetition runs the four variants back to back, and the figures are
 medians of the per-repetition ratios (a busy machine slows both sides of a pair alike); the
-tokens/s columns are medians too. llama.cpp's threads are pinned to the same count as torch's.
+tokens/s columns are medians too. llama.cpp's threads are pinned to the same count as torch's, and it
+decodes in a process of its own (`_PeerProcess`), idle while ours runs and the other way round.
 Knows nothing about HTTP or the harness.
 """
 
@@ -21,39 +22,58 @@ from macaronic.engine.sampling import SamplingParams
 
 
 def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32, progress=None) -> dict:
-    from macaronic.bench.suite import _LlamaCpp, _llama_model, make_llm, peer_gguf
+    from macaronic.bench.suite import _llama_model, make_llm, peer_gguf
     from macaronic.engine.base import load_base
     from macaronic.engine.llm import load_tokenizer
     from macaronic.testing import make_random_adapter
 
     b = load_base(base_dir, dtype=torch.bfloat16, quant="int4")
     tok = load_tokenizer(b.path)
-    model = _llama_model(peer_gguf(b))
+    gguf = peer_gguf(b)
+    model = _llama_model(gguf)  # only to know it loads: it decodes in its own process (_PeerProcess)
+    if model is not None:
+        import llama_cpp as lc
+
+        lc.llama_model_free(model)
+        model = _PeerProcess(gguf)
     out: dict = {"tokens": tokens, "reps": reps, "llamacpp": model is not None, "rows": []}
-    llm = make_llm(b, tok, max_batch=16, prefix_cache=False)
-    try:
+    prompts = None
+
+    def engine(th: int):
+        """A fresh engine at `th` threads: its loop thread takes torch's thread count when it
+        starts, so a count set afterwards would never reach it."""
+        nonlocal prompts
+        torch.set_num_threads(th)
+        llm = make_llm(b, tok, max_batch=16, prefix_cache=False)
         for i in range(4):
             d = workdir / f"peer{i}"
             if not (d / "adapter_config.json").exists():
                 make_random_adapter(d, b.args, rank=8, seed=500 + i, mode="turn", scale=0.05)
             llm.add_adapter(d, f"p{i}")
-        prompts = [llm.encode_chat([{"role": "user", "content": f"Write item {i} of a long list."}]) for i in range(16)]
-        sp = SamplingParams(max_tokens=tokens, stop_token_ids=())
+        prompts = prompts or [llm.encode_chat([{"role": "user", "content": f"Write item {i} of a long list."}])
+                              for i in range(16)]
+        return llm
 
-        def ours(n: int) -> float:
-            hs = [llm.submit(p, f"p{i % 4}", sp) for i, p in enumerate(prompts[:n])]
-            for h in hs:  # prompts first: only decode is timed, as on the peer's side
-                next(iter(h))
-            t = time.perf_counter()
-            for h in hs:
-                h.result()
-            return n * (tokens - 1) / (time.perf_counter() - t)
+    sp = SamplingParams(max_tokens=tokens, stop_token_ids=())
+    llm = None
 
-        def peer(n: int) -> float | None:
-            return None if model is None else _LlamaCpp(model, n).generate(prompts[:n], tokens)
+    def ours(n: int) -> float:
+        hs = [llm.submit(p, f"p{i % 4}", sp) for i, p in enumerate(prompts[:n])]
+        for h in hs:  # prompts first: only decode is timed, as on the peer's side
+            next(iter(h))
+        t = time.perf_counter()
+        for h in hs:
+            h.result()
+        return n * (tokens - 1) / (time.perf_counter() - t)
 
+    def peer(n: int) -> float | None:
+        return None if model is None else model.generate(prompts[:n], tokens, torch.get_num_threads())
+
+    try:
         for th in threads:
-            torch.set_num_threads(th)
+            if llm is not None:
+                llm.close()
+            llm = engine(th)
             ours(2)  # warm-up at this thread count
             runs: dict[str, list] = {"ours1": [], "peer1": [], "ours16": [], "peer16": []}
             for _ in range(reps):
@@ -68,12 +88,48 @@ def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32
                     row[f"ratio{n}"] = round(statistics.median(o / p for o, p in zip(runs[f"ours{n}"], runs[f"peer{n}"])), 3)
             out["rows"].append(row)
     finally:
-        llm.close()
+        if llm is not None:
+            llm.close()
         if model is not None:
-            import llama_cpp as lc
-
-            lc.llama_model_free(model)
+            model.close()
     return out
+
+
+class _PeerProcess:
+    """llama.cpp in a process of its own, driven over a pipe: it and our engine each use OpenMP (one
+    libgomp per process), and libgomp throttles its spin-waits once one process holds more OpenMP
+    threads than there are cores, which in one process cut llama.cpp's two-thread decode to a third."""
+
+    def __init__(self, gguf: Path):
+        import multiprocessing as mp
+
+        self.conn, child = mp.get_context("spawn").Pipe()
+        self.proc = mp.get_context("spawn").Process(target=_peer_main, args=(child, str(gguf)), daemon=True)
+        self.proc.start()
+
+    def generate(self, prompts: list[list[int]], tokens: int, threads: int) -> float:
+        self.conn.send((prompts, tokens, threads))
+        got = self.conn.recv()
+        if isinstance(got, str):
+            raise RuntimeError(f"llama.cpp peer: {got}")
+        return got
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.proc.join(timeout=30)
+
+
+def _peer_main(conn, gguf: str) -> None:
+    from macaronic.bench.suite import _LlamaCpp, _llama_model
+
+    model = _llama_model(Path(gguf))
+    while (job := conn.recv()) is not None:
+        prompts, tokens, threads = job
+        torch.set_num_threads(threads)  # _LlamaCpp takes torch's thread count
+        try:
+            conn.send(_LlamaCpp(model, len(prompts)).generate(prompts, tokens))
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
+            conn.send(f"{type(e).__name__}: {e}")
 
 
 def markdown(r: dict) -> list[str]:
