@@ -219,7 +219,6 @@ class Transformer(nn.Module):
         # cos/sin: [N, 1, hd], in fp32 for fp32 models (exact), else in the model's dtype
         rope_dtype = torch.float32 if self.dtype == torch.float32 else self.dtype
         cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
-        pooled = _pooled_decode(seqs)
         if first_layer:
             if resid is None or resid.shape != (len(tokens), a.dim):
                 raise ValueError(f"first_layer {first_layer} needs resid [N={len(tokens)}, D={a.dim}]")
@@ -232,6 +231,7 @@ class Transformer(nn.Module):
         fused = None
         if not first_layer and last_layer is None and not keep and len(tokens) == len(seqs):
             fused = self._fused_decode(x, seqs, cos, sin, lora, slots)
+        pooled = _pooled_decode(seqs) if fused is None else None
         for li, blk in enumerate(self.layers if fused is None else ()):
             if li < first_layer:
                 continue

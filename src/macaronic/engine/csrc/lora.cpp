@@ -112,8 +112,8 @@ KERNEL void expand(const float* xa, int64_t lda, const TW* B, int64_t r, int64_t
       for (int t = 0; t < T; ++t) acc[t][q] = load16m(y[t] + c + 16 * q, k[q]);
     }
     for (int64_t j = 0; j < r; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 64), _MM_HINT_T0);  // this row's next 64 columns
-      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 64) + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 256), _MM_HINT_T0);  // this row, 4 column blocks on
+      _mm_prefetch(reinterpret_cast<const char*>(B + j * w + c + 256) + 64, _MM_HINT_T0);
       for (int q = 0; q < 4; ++q) {
         const __m512 b = load16m(B + j * w + c + 16 * q, k[q]);
         for (int t = 0; t < T; ++t) acc[t][q] = _mm512_fmadd_ps(_mm512_set1_ps(xa[t * lda + j]), b, acc[t][q]);
