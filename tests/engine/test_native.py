@@ -313,3 +313,32 @@ def test_the_kernels_give_the_same_bits_on_any_thread_count_and_thread(ops, tiny
         torch.set_num_threads(before)
     for a, b2, c in zip(one, two, got[0]):
         assert torch.equal(a, b2) and torch.equal(a, c)
+
+
+def test_a_forked_child_runs_the_kernels_on_a_pool_of_its_own(ops):
+    """A child forked after the parent's pool started has none of its workers: it must start its own
+    (waiting for the parent's would hang), and the parent's pool keeps working."""
+    import os
+    import time
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        qw, sc = pack_int4((torch.randn(1024, 96, generator=torch.Generator().manual_seed(8)) * 0.05).bfloat16())
+        x = torch.randn(3, 96, generator=torch.Generator().manual_seed(9)).bfloat16()
+        y = ops.int4_linear(x, qw, sc, None)  # the parent's pool is running now
+        pid = os.fork()
+        if pid == 0:  # the child: same bits, on a pool of its own
+            os._exit(0 if torch.equal(ops.int4_linear(x, qw, sc, None), y) else 3)
+        deadline, status = time.monotonic() + 60, None
+        while status is None and time.monotonic() < deadline:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(st) if done else None
+            time.sleep(0.05)
+        if status is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert status == 0, "the forked child hung or computed other bits"
+        assert torch.equal(ops.int4_linear(x, qw, sc, None), y)
+    finally:
+        torch.set_num_threads(before)

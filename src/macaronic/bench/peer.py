@@ -106,24 +106,40 @@ class _PeerProcess:
         self.conn, child = mp.get_context("spawn").Pipe()
         self.proc = mp.get_context("spawn").Process(target=_peer_main, args=(child, str(gguf)), daemon=True)
         self.proc.start()
+        child.close()  # the child's end lives in the child: a dead peer is then EOF here, not a hang
 
     def generate(self, prompts: list[list[int]], tokens: int, threads: int) -> float:
-        self.conn.send((prompts, tokens, threads))
-        got = self.conn.recv()
+        try:
+            self.conn.send((prompts, tokens, threads))
+            got = self.conn.recv()
+        except (EOFError, OSError) as e:
+            raise RuntimeError(f"llama.cpp peer process ended (exit code {self.proc.exitcode})") from e
         if isinstance(got, str):
             raise RuntimeError(f"llama.cpp peer: {got}")
         return got
 
     def close(self) -> None:
-        self.conn.send(None)
+        try:
+            if self.proc.is_alive():
+                self.conn.send(None)
+        except OSError:
+            pass
         self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.terminate()
 
 
 def _peer_main(conn, gguf: str) -> None:
     from macaronic.bench.suite import _LlamaCpp, _llama_model
 
-    model = _llama_model(Path(gguf))
+    try:
+        model = _llama_model(Path(gguf))
+    except Exception as e:  # noqa: BLE001 - the parent raises it at its first request
+        model, failed = None, f"loading {gguf}: {type(e).__name__}: {e}"
     while (job := conn.recv()) is not None:
+        if model is None:
+            conn.send(failed)
+            continue
         prompts, tokens, threads = job
         torch.set_num_threads(threads)  # _LlamaCpp takes torch's thread count
         try:

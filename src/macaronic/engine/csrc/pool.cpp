@@ -12,12 +12,14 @@
 
 #include <immintrin.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <mutex>
+#include <pthread.h>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -91,12 +93,18 @@ struct Pool {
   }
 };
 
+std::atomic<Pool*> g_pool{nullptr};
+
+// Never destroyed: workers must not be joined during static teardown. A forked child has none of
+// its parent's workers, so it drops the parent's pool (left as it is) and starts one of its own.
 Pool& pool() {
-  // Never destroyed: workers must not be joined during static teardown. A forked child has none of
-  // its parent's workers, so it starts a pool of its own (the parent's is left as it is).
-  static Pool* p = nullptr;
-  static pid_t owner = 0;
-  if (p == nullptr || owner != getpid()) p = new Pool(), owner = getpid();
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (p != nullptr) return *p;
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, [] { g_pool.store(nullptr); }); });
+  Pool* fresh = new Pool();  // no workers yet: deleting a loser is safe
+  if (g_pool.compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
   return *p;
 }
 
@@ -114,7 +122,16 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
     f(begin, end);  // one thread, one chunk, or the pool is taken (a nested or concurrent call)
     return;
   }
-  p.resize(threads);
+  struct Release {  // the pool is free again on every way out, an exception included
+    Pool& p;
+    ~Release() { p.busy.store(false, std::memory_order_release); }
+  } release{p};
+  try {
+    p.resize(threads);
+  } catch (const std::system_error&) {  // no thread could be started (a pids limit): this job alone
+    f(begin, end);
+    return;
+  }
   p.fn = &f;
   p.begin = begin, p.end = end;
   p.err = nullptr;
@@ -125,10 +142,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
   p.gen.fetch_add(1, std::memory_order_acq_rel);
   p.gen.notify_all();
   p.drain(job);
-  while (p.finished.load(std::memory_order_acquire) < chunks) _mm_pause();  // chunks workers claimed
-  std::exception_ptr err = p.err;
-  p.busy.store(false, std::memory_order_release);
-  if (err) std::rethrow_exception(err);
+  // chunks workers claimed; yield now and then, in case one of them waits for this core
+  for (int n = 1; p.finished.load(std::memory_order_acquire) < chunks; ++n) n % 256 ? _mm_pause() : (void)sched_yield();
+  if (p.err) std::rethrow_exception(p.err);
 }
 
 }  // namespace macaronic
