@@ -177,9 +177,9 @@ class LoraBank:
         where no present adapter has weights for it); None where the native kernel does not run it."""
         if self.native is None or (plan.fused and not plan.native_slots):
             return None
-        if self._flat is None:
-            self._flat = [t for li in range(self.args.n_layers) for f in FUSED
-                          for t in (self.A[f][li], *(b[li] for b in self.Bt[f]))]
+        if self._flat is None:  # the per-layer views `linear` and `add_delta` use, laid end to end
+            views = {f: self._layer_views(f) for f in FUSED}
+            self._flat = [t for li in range(self.args.n_layers) for f in FUSED for t in (views[f][li][0], *views[f][li][1])]
         none = plan.slots.new_empty(0)
         return self._flat, [plan.native_slots.get(f, none) for f in FUSED]
 
