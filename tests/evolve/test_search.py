@@ -155,9 +155,11 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
 
     def skills(found):
         cands = operators.propose(parent, Counter(found), ("failure_data",), Budget(), set())
-        return [json.loads(c.steps[0])["failure_data"]["skill"] for c in cands]
+        return [(lambda o: o.get("skills") or o["skill"])(json.loads(c.steps[0])["failure_data"]) for c in cands]
 
-    assert skills({("agent", "wrong_state"): 8, ("agent", "missing_facts"): 4}) == ["lookup_then_act", "state_facts"]
+    # two failing skills: one candidate with both skills' data first, then each alone
+    assert skills({("agent", "wrong_state"): 8, ("agent", "missing_facts"): 4}) == [
+        ["lookup_then_act", "state_facts"], "lookup_then_act", "state_facts"]
     assert skills({("agent", "missing_facts"): 4}) == ["state_facts"]
     assert skills({("agent", "invented_tool"): 3, ("chat", "wrong_answer"): 2}) == []
 

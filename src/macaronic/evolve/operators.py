@@ -14,7 +14,8 @@ generation's search, each a list of successor steps with the components it touch
                 skill whose clusters failed: lookup-then-act episodes on tool compositions in no
                 split (act_without_lookup, wrong_state, no_call), the same with requests that
                 hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
-                whose final reply states what the write returned (missing_facts)
+                whose final reply states what the write returned (missing_facts); when more
+                than one skill fails, first one candidate trained on every failing skill's data
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
 
 A candidate already screened from the same parent with the same steps is not proposed again.
@@ -113,11 +114,16 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:
-        for skill, labels, what in FAILURE_SKILLS:
-            n = sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels)
-            if n:
-                add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps}}],
-                    ("adapter:agent",), f"agent: {what} data for {n} failures")
+        failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
+                   if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
+        if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
+            add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
+                                                   "steps": budget.rft_steps}}],
+                ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in failing)} data for "
+                                    f"{sum(n for _, _, n in failing)} failures")
+        for skill, what, n in failing:
+            add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps}}],
+                ("adapter:agent",), f"agent: {what} data for {n} failures")
     if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
         add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
             f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")

@@ -214,20 +214,25 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
 
     from macaronic.evolve.failure_data import SKILLS, examples
 
-    role, skill = opts.get("role", "agent"), opts.get("skill", "lookup_then_act")
-    n, steps = int(opts.get("examples", 24)), int(opts.get("steps") or ctx["budget"].rft_steps)
-    data = examples(skill, n, int(opts.get("seed", 0)))
+    role = opts.get("role", "agent")
+    skills = list(opts.get("skills") or [opts.get("skill", "lookup_then_act")])
+    # n episodes per skill, as many replayed, and the steps per skill: each skill's data is seen as
+    # often as when it is trained alone
+    n = int(opts.get("examples", 24))
+    steps = int(opts.get("steps") or ctx["budget"].rft_steps) * len(skills)
+    data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)))]
     meta = _adapter_meta(adapters[role])
     replay = _replay(meta)
     random.Random(f"replay:{role}").shuffle(replay)
-    replay = replay[:n]
-    path = tmp / "data" / f"failure-{role}-{skill}.jsonl"
+    replay = replay[:len(data)]
+    name = "+".join(skills)
+    path = tmp / "data" / f"failure-{role}-{name}.jsonl"
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
-    log(f"failure data {role}/{skill}: {len(data)} episodes + {len(replay)} replayed, {steps} steps, warm start")
+    log(f"failure data {role}/{name}: {len(data)} episodes + {len(replay)} replayed, {steps} steps, warm start")
     _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role])
     adapters[role] = str(tmp / "adapters" / role)
-    return {"step": "failure_data", "role": role, "skill": skill, "examples": len(data), "replayed": len(replay),
-            "families": [f.name for f in SKILLS[skill]], "train_steps": steps, "warm": True}, [path]
+    return {"step": "failure_data", "role": role, "skill": name, "examples": len(data), "replayed": len(replay),
+            "families": [f.name for s in skills for f in SKILLS[s]], "train_steps": steps, "warm": True}, [path]
 
 
 def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dict:
