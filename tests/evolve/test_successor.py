@@ -253,3 +253,38 @@ def test_fill_placeholder_data_writes_the_looked_up_value():
         request = next(m["content"] for m in msgs if m["role"] == "user")
         write = [m["content"] for m in msgs if m["role"] == "assistant" and "<tool_call>" in m["content"]][1]
         assert re.search(r"<[^<>]+>", request) and not re.search(r"<[^<>/]+>", write.replace("<tool_call>", ""))
+
+
+def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_path, monkeypatch):
+    """A candidate for two failing skills: one data file with each skill's episodes and as many
+    replayed, trained once, warm, for the per-skill steps times the number of skills."""
+    from macaronic.evolve import successor
+    from macaronic.evolve.failure_data import examples
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    a0 = tmp_path / "a0"
+    a0.mkdir()
+    (a0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    (a0 / "data.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"replayed {i}"}]}) + "\n"
+                                           for i in range(40)))
+    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
+    champ = PairManifest.build(None, {"agent": a0}, harness, base_fp="f" * 64)
+    runs = []
+
+    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
+        runs.append((role, [json.loads(l) for l in data.read_text().splitlines()], steps, init))
+        out_dir.mkdir(parents=True)
+        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
+
+    monkeypatch.setattr(successor, "_train", train)
+    step = json.dumps({"failure_data": {"role": "agent", "skills": ["lookup_then_act", "state_facts"], "steps": 5,
+                                        "examples": 6}}, sort_keys=True)
+    m, changes, _ = successor.build_successor(champ, [], (step,), tmp_path / "cand", {"budget": Budget()})
+    ((role, rows, steps, init),) = runs
+    episodes = examples("lookup_then_act", 6) + examples("state_facts", 6)
+    assert role == "agent" and steps == 10 and init == str(a0)
+    assert rows[:12] == episodes and len(rows) == 24 and all("replayed" in r["messages"][0]["content"] for r in rows[12:])
+    (ch,) = changes
+    assert ch["skill"] == "lookup_then_act+state_facts" and ch["examples"] == 12 and ch["replayed"] == 12
+    assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
