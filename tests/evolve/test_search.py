@@ -162,6 +162,13 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
         ["lookup_then_act", "state_facts"], "lookup_then_act", "state_facts"]
     assert skills({("agent", "missing_facts"): 4}) == ["state_facts"]
     assert skills({("agent", "invented_tool"): 3, ("chat", "wrong_answer"): 2}) == []
+    # a parent already trained on failure data draws new episodes (a seed from its adapter), one not yet: seed 0
+    (cand,) = operators.propose(parent, Counter({("agent", "missing_facts"): 4}), ("failure_data",), Budget(), set())
+    assert "seed" not in json.loads(cand.steps[0])["failure_data"]
+    trained = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64,
+                                 data=(str(tmp_path / "failure-agent-state_facts.jsonl"),))
+    (cand,) = operators.propose(trained, Counter({("agent", "missing_facts"): 4}), ("failure_data",), Budget(), set())
+    assert json.loads(cand.steps[0])["failure_data"]["seed"] == int(trained.adapters["agent"]["id"][:6], 16) > 0
 
 
 def test_a_copied_placeholder_is_its_own_cluster():

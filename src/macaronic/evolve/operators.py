@@ -114,15 +114,21 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:
+        # the episodes' seed: 0 for a parent not yet trained on failure data; after that one drawn from
+        # its agent adapter's id, so a successor's successor trains on new episodes, not the same again
+        drawn = any(Path(f).name.startswith("failure-") for f in parent.data)
+        seed = int(parent.adapters["agent"]["id"][:6], 16) if drawn else 0
+        extra = {"seed": seed} if seed else {}
         failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
                    if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
         if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
             add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
-                                                   "steps": budget.rft_steps}}],
+                                                   "steps": budget.rft_steps, **extra}}],
                 ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in failing)} data for "
                                     f"{sum(n for _, _, n in failing)} failures")
         for skill, what, n in failing:
-            add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps}}],
+            add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps,
+                                                   **extra}}],
                 ("adapter:agent",), f"agent: {what} data for {n} failures")
     if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
         add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
