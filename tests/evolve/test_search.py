@@ -220,3 +220,27 @@ def test_the_gate_skips_every_descendant_of_a_rejected_pair():
                 for n, p, d in (("c1", "grandchild", 0.4), ("c2", "nephew", 0.1))]
     assert gate_pick(screened, line)[0].name == "c2"
     assert gate_pick(screened[:1], line) is None
+
+
+def test_a_gated_grandchild_names_what_it_inherits(tmp_path):
+    """The gate's record of a child of an archive member lists the member's changes (marked as
+    inherited, oldest first) before its own; a child of the champion inherits nothing."""
+    import json
+
+    from macaronic.evolve.loop import gen_dir, inherited_changes
+    from macaronic.evolve.transfer import _change
+
+    def member(g, name, pair, parent, changes):
+        d = gen_dir(tmp_path, g) / name
+        d.mkdir(parents=True)
+        (d / "changes.json").write_text(json.dumps({"changes": changes, "training_config": {}}))
+        return {"pair_id": pair, "parent_id": parent, "generation": g, "detail": {"candidate": {"name": name}}}
+
+    fd = {"step": "failure_data", "role": "agent", "skill": "lookup_then_act", "train_steps": 20}
+    edit = {"step": "harness_edit", "file": "roles/genui.md", "note": "prompt variant"}
+    screens = [member(1, "cand-04", "p1" * 32, "c0" * 32, [fd]), member(2, "cand-03", "p2" * 32, "p1" * 32, [edit])]
+    got = inherited_changes(tmp_path, screens, "p2" * 32, "c0" * 32)
+    assert [c["step"] for c in got] == ["failure_data", "harness_edit"]
+    assert [c["inherited_from"] for c in got] == ["p1" * 32, "p2" * 32]
+    assert inherited_changes(tmp_path, screens, "c0" * 32, "c0" * 32) == []
+    assert _change(got[0]) == "failure_data agent: lookup_then_act, 20 steps (inherited from `p1p1p1p1`)"

@@ -375,7 +375,8 @@ class Run:
         gate_doc = json.loads((d / "eval.json.gate.json").read_text())
         changes_doc = json.loads((cdir / "changes.json").read_text())
         self.lin.record(key=f"gen-{g}", pair_id=child.id, parent_id=champ.id, generation=g, decision=report["decision"],
-                        reasons=gate_doc["checks"], changes=changes_doc["changes"],
+                        reasons=gate_doc["checks"], changes=inherited_changes(self.workdir, self.lin.screens(), cand.parent,
+                                                                              champ.id) + changes_doc["changes"],
                         training_config={**changes_doc["training_config"], "candidate": cand.to_dict()},
                         data_manifest_sha256=data_manifest_sha256([Path(f) for f in child.data]),
                         contract_id=self.contract.id, contract_sha256=self.contract.sha256,
@@ -430,6 +431,23 @@ class Run:
         self.hooks.log(f"gen {g}: {c.name} {c.operator} on dev {sorted(touched)}: {res['verdict']} "
                        f"(pooled delta {_fmt(res['pooled']['delta'])} {res['pooled']['ci']})")
         return res
+
+
+def inherited_changes(workdir: Path, screens: list[dict], parent_id: str, champion_id: str) -> list[dict]:
+    """What a gated pair carries from its archive ancestors besides its own step: the changes of its
+    parent, the parent's parent, ... up to the champion, oldest first, each marked `inherited_from`
+    (the gate compares the whole pair with the champion, so its record names every part)."""
+    by_pair = {sc["pair_id"]: sc for sc in screens}
+    out: list[dict] = []
+    pid, seen = parent_id, set()
+    while pid != champion_id and pid in by_pair and pid not in seen:
+        seen.add(pid)
+        sc = by_pair[pid]
+        f = gen_dir(workdir, sc["generation"]) / sc["detail"]["candidate"]["name"] / "changes.json"
+        if f.is_file():
+            out = [{**ch, "inherited_from": pid} for ch in json.loads(f.read_text())["changes"]] + out
+        pid = sc["parent_id"]
+    return out
 
 
 def _adopting(c, gdir: Path) -> tuple:

@@ -122,6 +122,11 @@ def markdown(summary: dict, tr: dict) -> str:
 
 
 def _change(ch: dict) -> str:
+    own = _own_change(ch)
+    return f"{own} (inherited from `{ch['inherited_from'][:8]}`)" if ch.get("inherited_from") else own
+
+
+def _own_change(ch: dict) -> str:
     step = ch.get("step", "?")
     if step == "router_refit":
         return f"router refit ({ch.get('train_examples')} turns, policy {ch.get('policy')})"
@@ -129,7 +134,9 @@ def _change(ch: dict) -> str:
         return f"rft {ch['role']}: {ch['successes']} successes" + (f", {ch.get('train_steps')} steps" if ch.get("retrained") else " (not retrained)")
     if step == "harness_edit":
         return f"{ch.get('file')}: {ch.get('note', '')}"
-    if step in ("failure_data", "grpo"):
+    if step == "failure_data":
+        return f"failure_data {ch.get('role')}: {ch.get('skill')}, {ch.get('train_steps')} steps"
+    if step == "grpo":
         return f"{step} {ch.get('role')}: {ch.get('train_steps')} steps"
     return step
 
