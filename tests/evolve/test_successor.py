@@ -288,3 +288,23 @@ def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_p
     (ch,) = changes
     assert ch["skill"] == "lookup_then_act+state_facts" and ch["examples"] == 12 and ch["replayed"] == 12
     assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
+
+
+def test_an_adapter_the_loop_trained_on_a_file_replays_that_file(tmp_path):
+    """A champion whose agent adapter came from failure data (source `file:NAME`) replays that
+    file, found among its pair's data files, instead of nothing; a missing file is an error."""
+    import pytest
+
+    from macaronic.evolve.successor import _adapter_meta, _replay
+
+    a = tmp_path / "agent"
+    a.mkdir()
+    (a / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    (a / "macaronic.json").write_text(json.dumps({"data": {"source": "file:failure-agent-x.jsonl", "examples": 2}}))
+    f = tmp_path / "cand-03" / "data" / "failure-agent-x.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_text('{"messages": [1]}\n{"messages": [2]}\n')
+    meta = _adapter_meta(str(a))
+    assert _replay(meta, [tmp_path / "other.jsonl", f]) == [{"messages": [1]}, {"messages": [2]}]
+    with pytest.raises(FileNotFoundError, match="failure-agent-x.jsonl"):
+        _replay(meta, [])

@@ -172,7 +172,7 @@ def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log, opts: dict | 
             changes.append({"step": "rft", "role": role, "successes": len(ex), "retrained": False, "reason": why})
             continue
         meta = _adapter_meta(adapters[role])
-        replay = _replay(meta)  # the champion adapter's own training data, rebuilt from its record
+        replay = _replay(meta, _data_files(champion, tmp))  # the champion adapter's own training data, rebuilt from its record
         warm = bool(opts.get("warm"))
         if warm:
             import random
@@ -222,7 +222,7 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     steps = int(opts.get("steps") or ctx["budget"].rft_steps) * len(skills)
     data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)))]
     meta = _adapter_meta(adapters[role])
-    replay = _replay(meta)
+    replay = _replay(meta, _data_files(champion, tmp))
     random.Random(f"replay:{role}").shuffle(replay)
     replay = replay[:len(data)]
     name = "+".join(skills)
@@ -268,13 +268,27 @@ def _adapter_meta(path: str) -> dict:
             "base": meta.get("base"), "dir": p}
 
 
-def _replay(meta: dict) -> list[dict]:
+def _data_files(champion, tmp: Path) -> list[Path]:
+    """The data files an adapter of this candidate may have been trained on: the parent pair's and
+    those an earlier step of the same candidate wrote."""
+    return [Path(f) for f in champion.data] + sorted((tmp / "data").glob("*.jsonl"))
+
+
+def _replay(meta: dict, data_files=()) -> list[dict]:
     """Rebuild the examples the adapter was trained on when its record names a built-in generator
-    (`generator:NAME`); an adapter that ships `data.jsonl` replays that file instead."""
+    (`generator:NAME`); an adapter that ships `data.jsonl` replays that file instead; one trained
+    by the loop on a file (`file:NAME`, an earlier successor's RFT or failure data, which held its
+    own replay) replays that file, found among the pair's data files."""
     shipped = meta["dir"] / "data.jsonl"
     if shipped.is_file():
         return [json.loads(l) for l in shipped.read_text().splitlines() if l.strip()]
     kind, _, name = meta["source"].partition(":")
+    if kind == "file":
+        for f in map(Path, data_files):
+            if f.name == name and f.is_file():
+                return [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
+        raise FileNotFoundError(f"adapter {meta['dir']} was trained on {name}, which is not among the pair's data "
+                                "files: nothing to replay")
     if kind != "generator" or not meta["examples"]:
         return []
     from macaronic.train.builders import build
