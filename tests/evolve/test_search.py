@@ -154,6 +154,9 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     parent = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64)
 
     def skills(found):
+        return skills_of(parent, found)
+
+    def skills_of(parent, found):
         cands = operators.propose(parent, Counter(found), ("failure_data",), Budget(), set())
         return [(lambda o: o.get("skills") or o["skill"])(json.loads(c.steps[0])["failure_data"]) for c in cands]
 
@@ -169,6 +172,13 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
                                  data=(str(tmp_path / "failure-agent-state_facts.jsonl"),))
     (cand,) = operators.propose(trained, Counter({("agent", "missing_facts"): 4}), ("failure_data",), Budget(), set())
     assert json.loads(cand.steps[0])["failure_data"]["seed"] == int(trained.adapters["agent"]["id"][:6], 16) > 0
+    # ... and keeps the skills it was trained on beside the failing one, in one candidate
+    twice = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64,
+                               data=(str(tmp_path / "failure-agent-fill_placeholders+state_facts.jsonl"),))
+    assert operators.trained_skills(twice.data) == ["fill_placeholders", "state_facts"]
+    assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
+        ["fill_placeholders", "lookup_then_act", "state_facts"]]
+    assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
 
 
 def test_a_copied_placeholder_is_its_own_cluster():

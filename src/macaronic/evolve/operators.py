@@ -15,7 +15,9 @@ generation's search, each a list of successor steps with the components it touch
                 split (act_without_lookup, wrong_state, no_call), the same with requests that
                 hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
                 whose final reply states what the write returned (missing_facts); when more
-                than one skill fails, first one candidate trained on every failing skill's data
+                than one skill fails, first one candidate trained on every failing skill's data;
+                from a parent already trained on failure data, one candidate only: the failing
+                skills and the ones it was trained on, new episodes
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
 
 A candidate already screened from the same parent with the same steps is not proposed again.
@@ -48,6 +50,18 @@ def signature(parent: str, steps) -> str:
         return d
 
     return json.dumps([parent, [bare(s) for s in steps]], sort_keys=True)
+
+
+def trained_skills(data) -> list[str]:
+    """The failure-data skills a pair's agent adapter was last trained on, from its data files' names
+    (successor.failure_data writes `failure-agent-<skill>+<skill>.jsonl`)."""
+    names = {s for s, _, _ in FAILURE_SKILLS}
+    out = []
+    for f in data:
+        n = Path(f).name
+        if n.startswith("failure-agent-") and n.endswith(".jsonl"):
+            out += [s for s in n[len("failure-agent-"):-len(".jsonl")].split("+") if s in names and s not in out]
+    return out
 
 
 def _role_failures(clusters) -> dict[str, int]:
@@ -121,6 +135,17 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         extra = {"seed": seed} if seed else {}
         failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
                    if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
+        known = trained_skills(parent.data)
+        if known and failing:
+            # a parent already trained on failure data: one candidate, the failing skills and the ones it
+            # learnt, drawn anew (one skill's data alone unlearnt the others: run-q2 generation 2)
+            names = [s for s, _, _ in FAILURE_SKILLS if s in known or any(f[0] == s for f in failing)]
+            whats = [w for s, _, w in FAILURE_SKILLS if s in names]
+            add("failure_data", [{"failure_data": {"role": "agent", "skills": names, "steps": budget.rft_steps,
+                                                   **extra}}],
+                ("adapter:agent",), f"agent: {' + '.join(whats)} data for {sum(n for _, _, n in failing)} failures "
+                                    "(with the skills it was trained on)")
+            failing = []
         if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
             add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
                                                    "steps": budget.rft_steps, **extra}}],
