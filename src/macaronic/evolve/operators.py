@@ -128,14 +128,12 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
     if "failure_data" in operators and "agent" in parent.adapters:
-        # the episodes' seed: 0 for a parent not yet trained on failure data; after that one drawn from
-        # its agent adapter's id, so a successor's successor trains on new episodes, not the same again
-        drawn = any(Path(f).name.startswith("failure-") for f in parent.data)
-        seed = int(parent.adapters["agent"]["id"][:6], 16) if drawn else 0
-        extra = {"seed": seed} if seed else {}
         failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
                    if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
         known = trained_skills(parent.data)
+        # the episodes' seed: 0 for a parent not yet trained on failure data; after that one drawn from
+        # its agent adapter's id, so a successor's successor trains on new episodes, not the same again
+        extra = {"seed": int(parent.adapters["agent"]["id"][:6], 16)} if known else {}
         if known and failing:
             # a parent already trained on failure data: one candidate, the failing skills and the ones it
             # learnt, drawn anew (one skill's data alone unlearnt the others: run-q2 generation 2)

@@ -184,7 +184,7 @@ def plot(summary: dict, tr: dict, out: str | Path) -> Path:
         ax.set_ylabel("Δ vs generation 0 on the sealed test (95% CI)")
         if names and rows:
             ax.legend(fontsize=8)
-    last = max([g["generation"] for g in summary["generations"]] or [1])
+    last = max([1] + [g["generation"] for g in summary["generations"]])
     for ax in (a1, a2, a3):  # whole generations on every axis, the run's span even when one was gated
         ax.set_xlim(0.5, last + 0.5)
         ax.set_xticks(range(1, last + 1))
