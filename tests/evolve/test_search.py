@@ -178,6 +178,8 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     assert operators.trained_skills(twice.data) == ["fill_placeholders", "state_facts"]
     assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
         ["fill_placeholders", "lookup_then_act", "state_facts"]]
+    assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"]]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
 
 
@@ -190,7 +192,7 @@ def test_a_copied_placeholder_is_its_own_cluster():
         return {"suite": "agent", "passed": False, "detail": {"state_match": False, "facts_missing": []},
                 "messages": [{"role": "user", "content": "Add a reminder 'Boots: <status>' with my boots order's status."},
                              {"role": "assistant", "content": '<tool_call>{"name": "list_orders", "arguments": {"query": "Boots"}}</tool_call>'},
-                             {"role": "tool", "content": '{"orders": []}'},
+                             {"role": "tool", "content": '{"orders": [{"id": 3, "item": "Boots", "status": "placed"}]}'},
                              {"role": "assistant", "content": call}]}
 
     assert label(row("Boots: <status>")) == ["copied_placeholder"] and ("agent", "copied_placeholder") in HINTS
@@ -199,6 +201,36 @@ def test_a_copied_placeholder_is_its_own_cluster():
     looked_up = row("Boots: lost")
     looked_up["messages"][1]["content"] = '<tool_call>{"name": "list_orders", "arguments": {"query": "<status>"}}</tool_call>'
     assert label(looked_up) == ["wrong_state"]
+
+
+def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_own_clusters():
+    """A write that follows a lookup which found nothing (looked in the wrong place), and a lookup
+    followed by an answer where the state shows a change was asked for: each is named, has a
+    hint, and asks for pick-the-tool data (the second also for lookup-then-act)."""
+    from collections import Counter
+
+    from macaronic.evolve.failures import HINTS, label
+    from macaronic.evolve.operators import FAILURE_SKILLS
+
+    def row(lookup, result, write=None):
+        msgs = [{"role": "user", "content": "Look up Kemi Sato's phone and save a note 'Call Kemi Sato' with it."},
+                {"role": "assistant", "content": '<tool_call>{"name": "%s", "arguments": {"query": "Kemi Sato"}}</tool_call>' % lookup},
+                {"role": "tool", "content": result}]
+        if write:
+            msgs.append({"role": "assistant", "content": '<tool_call>{"name": "create_note", "arguments": '
+                                                         '{"title": "Call Kemi Sato", "body": "%s"}}</tool_call>' % write})
+        msgs.append({"role": "assistant", "content": "Done."})
+        return {"suite": "agent", "passed": False, "detail": {"state_match": False, "facts_missing": []}, "messages": msgs}
+
+    found = '{"contacts": [{"id": 11, "name": "Kemi Sato", "phone": "+1-555-302-1414"}]}'
+    assert label(row("list_events", '{"events": [], "truncated": false}', "Kemi Sato")) == ["empty_lookup"]
+    assert label(row("search_contacts", found, "kemi@lumen.example")) == ["wrong_state"]  # found it, wrote the wrong value
+    assert label(row("search_contacts", found)) == ["answered_after_lookup"]
+    assert label(row("search_contacts", "<tool_response>" + found + "</tool_response>")) == ["answered_after_lookup"]
+    assert ("agent", "empty_lookup") in HINTS and ("agent", "answered_after_lookup") in HINTS
+    skills = {s for s, labels, _ in FAILURE_SKILLS if "answered_after_lookup" in labels}
+    assert skills == {"lookup_then_act", "pick_tools"}
+    assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools"]
 
 
 def test_the_gate_skips_children_of_a_pair_it_already_rejected():

@@ -240,6 +240,36 @@ def test_state_facts_data_states_what_the_write_returned():
         assert facts and all(f in results and f not in request for f in facts), final
 
 
+def test_pick_tools_data_looks_where_the_fact_lives_and_writes_with_the_requested_tool():
+    """Lookups with the tools the other skills leave out, writes chosen by the request's verb,
+    compositions in no split, some requests phrased as a wish or a question; every gold write
+    uses an id or value the lookup returned."""
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    composed = {frozenset(f.domain.split("+")) for f in FAMILIES if "+" in f.domain}
+    fams = SKILLS["pick_tools"]
+    assert not {f.name for f in fams} & {f.name for f in FAMILIES}
+    assert not {frozenset(f.domain.split("+")) for f in fams} & composed
+    ex = examples("pick_tools", 16)
+    assert len(ex) == 16
+    calls, wishes = [], 0
+    for e in ex:
+        msgs = e["messages"]
+        request = next(m["content"] for m in msgs if m["role"] == "user")
+        wishes += request.startswith(("Could you", "I'd like"))
+        cs = [json.loads(m["content"].split("<tool_call>")[1].split("</tool_call>")[0]) for m in msgs
+              if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+        assert len(cs) == 2 and cs[0]["name"].startswith(("list_", "search_"))
+        result = next(m["content"] for m in msgs if m["role"] == "tool")
+        looked_up = [str(v) for k, v in cs[1]["arguments"].items() if k.endswith("_id") or k in ("body", "email")]
+        assert looked_up and all(v.split("@")[0] in result for v in looked_up), (request, cs)
+        calls.append((cs[0]["name"], cs[1]["name"]))
+    assert {c[0] for c in calls} == {"search_notes", "list_reminders", "search_contacts"}
+    assert {c[1] for c in calls} == {"append_to_note", "create_note", "delete_reminder", "update_contact"}
+    assert wishes >= 4
+
+
 def test_fill_placeholder_data_writes_the_looked_up_value():
     """Each request holds a <...> placeholder; the gold write carries a value from the lookup's
     result in its place, never the placeholder; compositions are those of lookup-then-act."""

@@ -15,6 +15,14 @@ change a contact's phone and state their company).
 Skill `fill_placeholders` (cluster copied_placeholder: the write carries the request's `<...>`
 placeholder instead of the value the lookup returned): the same five compositions, requests that
 name the value to fill in with an angle-bracket placeholder, gold writes that carry the value.
+Skill `pick_tools` (clusters empty_lookup: the agent looked the fact up in the wrong place, e.g.
+a person's phone number in the calendar, and wrote anyway; answered_after_lookup: it looked up and
+then answered where the request asked for a change): lookups with the tools the other skills'
+data leaves out (search_notes, search_contacts, list_reminders) and writes chosen by the request's
+verb (append, delete, update, create), several phrased as a wish or a question rather than an
+order ("Could you ...?", "I'd like ..."), on compositions in no split (notes alone,
+reminders+notes, reminders alone with delete, contacts alone with an email derived from the
+looked-up one).
 Gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
 served layout (successor.py's `failure_data` step trains on them, warm-started, with a replay).
 Data only: knows nothing about training or the loop.
@@ -160,6 +168,53 @@ def ph_reminder_event(rng: random.Random, w: World):
                                        "end": f"{day}T10:00"})], []
 
 
+def note_append(rng: random.Random, w: World):
+    n = _pick(rng, w.mine("notes"), "note")
+    line = rng.choice(("Bring the charger.", "Ask about the deposit.", "Check the weather first.",
+                       "Compare prices online.", "Call back before Friday."))
+    topic = n["title"].lower()
+    request = rng.choice((
+        f"Add the line '{line}' to my {topic} note.",
+        f"Could you put '{line}' at the end of my note '{n['title']}'?",
+        f"I'd like my {topic} note to also say: {line}",
+    ))
+    return request, [("search_notes", {"query": n["title"]}),
+                     ("append_to_note", {"note_id": n["id"], "text": line})], []
+
+
+def reminder_to_note(rng: random.Random, w: World):
+    r = _pick(rng, [r for r in w.mine("reminders") if r.get("due") and not r.get("done")], "open reminder with a due date")
+    request = rng.choice((
+        f"When is '{r['title']}' due? Save a note titled '{r['title']} due' whose text is that date.",
+        f"Could you write the due date of my '{r['title']}' reminder into a new note called '{r['title']} due'?",
+    ))
+    return request, [("list_reminders", {"query": r["title"]}),
+                     ("create_note", {"title": f"{r['title']} due", "body": r["due"][:10]})], []
+
+
+def reminder_delete(rng: random.Random, w: World):
+    r = _pick(rng, w.mine("reminders", done=0), "open reminder")
+    request = rng.choice((
+        f"Delete my reminder '{r['title']}'; I don't need it any more.",
+        f"I'd like the '{r['title']}' reminder gone, please remove it.",
+        f"Could you drop the reminder about '{r['title']}'? It's not happening.",
+    ))
+    return request, [("list_reminders", {"query": r["title"]}), ("delete_reminder", {"reminder_id": r["id"]})], []
+
+
+def contact_email_domain(rng: random.Random, w: World):
+    c = _pick(rng, [c for c in w.mine("contacts") if "@" in (c.get("email") or "")], "contact with an email")
+    domain = rng.choice(("mail.example", "newco.example", "hq.example", "team.example"))
+    local = c["email"].split("@")[0]
+    request = rng.choice((
+        f"{c['name']}'s email moved to the domain {domain}. Update it, keeping the part before the @.",
+        f"Could you change {c['name']}'s email to the same name at {domain}?",
+        f"I'd like {c['name']}'s contact to use {domain} for email now (same user name).",
+    ))
+    return request, [("search_contacts", {"query": c["name"]}),
+                     ("update_contact", {"contact_id": c["id"], "email": f"{local}@{domain}"})], []
+
+
 SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+reminders", ph_event_reminder),
                                 Family("ph_order_note", "evolve", "commerce+notes", ph_order_note),
                                 Family("ph_event_note", "evolve", "calendar+notes", ph_event_note),
@@ -171,7 +226,11 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
                               Family("order_to_note", "evolve", "commerce+notes", order_to_note),
                               Family("event_to_note", "evolve", "calendar+notes", event_to_note),
                               Family("reminder_to_event", "evolve", "reminders+calendar", reminder_to_event),
-                              Family("order_to_event", "evolve", "commerce+calendar", order_to_event))}
+                              Family("order_to_event", "evolve", "commerce+calendar", order_to_event)),
+          "pick_tools": (Family("note_append", "evolve", "notes", note_append),
+                         Family("reminder_to_note", "evolve", "reminders+notes", reminder_to_note),
+                         Family("reminder_delete", "evolve", "reminders", reminder_delete),
+                         Family("contact_email_domain", "evolve", "contacts", contact_email_domain))}
 
 
 def make(fam: Family, seed: int) -> AgentTask:

@@ -6,8 +6,10 @@ detail), never from the test split:
   agent   no_call (answered without acting), invented_tool (a call to a tool not in the list),
           bad_arguments (a call the parser refused), act_without_lookup (the first call writes
           although the task needs a fact first), copied_placeholder (a write carries a <...>
-          placeholder of the request instead of the value a lookup returned), wrong_state,
-          missing_facts
+          placeholder of the request instead of the value a lookup returned), empty_lookup (a
+          write after a lookup that found nothing: the fact was looked for in the wrong place),
+          answered_after_lookup (only lookups, and the state is not what was asked: it answered
+          where it should have acted), wrong_state, missing_facts
   genui   invalid_card, missing_content
   coding  no_function (no `def`), wrong_output
   chat    too_long, wrong_answer
@@ -37,6 +39,12 @@ HINTS = {
                                           "statuses)."),
     ("agent", "copied_placeholder"): ("agent", "When the request holds a placeholder in angle brackets, such as "
                                                "<company>, write the value the lookup returned in its place."),
+    ("agent", "empty_lookup"): ("agent", "Look a fact up with the tool for its kind of record: a person's phone, "
+                                         "email or company with search_contacts, an order with list_orders, a note "
+                                         "with search_notes, a reminder with list_reminders, an event with "
+                                         "list_events."),
+    ("agent", "answered_after_lookup"): ("agent", "When the user wants something changed, make the change with the "
+                                                  "tool that does it after the lookup; do not stop at the lookup."),
     ("agent", "wrong_state"): ("agent", "Change exactly what the user asked for, with the values they gave."),
     ("genui", "invalid_card"): ("genui", "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and "
                                          "nothing else."),
@@ -89,6 +97,11 @@ def label(row: dict) -> list[str]:
             return ["copied_placeholder"]
         if detail.get("state_match") and detail.get("facts_missing"):
             return ["missing_facts"]
+        if not detail.get("state_match"):
+            if writes and _empty_lookup_before_write(row.get("messages", [])):
+                return ["empty_lookup"]
+            if not writes:
+                return ["answered_after_lookup"]
         return ["wrong_state"]
     if suite == "genui":
         return ["invalid_card"] if not detail.get("l1_valid", True) else ["missing_content"]
@@ -97,6 +110,27 @@ def label(row: dict) -> list[str]:
     if suite == "chat":
         return ["too_long"] if replies and len(replies[-1].split()) > 30 else ["wrong_answer"]
     return ["failed"]
+
+
+def _empty_lookup_before_write(messages: list[dict]) -> bool:
+    """Whether a write call follows a tool result whose lists are all empty (a lookup that found
+    nothing)."""
+    import json
+
+    empty = False
+    for m in messages:
+        if m["role"] == "tool":
+            text = re.sub(r"</?tool_response>", "", str(m.get("content", ""))).strip()
+            try:
+                res = json.loads(text)
+            except ValueError:
+                continue
+            lists = [v for v in res.values() if isinstance(v, list)] if isinstance(res, dict) else []
+            empty = bool(lists) and not any(lists)
+        elif m["role"] == "assistant" and empty:
+            if any(not c["function"]["name"].startswith(LOOKUPS) for c in _calls(m["content"]).tool_calls):
+                return True
+    return False
 
 
 def clusters(rows: list[dict]) -> Counter:

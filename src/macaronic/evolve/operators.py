@@ -14,7 +14,9 @@ generation's search, each a list of successor steps with the components it touch
                 skill whose clusters failed: lookup-then-act episodes on tool compositions in no
                 split (act_without_lookup, wrong_state, no_call), the same with requests that
                 hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
-                whose final reply states what the write returned (missing_facts); when more
+                whose final reply states what the write returned (missing_facts), lookups and
+                writes over the tools the others leave out, chosen by the request's verb
+                (empty_lookup, answered_after_lookup); when more
                 than one skill fails, first one candidate trained on every failing skill's data;
                 from a parent already trained on failure data, one candidate only: the failing
                 skills and the ones it was trained on, new episodes
@@ -34,8 +36,10 @@ from macaronic.evolve.search import Candidate
 
 # failure-driven data: skill, the agent clusters it answers, what it teaches (evolve/failure_data.py)
 FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-placeholder"),
-                  ("lookup_then_act", ("act_without_lookup", "wrong_state", "no_call"), "lookup-then-act"),
-                  ("state_facts", ("missing_facts",), "state-the-returned-facts"))
+                  ("lookup_then_act", ("act_without_lookup", "wrong_state", "no_call", "answered_after_lookup"),
+                   "lookup-then-act"),
+                  ("state_facts", ("missing_facts",), "state-the-returned-facts"),
+                  ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"))
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
 
