@@ -181,6 +181,17 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
         ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"]]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
+    # GenUI cards that leave values out: cards showing every value, for the genui adapter
+    both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)
+    cands = operators.propose(both, Counter({("genui", "missing_content"): 4}), ("failure_data",), Budget(), set())
+    assert [json.loads(c.steps[0])["failure_data"] for c in cands] == [{"role": "genui", "skill": "show_values",
+                                                                       "steps": Budget().rft_steps}]
+    assert cands[0].components == ("adapter:genui",)
+    again = PairManifest.build(None, {"genui": str(tmp_path / "g")}, h, base_fp="f" * 64,
+                               data=(str(tmp_path / "failure-genui-show_values.jsonl"),))
+    assert operators.trained_skills(again.data, "genui") == ["show_values"] and not operators.trained_skills(again.data)
+    (cand,) = operators.propose(again, Counter({("genui", "missing_content"): 4}), ("failure_data",), Budget(), set())
+    assert json.loads(cand.steps[0])["failure_data"]["seed"] == int(again.adapters["genui"]["id"][:6], 16)
 
 
 def test_a_copied_placeholder_is_its_own_cluster():

@@ -270,6 +270,34 @@ def test_pick_tools_data_looks_where_the_fact_lives_and_writes_with_the_requeste
     assert wishes >= 4
 
 
+def test_show_values_cards_are_valid_show_every_value_and_use_only_train_components():
+    """GenUI failure data: card families in no split of the GenUI suite, gold cards that pass L1 and
+    show every required value (L2 = 1), built from the components of the train families only (the
+    dev and test families' own components, TextField, Tabs, Image, MultipleChoice, Slider, stay
+    held out), in the served genui layout."""
+    from macaronic.evolve.failure_data import ROLE, SKILLS, examples, genui_task
+    from macaronic.genui.grade import grade
+    from macaronic.genui.tasks import FAMILIES, TEST_FAMILIES, make_task
+
+    assert ROLE["show_values"] == "genui" and not {f.name for f in SKILLS["show_values"]} & set(FAMILIES)
+
+    def types(card):
+        return {t for m in card["a2ui"] for c in m.get("surfaceUpdate", {}).get("components", []) for t in c["component"]}
+
+    held_out = {"form", "itinerary", *TEST_FAMILIES}
+    train_types = set().union(*(types(make_task(f, 0).gold) for f in FAMILIES if f not in held_out))
+    for fam in SKILLS["show_values"]:
+        for i in range(4):
+            t = genui_task(fam, i, seed=3)
+            g = grade(t, json.dumps(t.gold))
+            assert g["l1_valid"] and g["l2_content"] == 1.0 and len(t.requirements.values) >= 3, (fam.name, g)
+            assert types(t.gold) <= train_types, (fam.name, types(t.gold) - train_types)
+    ex = examples("show_values", 10, seed=1)
+    assert len(ex) == 10 and len({e["messages"][-2]["content"] for e in ex}) == 10
+    assert all(e["role"] == "genui" and "Data:" in e["messages"][-2]["content"] for e in ex)
+    assert ex[0]["messages"][0]["role"] == "system"
+
+
 def test_fill_placeholder_data_writes_the_looked_up_value():
     """Each request holds a <...> placeholder; the gold write carries a value from the lookup's
     result in its place, never the placeholder; compositions are those of lookup-then-act."""

@@ -23,7 +23,12 @@ verb (append, delete, update, create), several phrased as a wish or a question r
 order ("Could you ...?", "I'd like ..."), on compositions in no split (notes alone,
 reminders+notes, reminders alone with delete, contacts alone with an email derived from the
 looked-up one).
-Gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
+Skill `show_values` (GenUI cluster missing_content: the card renders but leaves out items, fields
+or values of the request's data): gold cards that show every value of the data, on card families in
+no split (shopping list, team roster, flight status, bill split, recipe), built from the components
+of the GenUI train families only (Card, Column, Row, List, Text, Button, Divider); v5 dev holds out
+itinerary and form, test product_list and preferences.
+Agent gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
 served layout (successor.py's `failure_data` step trains on them, warm-started, with a replay).
 Data only: knows nothing about training or the loop.
 """
@@ -215,6 +220,139 @@ def contact_email_domain(rng: random.Random, w: World):
                      ("update_contact", {"contact_id": c["id"], "email": f"{local}@{domain}"})], []
 
 
+
+
+# ---- GenUI: show every value -------------------------------------------------------------
+
+GROCERIES = ["Eggs", "Milk", "Rice", "Apples", "Coffee beans", "Tomatoes", "Bread", "Lentils", "Butter"]
+DISHES = {"Pancakes": ["Flour", "Milk", "Eggs", "Butter", "Sugar"],
+          "Tomato soup": ["Tomatoes", "Onion", "Garlic", "Stock", "Basil"],
+          "Fried rice": ["Rice", "Eggs", "Peas", "Soy sauce", "Spring onion"],
+          "Lentil curry": ["Lentils", "Coconut milk", "Curry paste", "Spinach", "Lime"]}
+AIRPORTS = ["LIS", "OSL", "NBO", "YUL", "KIX", "AUS", "LIM", "TBS"]
+
+
+def shopping_list(rng: random.Random, sid: str):
+    from macaronic.genui.build import Card
+    from macaronic.genui.tasks import Requirements
+
+    rows = [{"item": g, "qty": str(rng.randint(1, 6))} for g in rng.sample(GROCERIES, rng.choice([3, 4, 5]))]
+    prompts = ["Show my shopping list.", "Put my groceries in a list card with a button to mark them bought.",
+               "Can I see what I still need to buy?", "Shopping list card, with quantities, please."]
+    c = Card(sid)
+    c.card("root", c.column("body", c.text("title", "Shopping list", "h2"), "items", "bought"))
+    c.list("items", "item", "/items")
+    c.row("item", c.text("item-name", "@item", "body"), c.text("item-qty", "@qty", "caption"),
+          distribution="spaceBetween")
+    c.button("bought", "Mark all bought", "mark_bought", primary=True)
+    c.items("/items", rows)
+    req = Requirements(("Card", "List", "Button"), tuple(r["item"] for r in rows) + tuple(r["qty"] for r in rows),
+                       ("mark_bought",))
+    return prompts, {"items": rows}, f"{len(rows)} things to buy.", c.messages("root"), req
+
+
+def team_roster(rng: random.Random, sid: str):
+    from macaronic.genui.build import Card
+    from macaronic.genui.tasks import PEOPLE, Requirements
+
+    roles = ["Engineer", "Designer", "Product lead", "Researcher", "Analyst", "Tester"]
+    rows = [{"name": n, "role": rng.choice(roles)} for n in rng.sample(PEOPLE, rng.choice([2, 3, 4]))]
+    team = rng.choice(["Platform", "Growth", "Mobile", "Data"])
+    prompts = [f"Show the {team} team with everyone's role.", f"Who is on the {team} team? Card please.",
+               f"List the {team} team members and add a button to message them all.",
+               f"Render a roster card for team {team}."]
+    c = Card(sid)
+    c.card("root", c.column("body", c.text("title", "/team", "h2"), "members", "message"))
+    c.list("members", "member", "/members")
+    c.column("member", c.text("member-name", "@name", "h4"), c.text("member-role", "@role", "caption"))
+    c.button("message", "Message team", "message_team", {"team": "/team"})
+    c.data({"team": team})
+    c.items("/members", rows)
+    req = Requirements(("Card", "List", "Button"), (team, *(r["name"] for r in rows), *(r["role"] for r in rows)),
+                       ("message_team",), (("message_team", "team", team),))
+    return prompts, {"team": team, "members": rows}, f"The {team} team has {len(rows)} people.", \
+        c.messages("root"), req
+
+
+def flight_status(rng: random.Random, sid: str):
+    from macaronic.genui.build import Card
+    from macaronic.genui.tasks import Requirements
+
+    a, b = rng.sample(AIRPORTS, 2)
+    data = {"flight": f"{rng.choice(['TP', 'SK', 'KQ', 'AC'])} {rng.randint(100, 9999)}", "from": a, "to": b,
+            "departs": f"{rng.randint(5, 22):02d}:{rng.choice(['05', '20', '35', '50'])}",
+            "gate": f"{rng.choice('ABCDE')}{rng.randint(1, 40)}"}
+    prompts = [f"Show the status of flight {data['flight']}.", f"Flight card for {data['flight']}, with a check-in button.",
+               f"When does {data['flight']} leave and from which gate?", f"Put my flight {data['flight']} in a card."]
+    c = Card(sid)
+    c.card("root", c.column("body", c.text("title", "/flight", "h2"), "route", c.add("div", "Divider"),
+                            c.text("departs", "/departs", "body"), c.text("gate", "/gate", "body"), "checkin"))
+    c.row("route", c.text("from", "/from", "h4"), c.text("arrow", "to", "caption"), c.text("to", "/to", "h4"),
+          alignment="center")
+    c.button("checkin", "Check in", "check_in", {"flight": "/flight"}, primary=True)
+    c.data(data)
+    req = Requirements(("Card", "Button"), tuple(data.values()), ("check_in",), (("check_in", "flight", data["flight"]),))
+    return prompts, data, f"Flight {data['flight']} departs at {data['departs']}.", c.messages("root"), req
+
+
+def bill_split(rng: random.Random, sid: str):
+    from macaronic.genui.build import Card
+    from macaronic.genui.tasks import PEOPLE, Requirements, money
+
+    rows = [{"name": n.split()[0], "owes": money(rng, 5, 60)} for n in rng.sample(PEOPLE, rng.choice([2, 3, 4]))]
+    total = money(rng, 60, 240)
+    prompts = ["Show who owes what for dinner.", "Split the bill: a card with each person's share and the total.",
+               "Can you lay out the bill split with a settle-up button?", "Bill split card, please."]
+    c = Card(sid)
+    c.card("root", c.column("body", c.text("title", "Bill split", "h2"), "shares", c.add("div", "Divider"),
+                            "total-row", "settle"))
+    c.list("shares", "share", "/shares")
+    c.row("share", c.text("share-name", "@name", "body"), c.text("share-owes", "@owes", "body"),
+          distribution="spaceBetween")
+    c.row("total-row", c.text("total-label", "Total", "h4"), c.text("total", "/total", "h4"),
+          distribution="spaceBetween")
+    c.button("settle", "Settle up", "settle_up", {"total": "/total"}, primary=True)
+    c.data({"total": total})
+    c.items("/shares", rows)
+    req = Requirements(("Card", "List", "Divider", "Button"),
+                       (total, *(r["name"] for r in rows), *(r["owes"] for r in rows)), ("settle_up",))
+    return prompts, {"shares": rows, "total": total}, f"The bill comes to {total}.", c.messages("root"), req
+
+
+def recipe(rng: random.Random, sid: str):
+    from macaronic.genui.build import Card
+    from macaronic.genui.tasks import Requirements
+
+    dish = rng.choice(sorted(DISHES))
+    rows = [{"name": i} for i in rng.sample(DISHES[dish], rng.choice([3, 4, 5]))]
+    prompts = [f"Show the ingredients for {dish.lower()}.", f"Recipe card for {dish.lower()}, please.",
+               f"What do I need for {dish.lower()}? Put it in a card with a start button.",
+               f"List the {dish.lower()} ingredients."]
+    c = Card(sid)
+    c.card("root", c.column("body", c.text("title", "/dish", "h2"), "ingredients", "start"))
+    c.list("ingredients", "ingredient", "/ingredients")
+    c.text("ingredient", "@name", "body")
+    c.button("start", "Start cooking", "start_cooking", {"dish": "/dish"})
+    c.data({"dish": dish})
+    c.items("/ingredients", rows)
+    req = Requirements(("Card", "List", "Button"), (dish, *(r["name"] for r in rows)), ("start_cooking",))
+    return prompts, {"dish": dish, "ingredients": [r["name"] for r in rows]}, f"{dish} needs {len(rows)} things.", \
+        c.messages("root"), req
+
+
+def genui_task(fam: Family, index: int, seed: int = 0):
+    """A GenUITask of a family outside the suite's table (split "evolve")."""
+    import hashlib
+
+    from macaronic.genui.tasks import GenUITask
+
+    key = f"evolve:{fam.name}:{seed}:{index}"
+    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    prompts, context, text, messages, req = fam.build(rng, f"{fam.name}-{index}")
+    return GenUITask(f"genui-{fam.name}-{seed}-{index}", fam.name, "evolve", rng.choice(prompts), context,
+                     {"text_response": text, "a2ui": messages}, req, tuple(prompts))
+
+
 SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+reminders", ph_event_reminder),
                                 Family("ph_order_note", "evolve", "commerce+notes", ph_order_note),
                                 Family("ph_event_note", "evolve", "calendar+notes", ph_event_note),
@@ -230,7 +368,13 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
           "pick_tools": (Family("note_append", "evolve", "notes", note_append),
                          Family("reminder_to_note", "evolve", "reminders+notes", reminder_to_note),
                          Family("reminder_delete", "evolve", "reminders", reminder_delete),
-                         Family("contact_email_domain", "evolve", "contacts", contact_email_domain))}
+                         Family("contact_email_domain", "evolve", "contacts", contact_email_domain)),
+          "show_values": (Family("shopping_list", "evolve", "genui", shopping_list),
+                          Family("team_roster", "evolve", "genui", team_roster),
+                          Family("flight_status", "evolve", "genui", flight_status),
+                          Family("bill_split", "evolve", "genui", bill_split),
+                          Family("recipe", "evolve", "genui", recipe))}
+ROLE = {"show_values": "genui"}  # every other skill is the agent's
 
 
 def make(fam: Family, seed: int) -> AgentTask:
@@ -240,6 +384,13 @@ def make(fam: Family, seed: int) -> AgentTask:
 
 def examples(skill: str, n: int, seed: int = 0) -> list[dict]:
     fams = SKILLS[skill]
+    if ROLE.get(skill) == "genui":
+        from macaronic.train.builders import _conv, genui_reply
+        from macaronic.train.examples import Example
+
+        tasks = [genui_task(fams[i % len(fams)], i // len(fams), seed) for i in range(n)]
+        return [Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
+                        "genui", f"genui/{t.family}").to_dict() for t in tasks]
     out, s = [], 10_000 + seed
     while len(out) < n and s < 10_000 + seed + 50 * n:
         try:

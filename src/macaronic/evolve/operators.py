@@ -16,7 +16,8 @@ generation's search, each a list of successor steps with the components it touch
                 hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
                 whose final reply states what the write returned (missing_facts), lookups and
                 writes over the tools the others leave out, chosen by the request's verb
-                (empty_lookup, answered_after_lookup); when more
+                (empty_lookup, answered_after_lookup); for GenUI (missing_content), cards that
+                show every value of the data, on card families in no split; when more
                 than one skill fails, first one candidate trained on every failing skill's data;
                 from a parent already trained on failure data, one candidate only: the failing
                 skills and the ones it was trained on, new episodes
@@ -40,6 +41,7 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                    "lookup-then-act"),
                   ("state_facts", ("missing_facts",), "state-the-returned-facts"),
                   ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"))
+GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
 
@@ -56,15 +58,15 @@ def signature(parent: str, steps) -> str:
     return json.dumps([parent, [bare(s) for s in steps]], sort_keys=True)
 
 
-def trained_skills(data) -> list[str]:
-    """The failure-data skills a pair's agent adapter was last trained on, from its data files' names
-    (successor.failure_data writes `failure-agent-<skill>+<skill>.jsonl`)."""
-    names = {s for s, _, _ in FAILURE_SKILLS}
-    out = []
+def trained_skills(data, role: str = "agent") -> list[str]:
+    """The failure-data skills a pair's adapter for `role` was trained on, from its data files' names
+    (successor.failure_data writes `failure-<role>-<skill>+<skill>.jsonl`)."""
+    names = {s for s, _, _ in (GENUI_SKILLS if role == "genui" else FAILURE_SKILLS)}
+    out, head = [], f"failure-{role}-"
     for f in data:
         n = Path(f).name
-        if n.startswith("failure-agent-") and n.endswith(".jsonl"):
-            out += [s for s in n[len("failure-agent-"):-len(".jsonl")].split("+") if s in names and s not in out]
+        if n.startswith(head) and n.endswith(".jsonl"):
+            out += [s for s in n[len(head):-len(".jsonl")].split("+") if s in names and s not in out]
     return out
 
 
@@ -157,6 +159,16 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps,
                                                    **extra}}],
                 ("adapter:agent",), f"agent: {what} data for {n} failures")
+    if "failure_data" in operators and "genui" in parent.adapters:
+        for skill, labels, what in GENUI_SKILLS:
+            n = sum(v for (s, lb), v in clusters.items() if s == "genui" and lb in labels)
+            if not n:
+                continue
+            again = skill in trained_skills(parent.data, "genui")  # new cards, drawn from the adapter's id
+            extra = {"seed": int(parent.adapters["genui"]["id"][:6], 16)} if again else {}
+            add("failure_data", [{"failure_data": {"role": "genui", "skill": skill, "steps": budget.rft_steps,
+                                                   **extra}}],
+                ("adapter:genui",), f"genui: {what} data for {n} failures")
     if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
         add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
             f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")
