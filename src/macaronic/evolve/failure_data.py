@@ -342,15 +342,9 @@ def recipe(rng: random.Random, sid: str):
 
 def genui_task(fam: Family, index: int, seed: int = 0):
     """A GenUITask of a family outside the suite's table (split "evolve")."""
-    import hashlib
+    from macaronic.genui.tasks import build_task as build_genui
 
-    from macaronic.genui.tasks import GenUITask
-
-    key = f"evolve:{fam.name}:{seed}:{index}"
-    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
-    prompts, context, text, messages, req = fam.build(rng, f"{fam.name}-{index}")
-    return GenUITask(f"genui-{fam.name}-{seed}-{index}", fam.name, "evolve", rng.choice(prompts), context,
-                     {"text_response": text, "a2ui": messages}, req, tuple(prompts))
+    return build_genui(fam.name, fam.build, index, seed, "evolve", salt="evolve:")
 
 
 SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+reminders", ph_event_reminder),
@@ -385,12 +379,9 @@ def make(fam: Family, seed: int) -> AgentTask:
 def examples(skill: str, n: int, seed: int = 0) -> list[dict]:
     fams = SKILLS[skill]
     if ROLE.get(skill) == "genui":
-        from macaronic.train.builders import _conv, genui_reply
-        from macaronic.train.examples import Example
+        from macaronic.train.builders import genui_example
 
-        tasks = [genui_task(fams[i % len(fams)], i // len(fams), seed) for i in range(n)]
-        return [Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
-                        "genui", f"genui/{t.family}").to_dict() for t in tasks]
+        return [genui_example(genui_task(fams[i % len(fams)], i // len(fams), seed)).to_dict() for i in range(n)]
     out, s = [], 10_000 + seed
     while len(out) < n and s < 10_000 + seed + 50 * n:
         try:

@@ -21,6 +21,7 @@ operator's text (a fixed reflection per failure kind, not a generated one). Pure
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -115,8 +116,6 @@ def label(row: dict) -> list[str]:
 def _empty_lookup_before_write(messages: list[dict]) -> bool:
     """Whether a write call follows a tool result whose lists are all empty (a lookup that found
     nothing)."""
-    import json
-
     empty = False
     for m in messages:
         if m["role"] == "tool":

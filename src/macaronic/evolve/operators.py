@@ -70,6 +70,12 @@ def trained_skills(data, role: str = "agent") -> list[str]:
     return out
 
 
+def _fresh_seed(parent, role: str, trained: bool) -> dict:
+    """The failure data's seed: none (0) for an adapter not yet trained on it; after that one drawn
+    from the adapter's id, so a successor's successor trains on new episodes, not the same again."""
+    return {"seed": int(parent.adapters[role]["id"][:6], 16)} if trained else {}
+
+
 def _role_failures(clusters) -> dict[str, int]:
     out: dict[str, int] = {}
     for (suite, label), n in clusters.items():
@@ -137,9 +143,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
                    if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
         known = trained_skills(parent.data)
-        # the episodes' seed: 0 for a parent not yet trained on failure data; after that one drawn from
-        # its agent adapter's id, so a successor's successor trains on new episodes, not the same again
-        extra = {"seed": int(parent.adapters["agent"]["id"][:6], 16)} if known else {}
+        extra = _fresh_seed(parent, "agent", bool(known))
         if known and failing:
             # a parent already trained on failure data: one candidate, the failing skills and the ones it
             # learnt, drawn anew (one skill's data alone unlearnt the others: run-q2 generation 2)
@@ -164,8 +168,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             n = sum(v for (s, lb), v in clusters.items() if s == "genui" and lb in labels)
             if not n:
                 continue
-            again = skill in trained_skills(parent.data, "genui")  # new cards, drawn from the adapter's id
-            extra = {"seed": int(parent.adapters["genui"]["id"][:6], 16)} if again else {}
+            extra = _fresh_seed(parent, "genui", skill in trained_skills(parent.data, "genui"))
             add("failure_data", [{"failure_data": {"role": "genui", "skill": skill, "steps": budget.rft_steps,
                                                    **extra}}],
                 ("adapter:genui",), f"genui: {what} data for {n} failures")

@@ -291,12 +291,17 @@ FAMILIES: dict[str, Family] = {
 
 
 def make_task(family: str, index: int, seed: int = 0) -> GenUITask:
-    key = f"{family}:{seed}:{index}"
-    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
-    tid = f"genui-{family}-{seed}-{index}"
-    prompts, context, text, messages, req = FAMILIES[family](rng, f"{family}-{index}")
     split = "test" if family in TEST_FAMILIES else "dev" if index % DEV_EVERY == DEV_EVERY - 1 else "train"
-    return GenUITask(tid, family, split, rng.choice(prompts), context,
+    return build_task(family, FAMILIES[family], index, seed, split)
+
+
+def build_task(family: str, fn: Family, index: int, seed: int, split: str, salt: str = "") -> GenUITask:
+    """`make_task` for any family function, also one outside the suite's table (`salt` keeps its
+    random stream apart from the table's)."""
+    key = f"{salt}{family}:{seed}:{index}"
+    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    prompts, context, text, messages, req = fn(rng, f"{family}-{index}")
+    return GenUITask(f"genui-{family}-{seed}-{index}", family, split, rng.choice(prompts), context,
                      {"text_response": text, "a2ui": messages}, req, tuple(prompts))
 
 

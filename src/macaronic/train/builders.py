@@ -249,9 +249,14 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
         i += 1
         if t.split != "train":
             continue
-        out.append(Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
-                           "genui", f"genui/{t.family}"))
+        out.append(genui_example(t))
     return out
+
+
+def genui_example(t) -> Example:
+    """One GenUI task's gold card in the served genui layout."""
+    return Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
+                   "genui", f"genui/{t.family}")
 
 
 GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
