@@ -15,7 +15,7 @@ from macaronic.engine.base import load_base
 from macaronic.engine.kvpool import KVBuffer
 from macaronic.engine.model import SeqSlice
 from macaronic.engine.quant import Int4Reference, pack_int4, quantize, unpack_int4
-from macaronic.engine.slots import LoraBank
+from macaronic.engine.slots import LoraBank, bank_int8_b
 from macaronic.testing import make_random_adapter
 
 
@@ -141,7 +141,8 @@ def test_a_failed_build_warns_once_and_falls_back(tmp_path, monkeypatch):
 
 def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
     """One native call per projection (csrc/lora.cpp) on a mixed decode batch: base tokens, three
-    adapters of different ranks, one of them on q/v only; fp32 and bf16 slot buffers."""
+    adapters of different ranks, one of them on q/v only; fp32 and bf16 slot buffers, and bf16 A with
+    int8 B rows (an int4 model's bank) against the twin holding the same int8 rows."""
     from macaronic.engine.config import FUSED
     from macaronic.engine.slots import LoraBank, ReferenceLora
 
@@ -150,12 +151,12 @@ def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
     adapters = {slot: read_adapter(make_random_adapter(tmp_path / f"f{slot}", args, rank=r, seed=80 + slot, targets=t,
                                                        mode="full", scale=0.5), args, name=f"f{slot}")[1]
                 for slot, (r, t) in zip((1, 3, 4), specs)}
-    ref = ReferenceLora(adapters, args)
+    refs = {False: ReferenceLora(adapters, args), True: ReferenceLora(adapters, args, int8_b=True)}
     slots = torch.tensor([0, 1, 3, 4, 1, 0, 4, 3, 3, 1, 1, 1, 1, 1])  # a run of 6 tokens of slot 1 too
     g = torch.Generator().manual_seed(9)
-    for dtype in (torch.float32, torch.bfloat16):
-        bank = LoraBank(args, 6, 5, dtype=dtype)
-        assert bank.native is ops
+    for dtype, int8_b in ((torch.float32, False), (torch.bfloat16, False), (torch.bfloat16, True)):
+        bank, ref = LoraBank(args, 6, 5, dtype=dtype, int8_b=int8_b), refs[int8_b]
+        assert bank.native is ops and all(b.dtype == (torch.int8 if int8_b else dtype) for bs in bank.Bt.values() for b in bs)
         for slot, pairs in adapters.items():
             bank.write(slot, pairs)
         plan = bank.plan(slots)
@@ -174,7 +175,7 @@ def test_fused_lora_matches_the_reference_twin(ops, tiny_dirs, tmp_path):
                 assert float(delta.abs().max()) > 0.1
                 err = float((y.float() - (y0.float() + delta)).abs().max())
                 # y is bf16 (one rounding of y0 + delta); a bf16 bank also rounds the adapter weights
-                assert err <= 0.01 * float(y0.abs().max() + delta.abs().max()) + (0.02 if dtype == torch.bfloat16 else 0) * float(delta.abs().max()), (dtype, layer, fused, err)
+                assert err <= 0.01 * float(y0.abs().max() + delta.abs().max()) + (0.02 if dtype == torch.bfloat16 else 0) * float(delta.abs().max()), (dtype, int8_b, layer, fused, err)
                 assert torch.equal(y[slots == 0], y0[slots == 0])  # base tokens untouched
 
 
@@ -191,11 +192,13 @@ def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, 
     args = load_base(tiny_dirs["llama"]).args
     adapters = {slot: read_adapter(make_random_adapter(tmp_path / f"l{slot}", args, rank=4, seed=90 + slot, mode="full",
                                                        scale=0.5), args, name=f"l{slot}")[1] for slot in (1, 2)}
-    ref = ReferenceLora(adapters, args)
+    refs = {False: ReferenceLora(adapters, args), True: ReferenceLora(adapters, args, int8_b=True)}
     slots = torch.tensor([0, 1, 2, 2, 1, 0, 1])
     g = torch.Generator().manual_seed(11)
-    for dtype, quant in ((torch.float32, False), (torch.bfloat16, False), (torch.bfloat16, True)):
-        bank = LoraBank(args, 4, 4, dtype=torch.bfloat16 if dtype == torch.bfloat16 else torch.float32)
+    for dtype, quant, int8_b in ((torch.float32, False, False), (torch.bfloat16, False, False),
+                                 (torch.bfloat16, True, False), (torch.bfloat16, True, True)):
+        bank = LoraBank(args, 4, 4, dtype=torch.bfloat16 if dtype == torch.bfloat16 else torch.float32, int8_b=int8_b)
+        ref = refs[int8_b]
         for slot, pairs in adapters.items():
             bank.write(slot, pairs)
         plan = bank.plan(slots)
@@ -209,11 +212,11 @@ def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, 
             y2 = lin(x) if quant else F.linear(x, w)
             base = y2.clone()
             bank.add_delta(y2, 1, fused, x, plan)
-            assert torch.equal(y, y2), (dtype, quant, fused)
+            assert torch.equal(y, y2), (dtype, quant, int8_b, fused)
             delta = ref.delta(1, fused, x.float(), slots)
             err = float((y.float() - (base.float() + delta)).abs().max())
             tol = 1e-4 if dtype == torch.float32 else 0.01 * float(base.abs().max() + delta.abs().max()) + 0.02 * float(delta.abs().max())
-            assert err <= tol, (dtype, quant, fused, err)
+            assert err <= tol, (dtype, quant, int8_b, fused, err)
             assert torch.equal(y[slots == 0], base[slots == 0])
 
 
@@ -230,7 +233,8 @@ def test_fused_decode_step_matches_the_layer_loop(ops, tiny_dirs, tmp_path, monk
     monkeypatch.setattr(Transformer, "_fused_decode", lambda self, *a: ran.append(r := real(self, *a)) or r)
     b = load_base(tiny_dirs[family], dtype=torch.bfloat16, quant=quant)
     m, args = b.model, b.args
-    bank = LoraBank(args, 4, 4, dtype=torch.bfloat16)
+    bank = LoraBank(args, 4, 4, dtype=torch.bfloat16, int8_b=bank_int8_b(m))  # the engine's bank: int8 B for int4
+    assert bank.int8_b == (quant == "int4")
     for slot in (1, 2):
         bank.write(slot, read_adapter(make_random_adapter(tmp_path / f"d{slot}", args, rank=4, seed=70 + slot,
                                                           mode="full", scale=0.5), args, name=f"d{slot}")[1])
@@ -342,3 +346,58 @@ def test_a_forked_child_runs_the_kernels_on_a_pool_of_its_own(ops):
         assert torch.equal(ops.int4_linear(x, qw, sc, None), y)
     finally:
         torch.set_num_threads(before)
+
+
+def test_int8_b_rows_hold_the_product_and_serve_prefill_and_decode(ops, tiny_dirs, tmp_path):
+    """int8_rows keeps B @ A within int8 rounding (scales folded into A, none stored), and an int8-B
+    bank gives the twin's delta on a long batch (the per-adapter prefill path, which widens the int8
+    rows itself) as on a decode batch (the native kernel)."""
+    from macaronic.engine.config import FUSED
+    from macaronic.engine.slots import STACKED_MAX_TOKENS, ReferenceLora, int8_rows
+
+    g = torch.Generator().manual_seed(3)
+    A, B = torch.randn(6, 64, generator=g), torch.randn(40, 6, generator=g) * torch.logspace(-3, 0, 6)  # rows of every size
+    A2, q = int8_rows(A, B)
+    assert q.dtype == torch.int8 and q.shape == (6, 40) and A2.shape == A.shape and int(q.abs().amax(1).min()) == 127
+    exact, got = B @ A, q.T.float() @ A2
+    assert float((got - exact).norm() / exact.norm()) < 0.01
+    args = load_base(tiny_dirs["llama"]).args
+    adapters = {s: read_adapter(make_random_adapter(tmp_path / f"q{s}", args, rank=4, seed=60 + s, mode="full", scale=0.5),
+                                args, name=f"q{s}")[1] for s in (1, 3)}
+    bank, ref = LoraBank(args, 4, 4, dtype=torch.bfloat16, int8_b=True), ReferenceLora(adapters, args, int8_b=True)
+    exact_ref = ReferenceLora(adapters, args)
+    for s, pairs in adapters.items():
+        bank.write(s, pairs)
+    for n in (5, STACKED_MAX_TOKENS + 11):
+        slots = torch.tensor([(0, 1, 3)[i % 3] for i in range(n)])
+        plan = bank.plan(slots)
+        assert bool(plan.native_slots) == (n <= STACKED_MAX_TOKENS)
+        for fused in FUSED:
+            d_in = args.target_shape(FUSED[fused][0])[0]
+            d_out = sum(args.target_shape(t)[1] for t in FUSED[fused])
+            x = torch.randn(n, d_in, generator=g).bfloat16()
+            y = torch.zeros(n, d_out, dtype=torch.bfloat16)
+            bank.add_delta(y, 0, fused, x, plan)
+            delta, exact = ref.delta(0, fused, x.float(), slots), exact_ref.delta(0, fused, x.float(), slots)
+            assert float((y.float() - delta).abs().max()) <= 0.03 * float(delta.abs().max()), (n, fused)
+            assert float((delta - exact).norm() / exact.norm()) < 0.01  # the int8 rows next to bf16's own rounding
+    with pytest.raises(ValueError, match="int8 B rows"):
+        LoraBank(args, 4, 4, dtype=torch.float32, int8_b=True)
+
+
+def test_the_int4_engine_serves_int8_b_rows_unless_told_not_to(ops, tiny_dirs, monkeypatch):
+    """An int4 engine's bank holds B as int8 rows; lora_int8=False (MACARONIC_LORA_INT8=0) keeps bf16,
+    and a bf16 engine never quantizes its adapters."""
+    from macaronic.engine.llm import EngineConfig, load_llm
+
+    for env, quant, want in ((None, "int4", True), ("0", "int4", False), (None, "none", False)):
+        if env is None:
+            monkeypatch.delenv("MACARONIC_LORA_INT8", raising=False)
+        else:
+            monkeypatch.setenv("MACARONIC_LORA_INT8", env)
+        llm = load_llm(tiny_dirs["llama"], [], EngineConfig.from_env(dtype="bfloat16", quant=quant))
+        try:
+            assert llm.engine.bank.int8_b is want, (env, quant)
+            assert all((b.dtype == torch.int8) is want for bs in llm.engine.bank.Bt.values() for b in bs)
+        finally:
+            llm.close()

@@ -102,7 +102,7 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
     from macaronic.engine.adapters import read_adapter
     from macaronic.engine.kvpool import KVPool
     from macaronic.engine.model import SeqSlice
-    from macaronic.engine.slots import LoraBank, bank_dtype
+    from macaronic.engine.slots import LoraBank, bank_dtype, bank_int8_b
     from macaronic.testing import make_random_adapter
 
     models = {v: _load(base_dir, v) for v in ("bf16", "int4_copy", "int4")}
@@ -113,9 +113,13 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
         if not (d / "adapter_config.json").exists():
             make_random_adapter(d, args, rank=rank, seed=300 + i, mode="full", scale=0.05)
         pairs.append(read_adapter(d, args, name=f"lora{i}")[1])
-    bank = LoraBank(args, 5, rank, dtype=bank_dtype(torch.bfloat16))  # the engine's bank for these models
+    bank = LoraBank(args, 5, rank, dtype=bank_dtype(torch.bfloat16))  # the engine's bank for bf16
+    banks = {v: bank for v in models}
+    if bank_int8_b(models["int4"].model):  # and for int4: B as int8 rows (engine.slots.int8_rows)
+        banks["int4"] = LoraBank(args, 5, rank, dtype=bank.dtype, int8_b=True)
     for slot, p in enumerate(pairs, 1):
-        bank.write(slot, p)
+        for bk in {id(x): x for x in banks.values()}.values():
+            bk.write(slot, p)
     out: dict = {"adapters": 4, "rank": rank, "reps": reps}
     for n in streams:
         pools = {v: KVPool(args, torch.bfloat16) for v in models}
@@ -127,8 +131,8 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
             for kv in kvs[v]:
                 kv.length = 64  # every step decodes position 64 of the same sequences
             t = time.thread_time()
-            models[v].model(toks, [SeqSlice(kv, 1) for kv in kvs[v]], lora=bank if lora else None,
-                            slots=bank.plan(slots) if lora else None)
+            models[v].model(toks, [SeqSlice(kv, 1) for kv in kvs[v]], lora=banks[v] if lora else None,
+                            slots=banks[v].plan(slots) if lora else None)
             return (time.thread_time() - t) * 1000
 
         cases = [(v, lora) for v in models for lora in (False, True)]

@@ -23,7 +23,7 @@ from macaronic.engine.adapters import read_adapter
 from macaronic.engine.config import FUSED, FUSED_OF
 from macaronic.engine.kvpool import KVPool
 from macaronic.engine.model import SeqSlice
-from macaronic.engine.slots import LoraBank, bank_dtype
+from macaronic.engine.slots import LoraBank, bank_dtype, bank_int8_b
 from macaronic.testing import make_random_adapter
 
 
@@ -80,9 +80,11 @@ def lora_overhead(base_dir, workdir: Path, precisions: dict, reps: int = 10, str
         out[name] = {}
         for layout, where in (("contiguous", (1, 2, 3, 4)), ("scattered", (1, 3, 5, 8))):
             banks = {"grouped": LoraBank(b.args, 9, rank, native=None), "stacked": StackedLora(b.args, 9, rank)}
-            fused = LoraBank(b.args, 9, rank, dtype=bank_dtype(b.model.dtype))
+            fused = LoraBank(b.args, 9, rank, dtype=bank_dtype(b.model.dtype), int8_b=bank_int8_b(b.model))
             if fused.native is not None:
                 banks = {"fused": fused, **banks}
+                if fused.int8_b:  # the engine's int8 B rows, and beside them the same bank with bf16 B
+                    banks["fused_bf16_b"] = LoraBank(b.args, 9, rank, dtype=fused.dtype)
             for slot, p in zip(where, pairs):
                 for bank in banks.values():
                     bank.write(slot, p)
@@ -108,7 +110,7 @@ def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
     # The fused bank runs inside the one-call decode step (csrc/decode.cpp) and is measured against the
     # base on that step; the PyTorch banks run in the layer loop and are measured against the base there.
     variants = {"base": (None, False), "base_loop": (None, True),
-                **{k: (bank, k != "fused") for k, bank in banks.items()}}
+                **{k: (bank, not k.startswith("fused")) for k, bank in banks.items()}}
     for _ in range(2):  # warm-up
         for bank, loop in variants.values():
             step(bank, loop)
@@ -124,7 +126,7 @@ def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
            "base_step_cpu_ms": round(statistics.median(cpu["base"]) * 1000, 2),
            "base_loop_step_ms": round(statistics.median(wall["base_loop"]) * 1000, 2)}
     for k in banks:
-        ref = "base" if k == "fused" else "base_loop"
+        ref = "base" if k.startswith("fused") else "base_loop"
         row[f"{k}_overhead_pct"] = _pct(cpu[k], cpu[ref])
         row[f"{k}_overhead_wall_pct"] = _pct(wall[k], wall[ref])
     row["grouped_over_stacked"] = round(statistics.median(a / s for a, s in zip(cpu["grouped"], cpu["stacked"])), 3)
@@ -151,12 +153,15 @@ def markdown(lo: dict) -> list[str]:
             x = lo.get(name, {}).get(layout)
             if x:
                 fused = f"{x['fused_overhead_pct']}% ({x['fused_overhead_wall_pct']}%)" if "fused_overhead_pct" in x else "n/a"
+                if "fused_bf16_b_overhead_pct" in x:
+                    fused += f"; bf16 B: {x['fused_bf16_b_overhead_pct']}% ({x['fused_bf16_b_overhead_wall_pct']}%)"
                 out.append(f"| {name} | {layout} | {x['base_step_ms']} | {x.get('base_loop_step_ms', 'n/a')} | {fused} | "
                            f"{x['grouped_overhead_pct']}% ({x['grouped_overhead_wall_pct']}%) | {x['stacked_overhead_pct']}% "
                            f"({x['stacked_overhead_wall_pct']}%) | {x.get('fused_over_grouped', 'n/a')} | "
                            f"{x['grouped_over_stacked']} |")
     return [*out, "", "Contiguous: slots 1-4; scattered: slots 1, 3, 5, 8 (the stacked bank computes every slot up to "
             "the highest used, the grouped one only the slots present). Fused: one native call per projection "
-            "(engine/csrc/lora.cpp; n/a where the native kernels do not build). fp32 and int8 have no one-call step, "
+            "(engine/csrc/lora.cpp; n/a where the native kernels do not build); int4's bank keeps B as int8 rows with their "
+            "scales folded into A (engine.slots.int8_rows), and \"bf16 B\" is the same bank with bf16 B, in the same run. fp32 and int8 have no one-call step, "
             "so both of their base columns are the layer loop. int4 runs the native int4 kernel when it builds. "
             "`macaronic.bench.lora`.", ""]

@@ -52,7 +52,7 @@ from macaronic.engine.kvcache import ADOPT, BASE, Match, PrefixCache
 from macaronic.engine.kvpool import KVBuffer, KVPool
 from macaronic.engine.model import SeqSlice, linear
 from macaronic.engine.sampling import SamplingParams, loop_period, make_generator, sample
-from macaronic.engine.slots import AdapterRegistry, LoraBank, bank_dtype
+from macaronic.engine.slots import AdapterRegistry, LoraBank, bank_dtype, bank_int8_b
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -74,17 +74,21 @@ class EngineConfig:
     history: str = "cached"  # "cached" (adopt the cache's labels) or "base" (always bare base)
     dtype: str = "float32"  # or "bfloat16"
     quant: str = "none"  # "int8" / "int4": weight-only quantized base matmuls (bf16 activations)
+    lora_int8: bool = True  # int4 on the native kernel: adapters' B as int8 rows (slots.int8_rows); False: bf16
 
     @classmethod
     def from_env(cls, **kw) -> "EngineConfig":
         """A config whose precision comes from MACARONIC_DTYPE / MACARONIC_QUANT, its busy prefill
-        budget from MACARONIC_PREFILL_CHUNK_BUSY and step fusion from MACARONIC_FUSE_STEPS, unless given."""
+        budget from MACARONIC_PREFILL_CHUNK_BUSY, step fusion from MACARONIC_FUSE_STEPS and int4's int8
+        adapter rows from MACARONIC_LORA_INT8, unless given."""
         kw.setdefault("dtype", os.environ.get("MACARONIC_DTYPE", "float32"))
         kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
         if "MACARONIC_PREFILL_CHUNK_BUSY" in os.environ:
             kw.setdefault("prefill_chunk_busy", int(os.environ["MACARONIC_PREFILL_CHUNK_BUSY"]))
         if "MACARONIC_FUSE_STEPS" in os.environ:
             kw.setdefault("fuse_steps", os.environ["MACARONIC_FUSE_STEPS"] not in ("0", "false", "no"))
+        if "MACARONIC_LORA_INT8" in os.environ:
+            kw.setdefault("lora_int8", os.environ["MACARONIC_LORA_INT8"] not in ("0", "false", "no"))
         return cls(**kw)
 
 
@@ -224,7 +228,9 @@ class Engine:
         self.lock = threading.RLock()  # one forward at a time over shared slots
         # bf16 slots for a bf16 model when the fused native kernel runs (half the bytes a step reads),
         # else fp32: PyTorch's small fp32 matmuls cost less than bf16 ones here (slots.bank_dtype)
-        self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=bank_dtype(base.model.dtype))
+        # an int4 model's bank keeps B as int8 rows, their scales folded into A (slots.int8_rows)
+        self.bank = LoraBank(base.args, config.max_loras + 1, min(4, config.max_rank), dtype=bank_dtype(base.model.dtype),
+                             int8_b=config.lora_int8 and bank_int8_b(base.model))
         self.registry = AdapterRegistry(base.args, self.bank, base.fingerprint, config.max_registered,
                                         max_rank=config.max_rank, forward_lock=self.lock)
         self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)

@@ -56,6 +56,23 @@ class _Stack:
     B: dict[str, list[Tensor]]  # fused -> per target [L, P * r_max, width]
 
 
+def int8_rows(A: Tensor, B: Tensor) -> tuple[Tensor, Tensor]:
+    """One adapter target's (A [r, d_in], scaled B [w, r]) as (A', Bt_q [r, w] int8) with
+    B @ A == Bt_q.T @ A' up to int8 rounding: each Bt row j is quantized with its own absmax scale
+    s_j and A's row j is multiplied by s_j (a LoRA pair is unchanged by B diag(s), diag(1/s) A), so
+    the scales cost no storage and no kernel work."""
+    Bt = B.T.float()
+    s = Bt.abs().amax(1).clamp_min(1e-30) / 127.0
+    q = torch.round(Bt / s[:, None]).clamp_(-127, 127).to(torch.int8)
+    return A.float() * s[:, None], q
+
+
+def bank_int8_b(model, native=AUTO) -> bool:
+    """Whether the bank keeps B as int8 rows (int8_rows): for an int4 model on the native kernel,
+    whose weights are already 4-bit; a quarter fewer adapter bytes per decode step (docs/LOG.md)."""
+    return getattr(model, "quant", "none") == "int4" and bank_dtype(model.dtype, native) == torch.bfloat16
+
+
 def bank_dtype(model_dtype: torch.dtype, native=AUTO) -> torch.dtype:
     """The slot buffers' dtype for a model: bf16 for a bf16 model when the fused native kernel runs
     (a decode step reads half the adapter bytes), else fp32 (PyTorch's small bf16 matmuls cost more
@@ -70,12 +87,15 @@ class LoraBank:
 
     A[f]: [L, S, n_t * r_max, d_in] (targets of a fused projection stacked, so they share one
     shrink matmul) and, per target, Bt[f][t]: [L, S, r_max, width_t] (each target expands into its
-    own output columns only: no zero blocks are read). The engine keeps it in fp32 for every model
-    dtype (small fp32 matmuls beat bf16 ones on CPU); a bf16 model's x is cast once per call.
+    own output columns only: no zero blocks are read). `dtype` is the bank's (bank_dtype); with
+    `int8_b` (bf16 bank on the native kernel) the Bt are int8 rows whose scales live in A (int8_rows).
     """
 
-    def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32, native=AUTO):
+    def __init__(self, args: ModelArgs, n_slots: int, r_max: int, dtype: torch.dtype = torch.float32, native=AUTO,
+                 int8_b: bool = False):
         self.args, self.n_slots, self.r_max, self.dtype = args, n_slots, r_max, dtype
+        self.int8_b = int8_b
+        b_dtype = torch.int8 if int8_b else dtype
         self.A: dict[str, Tensor] = {}
         self.Bt: dict[str, list[Tensor]] = {}
         self.columns: dict[str, tuple[int, int]] = {}  # target -> (first output column, width)
@@ -85,7 +105,7 @@ class LoraBank:
                 self.columns[t] = (off, args.target_shape(t)[1])
                 off += args.target_shape(t)[1]
             self.A[f] = torch.zeros(args.n_layers, n_slots, len(targets) * r_max, d_in, dtype=dtype)
-            self.Bt[f] = [torch.zeros(args.n_layers, n_slots, r_max, self.columns[t][1], dtype=dtype) for t in targets]
+            self.Bt[f] = [torch.zeros(args.n_layers, n_slots, r_max, self.columns[t][1], dtype=b_dtype) for t in targets]
         self.present: list[set[str]] = [set() for _ in range(n_slots)]  # fused projections with weights
         self.version = [0] * n_slots  # bumped on every write/clear of a slot (stack cache key)
         self._stack_key: tuple | None = None
@@ -95,6 +115,8 @@ class LoraBank:
         # the fused decode kernel reads the fp32 bank directly; inputs must be multiples of 16 wide
         fits = dtype in (torch.float32, torch.bfloat16) and all(a.shape[-1] % 16 == 0 for a in self.A.values())
         self.native = (native_mod.ops() if native is AUTO else native) if fits else None
+        if int8_b and (self.native is None or dtype != torch.bfloat16):
+            raise ValueError("int8 B rows need a bf16 bank on the native kernel")
 
     @torch.no_grad()
     def ensure_rank(self, r: int) -> None:
@@ -130,8 +152,9 @@ class LoraBank:
                 raise AdapterError(f"rank {r} exceeds the bank's r_max {self.r_max}")
             f = FUSED_OF[target]
             i = FUSED[f].index(target)
+            A, Bt = int8_rows(A, B) if self.int8_b else (A, B.T)
             self.A[f][layer, slot, i * self.r_max : i * self.r_max + r] = A
-            self.Bt[f][i][layer, slot, :r] = B.T
+            self.Bt[f][i][layer, slot, :r] = Bt
             self.present[slot].add(f)
         self.version[slot] += 1
 
@@ -250,10 +273,11 @@ class LoraBank:
                 continue
             xa = x[idx] @ A[s].T  # [n_s, n_t * r]
             for i, (c0, w) in enumerate(cols):
+                b = Bs[i][s] if not self.int8_b else Bs[i][s].to(xa.dtype)  # int8 rows: scales are in A
                 if isinstance(idx, slice):
-                    _addmm(y[idx, c0 : c0 + w], xa[:, i * r : (i + 1) * r], Bs[i][s])
+                    _addmm(y[idx, c0 : c0 + w], xa[:, i * r : (i + 1) * r], b)
                 else:
-                    d = xa[:, i * r : (i + 1) * r] @ Bs[i][s]  # [n_s, w]
+                    d = xa[:, i * r : (i + 1) * r] @ b  # [n_s, w]
                     y[:, c0 : c0 + w].index_add_(0, idx, d.to(y.dtype))
 
 
@@ -266,9 +290,14 @@ def _addmm(out: Tensor, a: Tensor, b: Tensor) -> None:
 
 
 class ReferenceLora:
-    """Slow twin of LoraBank.delta: a per-token loop over each adapter's own unpadded tensors."""
+    """Slow twin of LoraBank.delta: a per-token loop over each adapter's own unpadded tensors
+    (with `int8_b`, the pairs as an int8-row bank holds them: int8_rows)."""
 
-    def __init__(self, adapters: dict[int, dict[tuple[int, str], tuple[Tensor, Tensor]]], args: ModelArgs):
+    def __init__(self, adapters: dict[int, dict[tuple[int, str], tuple[Tensor, Tensor]]], args: ModelArgs,
+                 int8_b: bool = False):
+        if int8_b:
+            adapters = {s: {k: (a2, q.T.float()) for k, (a2, q) in ((k, int8_rows(*p)) for k, p in pairs.items())}
+                        for s, pairs in adapters.items()}
         self.adapters, self.args = adapters, args  # slot -> {(layer, target): (A, B scaled)}
 
     def delta(self, layer: int, fused: str, x: Tensor, slots: Tensor) -> Tensor | None:

@@ -2,7 +2,9 @@
 //
 // y[n, cols of target t] += (A[s] @ x[n])[t*r : (t+1)*r] @ Bt_t[s]   for every token n, s = slots[n] != 0
 // with the bank's slot buffers (fp32, or bf16 for bf16 models: half the bytes a step reads): A [S, T*r, d_in] (the T targets of a fused projection stacked)
-// and one Bt_t [S, r, w_t] per target (its output columns follow each other in y). Tokens are
+// and one Bt_t [S, r, w_t] per target (its output columns follow each other in y). With bf16 A, the Bt may be int8:
+// the bank folds each Bt row's scale into the matching row of A (B diag(s) diag(1/s) A), so the kernel reads
+// the int8 rows as plain numbers and a step reads a quarter fewer adapter bytes. Tokens are
 // visited grouped by slot, so a slot's weights are read from memory once per call and stay in cache
 // for its other tokens; slot 0 tokens cost nothing. x and y are bf16 or fp32; sums are fp32.
 // The reference twin is macaronic.engine.slots.ReferenceLora. Knows nothing about adapters or models.
@@ -30,6 +32,12 @@ KERNEL inline __m512 load16(const at::BFloat16* p) {
 KERNEL inline __m512 load16m(const float* p, __mmask16 k) { return _mm512_maskz_loadu_ps(k, p); }
 KERNEL inline __m512 load16m(const at::BFloat16* p, __mmask16 k) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
+}
+KERNEL inline __m512 load16(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+KERNEL inline __m512 load16m(const int8_t* p, __mmask16 k) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p)));
 }
 KERNEL inline void store16m(float* p, __m512 v, __mmask16 k) { _mm512_mask_storeu_ps(p, k, v); }
 KERNEL inline void store16m(at::BFloat16* p, __m512 v, __mmask16 k) {
@@ -124,8 +132,8 @@ KERNEL void expand(const float* xa, int64_t lda, const TW* B, int64_t r, int64_t
   }
 }
 
-template <typename TW, typename TX, typename TY>
-KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const std::vector<const TW*>& Bs,
+template <typename TW, typename TB, typename TX, typename TY>
+KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const std::vector<const TB*>& Bs,
                         const std::vector<int64_t>& widths, int64_t r, int64_t S, const int64_t* order, int64_t b0,
                         int64_t b1, const int64_t* slots, TY* y, int64_t d_out) {
   constexpr int kTok = 4;
@@ -161,7 +169,7 @@ KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const st
     }
     int64_t col = 0;
     for (size_t t = 0; t < Bs.size(); ++t) {
-      const TW* B = Bs[t] + s * r * widths[t];
+      const TB* B = Bs[t] + s * r * widths[t];
       const float* xt = xa.data() + t * r;
       TY* yt[kTok];
       for (int u = 0; u < nt; ++u) yt[u] = ys[u] + col;
@@ -176,11 +184,11 @@ KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const st
   }
 }
 
-template <typename TW>
+template <typename TW, typename TB>
 void run(at::Tensor& y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const std::vector<int64_t>& widths,
          int64_t r, int64_t S, const std::vector<int64_t>& order, int64_t skip, const int64_t* sp, int64_t d_out) {
-  std::vector<const TW*> bp;
-  for (const auto& b : Bs) bp.push_back(b.data_ptr<TW>());
+  std::vector<const TB*> bp;
+  for (const auto& b : Bs) bp.push_back(b.data_ptr<TB>());
   const TW* ap = A.data_ptr<TW>();
   const int64_t R = A.size(1), d = A.size(2);
   macaronic::parallel_for(skip, int64_t(order.size()), 4, [&](int64_t b0, int64_t b1) {
@@ -209,8 +217,9 @@ void lora_delta(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::Tens
   std::vector<int64_t> widths;
   int64_t d_out = 0;
   for (const auto& b : Bs) {
-    TORCH_CHECK(b.dim() == 3 && b.size(0) == S && b.size(1) == r && b.scalar_type() == wt && b.is_contiguous(),
-                "lora_delta: each B must be a contiguous [S, r, w] of A's dtype");
+    TORCH_CHECK(b.dim() == 3 && b.size(0) == S && b.size(1) == r && b.scalar_type() == Bs[0].scalar_type() &&
+                (b.scalar_type() == wt || (wt == at::kBFloat16 && b.scalar_type() == at::kChar)) && b.is_contiguous(),
+                "lora_delta: each B must be a contiguous [S, r, w] of A's dtype (or int8 with bf16 A)");
     widths.push_back(b.size(2));
     d_out += b.size(2);
   }
@@ -225,8 +234,9 @@ void lora_delta(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::Tens
   for (int64_t s = 1; s <= S; ++s) count[s] += count[s - 1];
   for (int64_t n = 0; n < N; ++n) order[count[sp[n]]++] = n;
   const int64_t skip = std::count(sp, sp + N, int64_t(0));  // slot 0 sorts first and adds nothing
-  if (wt == at::kFloat) run<float>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
-  else run<at::BFloat16>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
+  if (wt == at::kFloat) run<float, float>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
+  else if (Bs[0].scalar_type() == at::kChar) run<at::BFloat16, int8_t>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
+  else run<at::BFloat16, at::BFloat16>(y, x, A, Bs, widths, r, S, order, skip, sp, d_out);
 }
 
 // The base matmul and its LoRA delta in one call (one dispatch instead of two per projection).
