@@ -145,3 +145,17 @@ def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(t
     text = md.read_text()
     assert bench_bases.START in text and "| tiny |" in text
 
+
+
+def test_a_run_without_the_peer_keeps_the_peer_section_measured_elsewhere(tmp_path, capsys):
+    """`--only peer --md` where llama.cpp cannot run: the committed figures stay, and it says so."""
+    doc = tmp_path / "B.md"
+    kept = "## Decode against llama.cpp on the same GGUF\n\n<!-- bench-peer:start -->\n| 2 | 116.37 |\n<!-- bench-peer:end -->\n"
+    doc.write_text(kept)
+    r = {"command": "macaronic bench --only peer", "seconds": 1.0, "peer": {"llamacpp": False, "rows": []},
+         "machine": {"cpu": "x", "cores": 2, "memory_gb": 1, "torch": "t"}}
+    cli.write_markdown(doc, r)
+    assert doc.read_text() == kept and "left as it was" in capsys.readouterr().err
+    r["peer"] = {"llamacpp": True, "rows": [], "tokens": 4, "reps": 1}
+    cli.write_markdown(doc, r)
+    assert "116.37" not in doc.read_text()  # a run with figures replaces them

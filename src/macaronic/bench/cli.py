@@ -276,6 +276,10 @@ def write_markdown(path: Path, r: dict) -> None:
     if any(k in r for k in ENGINE_KEYS):
         write_section(path, START, END, "Engine benchmarks", markdown(r))
     for key, start, end, title, _ in OWN_BLOCKS:
+        if key == "peer" and r.get(key) and not r[key].get("llamacpp"):
+            # no llama.cpp here: a section measured where it ran is kept, not replaced by "no figures"
+            print(f"{path}: the llama.cpp peer did not run, its section is left as it was", file=sys.stderr)
+            continue
         if r.get(key):
             write_section(path, start, end, title, own_markdown(r, key))
 
