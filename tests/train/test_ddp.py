@@ -37,4 +37,7 @@ def test_torchrun_two_processes_match_single(tiny_base, tiny_data, tmp_path):
     diff = max((a[k][i] - b[k][i]).abs().max().item() for k in a for i in range(2))
     scale = max(a[k][1].abs().max().item() for k in a)
     assert scale > 1e-3  # B moved away from its zero init
-    assert diff <= 1e-3 * scale  # Adam amplifies float summation-order noise in tiny grads
+    # Adam amplifies float summation-order noise in tiny grads: 1.0e-3 of the scale on an AMD EPYC
+    # (just under on the Intel boxes); a batch of half the size, what an unsynced rank would train
+    # on, lands 1.9x the scale away, so 1e-2 keeps two orders of magnitude between noise and a bug
+    assert diff <= 1e-2 * scale
