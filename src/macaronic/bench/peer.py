@@ -155,7 +155,7 @@ def markdown(r: dict) -> list[str]:
     out = [f"Decode tokens/s after the prompt, {r['tokens']} tokens per stream, median of {r['reps']} interleaved "
            "repetitions. Ours: int4 (native kernel) with a rank-8 turn adapter on every stream (4 adapters over 16 "
            "streams; the decode step in one native call); llama.cpp: the same GGUF, no adapter, its extra buffer types "
-           "off (their AMX path faults on this VM), in a process of its own, idle while ours runs. Both at the "
+           "off (their AMX path faults on the Intel Xeon VMs these benches also ran on), in a process of its own, idle while ours runs. Both at the "
            "row's thread count. Goals (issue 18): 1 stream at least 1.0x, 16 streams at least 1.5x.", "",
            "| threads | ours, 1 stream | llama.cpp, 1 | ours / llama.cpp | ours, 16 mixed | llama.cpp, 16 | ours / llama.cpp |",
            "|---:|---:|---:|---:|---:|---:|---:|"]
