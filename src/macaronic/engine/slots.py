@@ -289,6 +289,11 @@ def _addmm(out: Tensor, a: Tensor, b: Tensor) -> None:
         out.add_(a @ b)  # an fp32 product into bf16 y: the in-place add casts, no temporary
 
 
+def _widened(A: Tensor, Bt_q: Tensor) -> tuple[Tensor, Tensor]:
+    """int8_rows' output as a plain (A, B) pair again."""
+    return A, Bt_q.T.float()
+
+
 class ReferenceLora:
     """Slow twin of LoraBank.delta: a per-token loop over each adapter's own unpadded tensors
     (with `int8_b`, the pairs as an int8-row bank holds them: int8_rows)."""
@@ -296,8 +301,7 @@ class ReferenceLora:
     def __init__(self, adapters: dict[int, dict[tuple[int, str], tuple[Tensor, Tensor]]], args: ModelArgs,
                  int8_b: bool = False):
         if int8_b:
-            adapters = {s: {k: (a2, q.T.float()) for k, (a2, q) in ((k, int8_rows(*p)) for k, p in pairs.items())}
-                        for s, pairs in adapters.items()}
+            adapters = {s: {k: _widened(*int8_rows(*p)) for k, p in pairs.items()} for s, pairs in adapters.items()}
         self.adapters, self.args = adapters, args  # slot -> {(layer, target): (A, B scaled)}
 
     def delta(self, layer: int, fused: str, x: Tensor, slots: Tensor) -> Tensor | None:
