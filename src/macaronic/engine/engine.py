@@ -85,10 +85,9 @@ class EngineConfig:
         kw.setdefault("quant", os.environ.get("MACARONIC_QUANT", "none"))
         if "MACARONIC_PREFILL_CHUNK_BUSY" in os.environ:
             kw.setdefault("prefill_chunk_busy", int(os.environ["MACARONIC_PREFILL_CHUNK_BUSY"]))
-        if "MACARONIC_FUSE_STEPS" in os.environ:
-            kw.setdefault("fuse_steps", os.environ["MACARONIC_FUSE_STEPS"] not in ("0", "false", "no"))
-        if "MACARONIC_LORA_INT8" in os.environ:
-            kw.setdefault("lora_int8", os.environ["MACARONIC_LORA_INT8"] not in ("0", "false", "no"))
+        for field_, var in (("fuse_steps", "MACARONIC_FUSE_STEPS"), ("lora_int8", "MACARONIC_LORA_INT8")):
+            if var in os.environ:  # on unless 0 / false / no
+                kw.setdefault(field_, os.environ[var] not in ("0", "false", "no"))
         return cls(**kw)
 
 
