@@ -179,6 +179,8 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
         ["fill_placeholders", "lookup_then_act", "state_facts"]]
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person"]]
+    assert skills_of(twice, {("agent", "answered_after_lookup"): 2}) == [
         ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"]]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
     # GenUI cards that leave values out: cards showing every value, for the genui adapter
@@ -217,7 +219,8 @@ def test_a_copied_placeholder_is_its_own_cluster():
 def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_own_clusters():
     """A write that follows a lookup which found nothing (looked in the wrong place), and a lookup
     followed by an answer where the state shows a change was asked for: each is named, has a
-    hint, and asks for pick-the-tool data (the second also for lookup-then-act)."""
+    hint, and asks for pick-the-tool data (the first also for find-the-person, the second also for
+    lookup-then-act)."""
     from collections import Counter
 
     from macaronic.evolve.failures import HINTS, label
@@ -241,7 +244,7 @@ def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_ow
     assert ("agent", "empty_lookup") in HINTS and ("agent", "answered_after_lookup") in HINTS
     skills = {s for s, labels, _ in FAILURE_SKILLS if "answered_after_lookup" in labels}
     assert skills == {"lookup_then_act", "pick_tools"}
-    assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools"]
+    assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools", "find_person"]
 
 
 def test_the_gate_skips_children_of_a_pair_it_already_rejected():

@@ -270,6 +270,36 @@ def test_pick_tools_data_looks_where_the_fact_lives_and_writes_with_the_requeste
     assert wishes >= 4
 
 
+def test_find_person_data_carries_one_contacts_field_into_another_contact():
+    """A person's phone, company or email looked up in the contacts (never in the calendar) and
+    written onto a second contact: two lookups, one update whose only field is the one the request
+    names and whose value the first lookup returned; contacts alone, families in no split."""
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    assert not {f.name for f in SKILLS["find_person"]} & {f.name for f in FAMILIES}
+    assert {f.domain for f in SKILLS["find_person"]} == {"contacts"}
+    ex = examples("find_person", 12)
+    assert len(ex) == 12
+    fields = set()
+    for e in ex:
+        msgs = e["messages"]
+        request = next(m["content"] for m in msgs if m["role"] == "user")
+        cs = [json.loads(m["content"].split("<tool_call>")[1].split("</tool_call>")[0]) for m in msgs
+              if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+        results = [json.loads(m["content"].split("<tool_response>")[1].split("</tool_response>")[0])
+                   for m in msgs if m["role"] == "tool"]
+        assert [c["name"] for c in cs] == ["search_contacts", "search_contacts", "update_contact"]
+        src, dst = results[0]["contacts"][0], results[1]["contacts"][0]
+        assert src["name"] in request and dst["name"] in request and src["id"] != dst["id"]
+        (field,) = set(cs[2]["arguments"]) - {"contact_id"}
+        assert cs[2]["arguments"] == {"contact_id": dst["id"], field: src[field]} and src[field] != dst[field]
+        assert {"phone": "phone", "company": "company", "email": "email"}[field] in request
+        assert results[2]["updated"][field] == src[field]
+        fields.add(field)
+    assert fields == {"phone", "company", "email"}
+
+
 def test_show_values_cards_are_valid_show_every_value_and_use_only_train_components():
     """GenUI failure data: card families in no split of the GenUI suite, gold cards that pass L1 and
     show every required value (L2 = 1), built from the components of the train families only (the

@@ -23,6 +23,11 @@ verb (append, delete, update, create), several phrased as a wish or a question r
 order ("Could you ...?", "I'd like ..."), on compositions in no split (notes alone,
 reminders+notes, reminders alone with delete, contacts alone with an email derived from the
 looked-up one).
+Skill `find_person` (cluster empty_lookup, most often a person's phone number looked for in the
+calendar; the lookup-then-act data looks up events in three of its five compositions): a person's
+phone, company or email looked up in the contacts and written onto another contact, the field named
+by the request; two lookups, then an update (contacts alone, as in train, but a value carried from
+one contact into another; test composes contacts with calendar and reminders, v5 dev with notes).
 Skill `show_values` (GenUI cluster missing_content: the card renders but leaves out items, fields
 or values of the request's data): gold cards that show every value of the data, on card families in
 no split (shopping list, team roster, flight status, bill split, recipe), built from the components
@@ -221,6 +226,48 @@ def contact_email_domain(rng: random.Random, w: World):
 
 
 
+def _two_people(rng: random.Random, w: World, field_: str):
+    """Two contacts whose `field_` differ: the one to copy from and the one to change."""
+    people = [c for c in w.mine("contacts") if c.get(field_)]
+    src = _pick(rng, people, f"contact with a {field_}")
+    dst = _pick(rng, [c for c in people if c["id"] != src["id"] and c[field_] != src[field_]],
+                f"second contact with another {field_}")
+    return src, dst
+
+
+def company_match(rng: random.Random, w: World):
+    src, dst = _two_people(rng, w, "company")
+    request = rng.choice((
+        f"{dst['name']} now works at the same company as {src['name']}. Update {dst['name']}'s contact.",
+        f"Could you set {dst['name']}'s company to whatever company {src['name']} is with?",
+        f"I'd like {dst['name']}'s contact to show {src['name']}'s company, they joined it last week.",
+    ))
+    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
+                     ("update_contact", {"contact_id": dst["id"], "company": src["company"]})], []
+
+
+def shared_phone(rng: random.Random, w: World):
+    src, dst = _two_people(rng, w, "phone")
+    request = rng.choice((
+        f"{dst['name']} shares {src['name']}'s phone line now. Give {dst['name']}'s contact that number.",
+        f"Copy {src['name']}'s phone number into {dst['name']}'s contact (find it first).",
+        f"Can you make {dst['name']}'s phone the same as {src['name']}'s?",
+    ))
+    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
+                     ("update_contact", {"contact_id": dst["id"], "phone": src["phone"]})], []
+
+
+def shared_inbox(rng: random.Random, w: World):
+    src, dst = _two_people(rng, w, "email")
+    request = rng.choice((
+        f"{dst['name']} reads mail at {src['name']}'s email address now. Update {dst['name']}'s contact.",
+        f"Please put {src['name']}'s email address on {dst['name']}'s contact as well.",
+    ))
+    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
+                     ("update_contact", {"contact_id": dst["id"], "email": src["email"]})], []
+
+
+
 
 # ---- GenUI: show every value -------------------------------------------------------------
 
@@ -363,6 +410,9 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
                          Family("reminder_to_note", "evolve", "reminders+notes", reminder_to_note),
                          Family("reminder_delete", "evolve", "reminders", reminder_delete),
                          Family("contact_email_domain", "evolve", "contacts", contact_email_domain)),
+          "find_person": (Family("company_match", "evolve", "contacts", company_match),
+                          Family("shared_phone", "evolve", "contacts", shared_phone),
+                          Family("shared_inbox", "evolve", "contacts", shared_inbox)),
           "show_values": (Family("shopping_list", "evolve", "genui", shopping_list),
                           Family("team_roster", "evolve", "genui", team_roster),
                           Family("flight_status", "evolve", "genui", flight_status),

@@ -40,7 +40,8 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                   ("lookup_then_act", ("act_without_lookup", "wrong_state", "no_call", "answered_after_lookup"),
                    "lookup-then-act"),
                   ("state_facts", ("missing_facts",), "state-the-returned-facts"),
-                  ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"))
+                  ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"),
+                  ("find_person", ("empty_lookup",), "find-the-person"))
 GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
