@@ -172,16 +172,19 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
                                  data=(str(tmp_path / "failure-agent-state_facts.jsonl"),))
     (cand,) = operators.propose(trained, Counter({("agent", "missing_facts"): 4}), ("failure_data",), Budget(), set())
     assert json.loads(cand.steps[0])["failure_data"]["seed"] == int(trained.adapters["agent"]["id"][:6], 16) > 0
-    # ... and keeps the skills it was trained on beside the failing one, in one candidate
+    # ... and keeps the skills it was trained on beside the failing ones, in one candidate; then each
+    # failing skill it never learnt, alone (its own data file replayed)
     twice = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64,
                                data=(str(tmp_path / "failure-agent-fill_placeholders+state_facts.jsonl"),))
     assert operators.trained_skills(twice.data) == ["fill_placeholders", "state_facts"]
     assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts"]]
+        ["fill_placeholders", "lookup_then_act", "state_facts"], "lookup_then_act"]
+    assert skills_of(twice, {("agent", "missing_facts"): 2}) == [["fill_placeholders", "state_facts"]]
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person"]]
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person"],
+        "lookup_then_act", "pick_tools", "find_person"]
     assert skills_of(twice, {("agent", "answered_after_lookup"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"]]
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"], "lookup_then_act", "pick_tools"]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
     # GenUI cards that leave values out: cards showing every value, for the genui adapter
     both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)

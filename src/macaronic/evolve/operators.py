@@ -16,11 +16,13 @@ generation's search, each a list of successor steps with the components it touch
                 hold a <...> placeholder the lookup fills (copied_placeholder), and episodes
                 whose final reply states what the write returned (missing_facts), lookups and
                 writes over the tools the others leave out, chosen by the request's verb
-                (empty_lookup, answered_after_lookup); for GenUI (missing_content), cards that
-                show every value of the data, on card families in no split; when more
-                than one skill fails, first one candidate trained on every failing skill's data;
-                from a parent already trained on failure data, one candidate only: the failing
-                skills and the ones it was trained on, new episodes
+                (empty_lookup, answered_after_lookup), a person's field looked up in the
+                contacts and carried onto another contact (empty_lookup); for GenUI
+                (missing_content), cards that show every value of the data, on card families in
+                no split; when more than one skill fails, first one candidate trained on every
+                failing skill's data; from a parent already trained on failure data, first the
+                failing skills and the ones it was trained on, new episodes, then each failing
+                skill it was not trained on, alone, with its data file replayed
   grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
 
 A candidate already screened from the same parent with the same steps is not proposed again.
@@ -154,6 +156,16 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
                                                    **extra}}],
                 ("adapter:agent",), f"agent: {' + '.join(whats)} data for {sum(n for _, _, n in failing)} failures "
                                     "(with the skills it was trained on)")
+            # then each failing skill it never learnt, alone on top of what it learnt (its data file is
+            # replayed): the union retrains every old skill too, and one old skill's data can push
+            # another dev family the wrong way (run-q3's generation 2: cancel-the-order episodes made
+            # refund requests cancel)
+            for skill, what, n in failing:
+                if skill not in known:
+                    add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps,
+                                                           **extra}}],
+                        ("adapter:agent",), f"agent: {what} data for {n} failures (on top of the skills it was "
+                                            "trained on)")
             failing = []
         if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
             add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
