@@ -226,47 +226,31 @@ def contact_email_domain(rng: random.Random, w: World):
 
 
 
-def _two_people(rng: random.Random, w: World, field_: str):
-    """Two contacts whose `field_` differ: the one to copy from and the one to change."""
-    people = [c for c in w.mine("contacts") if c.get(field_)]
-    src = _pick(rng, people, f"contact with a {field_}")
-    dst = _pick(rng, [c for c in people if c["id"] != src["id"] and c[field_] != src[field_]],
-                f"second contact with another {field_}")
-    return src, dst
+def _copy_field(field_: str, phrasings):
+    """A family: one contact's `field_` looked up and written onto a second contact whose `field_`
+    differs; `phrasings` are request templates over {src} and {dst} (the two names)."""
+    def build(rng: random.Random, w: World):
+        people = [c for c in w.mine("contacts") if c.get(field_)]
+        src = _pick(rng, people, f"contact with a {field_}")
+        dst = _pick(rng, [c for c in people if c["id"] != src["id"] and c[field_] != src[field_]],
+                    f"second contact with another {field_}")
+        request = rng.choice(phrasings).format(src=src["name"], dst=dst["name"])
+        return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
+                         ("update_contact", {"contact_id": dst["id"], field_: src[field_]})], []
+    return build
 
 
-def company_match(rng: random.Random, w: World):
-    src, dst = _two_people(rng, w, "company")
-    request = rng.choice((
-        f"{dst['name']} now works at the same company as {src['name']}. Update {dst['name']}'s contact.",
-        f"Could you set {dst['name']}'s company to whatever company {src['name']} is with?",
-        f"I'd like {dst['name']}'s contact to show {src['name']}'s company, they joined it last week.",
-    ))
-    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
-                     ("update_contact", {"contact_id": dst["id"], "company": src["company"]})], []
-
-
-def shared_phone(rng: random.Random, w: World):
-    src, dst = _two_people(rng, w, "phone")
-    request = rng.choice((
-        f"{dst['name']} shares {src['name']}'s phone line now. Give {dst['name']}'s contact that number.",
-        f"Copy {src['name']}'s phone number into {dst['name']}'s contact (find it first).",
-        f"Can you make {dst['name']}'s phone the same as {src['name']}'s?",
-    ))
-    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
-                     ("update_contact", {"contact_id": dst["id"], "phone": src["phone"]})], []
-
-
-def shared_inbox(rng: random.Random, w: World):
-    src, dst = _two_people(rng, w, "email")
-    request = rng.choice((
-        f"{dst['name']} reads mail at {src['name']}'s email address now. Update {dst['name']}'s contact.",
-        f"Please put {src['name']}'s email address on {dst['name']}'s contact as well.",
-    ))
-    return request, [("search_contacts", {"query": src["name"]}), ("search_contacts", {"query": dst["name"]}),
-                     ("update_contact", {"contact_id": dst["id"], "email": src["email"]})], []
-
-
+company_match = _copy_field("company", (
+    "{dst} now works at the same company as {src}. Update {dst}'s contact.",
+    "Could you set {dst}'s company to whatever company {src} is with?",
+    "I'd like {dst}'s contact to show {src}'s company, they joined it last week."))
+shared_phone = _copy_field("phone", (
+    "{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
+    "Copy {src}'s phone number into {dst}'s contact (find it first).",
+    "Can you make {dst}'s phone the same as {src}'s?"))
+shared_inbox = _copy_field("email", (
+    "{dst} reads mail at {src}'s email address now. Update {dst}'s contact.",
+    "Please put {src}'s email address on {dst}'s contact as well."))
 
 
 # ---- GenUI: show every value -------------------------------------------------------------
