@@ -156,8 +156,8 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     def skills(found):
         return skills_of(parent, found)
 
-    def skills_of(parent, found):
-        cands = operators.propose(parent, Counter(found), ("failure_data",), Budget(), set())
+    def skills_of(parent, found, harmful=frozenset()):
+        cands = operators.propose(parent, Counter(found), ("failure_data",), Budget(), set(), harmful=harmful)
         return [(lambda o: o.get("skills") or o["skill"])(json.loads(c.steps[0])["failure_data"]) for c in cands]
 
     # two failing skills: one candidate with both skills' data first, then each alone
@@ -180,11 +180,21 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
         ["fill_placeholders", "lookup_then_act", "state_facts"], "lookup_then_act"]
     assert skills_of(twice, {("agent", "missing_facts"): 2}) == [["fill_placeholders", "state_facts"]]
+    # several it never learnt: first those together on top (the union retrains the old skills too)
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person"],
-        "lookup_then_act", "pick_tools", "find_person"]
+        ["lookup_then_act", "pick_tools", "find_person", "verb_to_write"],
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person", "verb_to_write"],
+        "lookup_then_act", "pick_tools"]
     assert skills_of(twice, {("agent", "answered_after_lookup"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools"], "lookup_then_act", "pick_tools"]
+        ["lookup_then_act", "pick_tools", "verb_to_write"],
+        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "verb_to_write"],
+        "lookup_then_act", "pick_tools"]
+    # a skill whose data alone screened harmful from this parent is left out of the together-candidate
+    extra = {"seed": int(twice.adapters["agent"]["id"][:6], 16)}
+    hurt = frozenset(operators.signature(twice.id, [{"failure_data": {"role": "agent", "skill": s, "steps": Budget().rft_steps,
+                                                                      **extra}}]) for s in ("lookup_then_act", "pick_tools"))
+    assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}, hurt)[0] == [
+        "find_person", "verb_to_write"]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
     # GenUI cards that leave values out: cards showing every value, for the genui adapter
     both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)
@@ -246,7 +256,7 @@ def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_ow
     assert label(row("search_contacts", "<tool_response>" + found + "</tool_response>")) == ["answered_after_lookup"]
     assert ("agent", "empty_lookup") in HINTS and ("agent", "answered_after_lookup") in HINTS
     skills = {s for s, labels, _ in FAILURE_SKILLS if "answered_after_lookup" in labels}
-    assert skills == {"lookup_then_act", "pick_tools"}
+    assert skills == {"lookup_then_act", "pick_tools", "verb_to_write"}
     assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools", "find_person"]
 
 

@@ -396,3 +396,37 @@ def test_an_adapter_the_loop_trained_on_a_file_replays_that_file(tmp_path):
     assert _replay(meta, [tmp_path / "other.jsonl", f]) == [{"messages": [1]}, {"messages": [2]}]
     with pytest.raises(FileNotFoundError, match="failure-agent-x.jsonl"):
         _replay(meta, [])
+
+
+def test_verb_to_write_data_picks_the_write_the_request_and_the_record_allow():
+    """A refund for a delivered order inside the refund window, a cancellation for an unshipped one
+    (then a note with the amount or the old status), a reminder ticked off or deleted by what the
+    request says happened: the write's tool follows the record's status and the request's verb;
+    families in no split, no refund outside the window (the test split's refusal)."""
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    assert not {f.name for f in SKILLS["verb_to_write"]} & {f.name for f in FAMILIES}
+    assert {f.domain for f in SKILLS["verb_to_write"]} == {"commerce+notes", "reminders"}
+    seen = set()
+    for e in examples("verb_to_write", 30):
+        msgs = e["messages"]
+        request = next(m["content"] for m in msgs if m["role"] == "user")
+        cs = [json.loads(m["content"].split("<tool_call>")[1].split("</tool_call>")[0]) for m in msgs
+              if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+        results = [json.loads(m["content"].split("<tool_response>")[1].split("</tool_response>")[0])
+                   for m in msgs if m["role"] == "tool"]
+        assert not any("error" in r for r in results), (request, results)
+        if cs[0]["name"] == "list_orders":
+            (order,) = results[0]["orders"]
+            write = {"placed": "cancel_order", "delivered": "refund_order"}[order["status"]]
+            assert order["status"] == "placed" or order["refundable"]
+            assert [c["name"] for c in cs] == ["list_orders", write, "create_note"]
+            assert cs[2]["arguments"]["body"] in (order["amount"], order["status"])
+        else:
+            assert [c["name"] for c in cs][0] == "list_reminders"
+            write = cs[1]["name"]
+            assert write == ("complete_reminder" if any(w in request for w in ("done", "tick", "check it off"))
+                             else "delete_reminder"), request
+        seen.add(write)
+    assert seen == {"cancel_order", "refund_order", "complete_reminder", "delete_reminder"}

@@ -28,6 +28,13 @@ calendar; the lookup-then-act data looks up events in three of its five composit
 phone, company or email looked up in the contacts and written onto another contact, the field named
 by the request; two lookups, then an update (contacts alone, as in train, but a value carried from
 one contact into another; test composes contacts with calendar and reminders, v5 dev with notes).
+Skill `verb_to_write` (cluster answered_after_lookup: the agent looked the record up, then
+answered, e.g. with an order's status where a refund was asked; run-q3's union also cancelled
+delivered orders it was asked to refund): the write the request asks for among a record's sibling writes, chosen by the
+request's verb and the record's status; a refund of a delivered order or a cancellation of an
+unshipped one, whichever the order allows, each followed by a note (commerce+notes, in no split),
+and a reminder ticked off or deleted by what the request says happened (reminders alone, as in
+train). No episode refunds an order outside the refund window (the test split's refusal).
 Skill `show_values` (GenUI cluster missing_content: the card renders but leaves out items, fields
 or values of the request's data): gold cards that show every value of the data, on card families in
 no split (shopping list, team roster, flight status, bill split, recipe), built from the components
@@ -40,6 +47,7 @@ Data only: knows nothing about training or the loop.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _pick, build_task
@@ -253,6 +261,62 @@ shared_inbox = _copy_field("email", (
     "Please put {src}'s email address on {dst}'s contact as well."))
 
 
+
+def _undo_phrasing(rng: random.Random, item: str, title: str) -> str:
+    return rng.choice((
+        f"I don't want the {item} any more. Undo that purchase the way its status allows and save a note "
+        f"'{title}' with the status it had.",
+        f"Could you back out of my {item} order (whatever its status permits) and keep a note '{title}' "
+        f"saying what status it was in?",
+        f"I'd like to be rid of the {item} order. Undo it and note its status under '{title}'.",
+    ))
+
+
+def refund_to_note(rng: random.Random, w: World):
+    from macaronic.substrate.tools_commerce import REFUND_WINDOW_DAYS, money
+
+    o = _pick(rng, [o for o in w.mine("orders", owner_field="customer", status="delivered")
+                    if (w.today - dt.date.fromisoformat(o["delivered_on"][:10])).days <= REFUND_WINDOW_DAYS],
+              "delivery inside the refund window")
+    item, title, amount = o["item"].lower(), f"Refund: {o['item']}", money(o["amount_cents"])
+    request = rng.choice((
+        f"I'm sending the {item} back. Get my money back and save a note '{title}' with the amount.",
+        f"Could you refund my {item} order and write a note titled '{title}' saying how much came back?",
+        f"I'd like a refund on the {item}; keep a note '{title}' with the amount too.",
+    ))
+    return request, [("list_orders", {"query": o["item"]}), ("refund_order", {"order_id": o["id"]}),
+                     ("create_note", {"title": title, "body": amount})], [amount]
+
+
+def undo_to_note(rng: random.Random, w: World):
+    from macaronic.substrate.tools_commerce import REFUND_WINDOW_DAYS
+
+    def undoable(o, status):  # half cancellations, half refunds: the status decides, not the words
+        return o["status"] == status and (status == "placed" or
+                                          (w.today - dt.date.fromisoformat(o["delivered_on"][:10])).days
+                                          <= REFUND_WINDOW_DAYS)
+
+    status = rng.choice(("placed", "delivered"))
+    o = _pick(rng, [o for o in w.mine("orders", owner_field="customer") if undoable(o, status)], f"{status} order")
+    title = f"Undone: {o['item']}"
+    write = ("cancel_order" if o["status"] == "placed" else "refund_order", {"order_id": o["id"]})
+    return _undo_phrasing(rng, o["item"].lower(), title), [("list_orders", {"query": o["item"]}), write,
+                                                           ("create_note", {"title": title, "body": o["status"]})], []
+
+
+def done_or_drop(rng: random.Random, w: World):
+    r = _pick(rng, w.mine("reminders", done=0), "open reminder")
+    done = rng.random() < 0.5
+    request = rng.choice((f"I finished '{r['title']}'. Mark it done.",
+                          f"Could you tick off '{r['title']}'? That's taken care of.",
+                          f"'{r['title']}' happened already; check it off, please.") if done else
+                         (f"Forget about '{r['title']}', it's off. Remove the reminder.",
+                          f"I'd like '{r['title']}' gone from my reminders; it isn't happening.",
+                          f"Could you get rid of the '{r['title']}' reminder? No longer needed."))
+    write = "complete_reminder" if done else "delete_reminder"
+    return request, [("list_reminders", {"query": r["title"]}), (write, {"reminder_id": r["id"]})], []
+
+
 # ---- GenUI: show every value -------------------------------------------------------------
 
 GROCERIES = ["Eggs", "Milk", "Rice", "Apples", "Coffee beans", "Tomatoes", "Bread", "Lentils", "Butter"]
@@ -397,6 +461,9 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
           "find_person": (Family("company_match", "evolve", "contacts", company_match),
                           Family("shared_phone", "evolve", "contacts", shared_phone),
                           Family("shared_inbox", "evolve", "contacts", shared_inbox)),
+          "verb_to_write": (Family("refund_to_note", "evolve", "commerce+notes", refund_to_note),
+                            Family("undo_to_note", "evolve", "commerce+notes", undo_to_note),
+                            Family("done_or_drop", "evolve", "reminders", done_or_drop)),
           "show_values": (Family("shopping_list", "evolve", "genui", shopping_list),
                           Family("team_roster", "evolve", "genui", team_roster),
                           Family("flight_status", "evolve", "genui", flight_status),

@@ -312,6 +312,9 @@ class Run:
             found = clusters([r for r in champ_dev + exp if not r["passed"]])
             cands = operators.explicit(champ.id, self.plan.candidates(g))
             tried = {operators.signature(sc["parent_id"], sc["detail"].get("steps", [])) for sc in self.lin.screens()}
+            harmful = frozenset(operators.signature(sc["parent_id"], sc["detail"].get("steps", []))
+                                for sc in self.lin.screens()
+                                if any(v.get("touched") and v.get("delta", 0) < 0 for v in sc["suites"].values()))
             children = {}
             for sc in self.lin.screens():
                 children[sc["parent_id"]] = children.get(sc["parent_id"], 0) + 1
@@ -333,7 +336,7 @@ class Run:
                 room = replace(self.budget, candidates=max(1, self.budget.candidates - len(cands) - keep))
                 cands += operators.propose(parent, found, ops, room, tried | {operators.signature(c.parent, c.steps)
                                                                               for c in cands},
-                                           succ, start=len(cands) + 1)
+                                           succ, start=len(cands) + 1, harmful=harmful)
             write_json_atomic(cpath, [c.to_dict() for c in cands])
             (d / "clusters.json").write_text(json.dumps({f"{a}/{b}": n for (a, b), n in found.most_common()},
                                                         indent=2) + "\n")

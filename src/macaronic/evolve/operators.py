@@ -43,7 +43,8 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                    "lookup-then-act"),
                   ("state_facts", ("missing_facts",), "state-the-returned-facts"),
                   ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"),
-                  ("find_person", ("empty_lookup",), "find-the-person"))
+                  ("find_person", ("empty_lookup",), "find-the-person"),
+                  ("verb_to_write", ("answered_after_lookup",), "pick-the-write"))
 GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
@@ -89,8 +90,10 @@ def _role_failures(clusters) -> dict[str, int]:
 
 
 def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
-            start: int = 1) -> list[Candidate]:
-    """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates."""
+            start: int = 1, harmful: frozenset[str] = frozenset()) -> list[Candidate]:
+    """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
+    `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
+    data alone did harm from this parent is not stacked onto the others)."""
     from macaronic.harness import load_bundle
 
     bundle = load_bundle(parent.harness["path"])
@@ -150,6 +153,18 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         if known and failing:
             # a parent already trained on failure data: one candidate, the failing skills and the ones it
             # learnt, drawn anew (one skill's data alone unlearnt the others: run-q2 generation 2)
+            def alone(skill):
+                return [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps, **extra}}]
+
+            # first the failing skills it never learnt, together on top of what it learnt, leaving out
+            # any whose data alone did harm from this parent (run-q3's generation 3: pick_tools -0.125)
+            new = [(s, w, n) for s, w, n in failing if s not in known
+                   and signature(parent.id, alone(s)) not in harmful]
+            if len(new) > 1:
+                add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in new],
+                                                       "steps": budget.rft_steps, **extra}}],
+                    ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in new)} data for "
+                                        f"{sum(n for _, _, n in new)} failures (on top of the skills it was trained on)")
             names = [s for s, _, _ in FAILURE_SKILLS if s in known or any(f[0] == s for f in failing)]
             whats = [w for s, _, w in FAILURE_SKILLS if s in names]
             add("failure_data", [{"failure_data": {"role": "agent", "skills": names, "steps": budget.rft_steps,
@@ -162,8 +177,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             # refund requests cancel)
             for skill, what, n in failing:
                 if skill not in known:
-                    add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps,
-                                                           **extra}}],
+                    add("failure_data", alone(skill),
                         ("adapter:agent",), f"agent: {what} data for {n} failures (on top of the skills it was "
                                             "trained on)")
             failing = []
