@@ -131,6 +131,26 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
         assert len(lin.records()) == 3 and len(lin.alias_history("champion")) == 2
     assert len(dev.read_text().splitlines()) == n
 
+    # The probe: generation 0 and the champion on hand-written requests, graded, paired, in JSON.
+    from importlib import resources
+
+    from macaronic.evolve.probe import main as probe_main
+
+    doc = json.loads(resources.files("macaronic").joinpath("data/agent_requests.json").read_text())
+    (root / "req.json").write_text(json.dumps({**doc, "requests": doc["requests"][:4]}))
+    assert probe_main(["--workdir", str(work), "--contract", str(contract), "--pairs", "gen-0,champion",
+                       "--requests", str(root / "req.json"), "--json", str(root / "probe.json")]) == 0
+    probe = json.loads((root / "probe.json").read_text())
+    first, champ = probe["pairs"]
+    assert first["pair"] == gens[0]["pair_id"] and champ["pair"] == summary["champion"]
+    assert [r["task"] for r in champ["rows"]] == ["h01", "h02", "h03", "h04"] and champ["n"] == 4
+    assert all(r["split"] == "probe" and r["messages"][0]["content"] == q["request"]
+               for r, q in zip(champ["rows"], doc["requests"]))
+    assert "vs_first" in champ and "vs_first" not in first
+    assert champ["vs_first"]["gained"] - champ["vs_first"]["lost"] == round(4 * (champ["pass"] - first["pass"]))
+    assert probe_main(["--workdir", str(work), "--contract", str(contract), "--pairs", "gen-9",
+                       "--json", str(root / "p2.json")]) == 2
+
 
 def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
     from macaronic.evolve.cli import main as evolve_main

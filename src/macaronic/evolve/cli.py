@@ -15,6 +15,7 @@ from pathlib import Path
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="macaronic evolve",
+        epilog="`macaronic evolve probe --help`: the lineage's pairs side by side on hand-written agent requests.",
         description="Each generation is a search: from the archive's parents (the champion and the best "
                     "other archived pair), operators of different kinds propose 3-6 candidates (prompt "
                     "variants and decoding changes from clustered failure traces, router refit, RFT with "
@@ -59,6 +60,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["probe"]:
+        from macaronic.evolve.probe import main as probe_main
+
+        return probe_main(argv[1:])
     args = parser().parse_args(argv)
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
