@@ -172,29 +172,27 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
                                  data=(str(tmp_path / "failure-agent-state_facts.jsonl"),))
     (cand,) = operators.propose(trained, Counter({("agent", "missing_facts"): 4}), ("failure_data",), Budget(), set())
     assert json.loads(cand.steps[0])["failure_data"]["seed"] == int(trained.adapters["agent"]["id"][:6], 16) > 0
-    # ... and keeps the skills it was trained on beside the failing ones, in one candidate; then each
-    # failing skill it never learnt, alone (its own data file replayed)
+    # ... each failing skill it never learnt, alone on top (its own data file replayed), and last the
+    # skills it was trained on beside the failing ones, drawn anew, in one candidate
     twice = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64,
                                data=(str(tmp_path / "failure-agent-fill_placeholders+state_facts.jsonl"),))
     assert operators.trained_skills(twice.data) == ["fill_placeholders", "state_facts"]
     assert skills_of(twice, {("agent", "wrong_state"): 7, ("agent", "missing_facts"): 2}) == [
-        ["fill_placeholders", "lookup_then_act", "state_facts"], "lookup_then_act"]
+        "lookup_then_act", ["fill_placeholders", "lookup_then_act", "state_facts"]]
     assert skills_of(twice, {("agent", "missing_facts"): 2}) == [["fill_placeholders", "state_facts"]]
-    # several it never learnt: first those together on top (the union retrains the old skills too)
+    # several it never learnt: first those together on top, then each alone, the union last (it
+    # retrains the old skills too); Budget().candidates cuts the list
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}) == [
-        ["lookup_then_act", "pick_tools", "find_person", "verb_to_write"],
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person", "verb_to_write"],
-        "lookup_then_act", "pick_tools"]
+        ["lookup_then_act", "pick_tools", "find_person", "order_writes"],
+        "lookup_then_act", "pick_tools", "find_person"]
     assert skills_of(twice, {("agent", "answered_after_lookup"): 2}) == [
-        ["lookup_then_act", "pick_tools", "verb_to_write"],
-        ["fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "verb_to_write"],
-        "lookup_then_act", "pick_tools"]
+        ["lookup_then_act", "pick_tools", "order_writes"], "lookup_then_act", "pick_tools", "order_writes"]
     # a skill whose data alone screened harmful from this parent is left out of the together-candidate
     extra = {"seed": int(twice.adapters["agent"]["id"][:6], 16)}
     hurt = frozenset(operators.signature(twice.id, [{"failure_data": {"role": "agent", "skill": s, "steps": Budget().rft_steps,
                                                                       **extra}}]) for s in ("lookup_then_act", "pick_tools"))
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}, hurt)[0] == [
-        "find_person", "verb_to_write"]
+        "find_person", "order_writes"]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
     # GenUI cards that leave values out: cards showing every value, for the genui adapter
     both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)
@@ -256,7 +254,7 @@ def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_ow
     assert label(row("search_contacts", "<tool_response>" + found + "</tool_response>")) == ["answered_after_lookup"]
     assert ("agent", "empty_lookup") in HINTS and ("agent", "answered_after_lookup") in HINTS
     skills = {s for s, labels, _ in FAILURE_SKILLS if "answered_after_lookup" in labels}
-    assert skills == {"lookup_then_act", "pick_tools", "verb_to_write"}
+    assert skills == {"lookup_then_act", "pick_tools", "order_writes"}
     assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools", "find_person"]
 
 

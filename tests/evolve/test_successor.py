@@ -430,3 +430,31 @@ def test_verb_to_write_data_picks_the_write_the_request_and_the_record_allow():
                              else "delete_reminder"), request
         seen.add(write)
     assert seen == {"cancel_order", "refund_order", "complete_reminder", "delete_reminder"}
+
+
+def test_order_writes_data_refunds_inside_the_window_and_cancels_what_has_not_shipped():
+    """The write an order allows: a refund of a delivered order inside the refund window (then a
+    note with the amount or an event to drop it off), or a cancellation of an unshipped one; orders
+    only, families in no split, the refunded amount stated where it is asked for."""
+    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.substrate.tasks import FAMILIES
+
+    assert not {f.name for f in SKILLS["order_writes"]} & {f.name for f in FAMILIES}
+    assert {f.domain for f in SKILLS["order_writes"]} == {"commerce+notes", "commerce+calendar"}
+    writes = set()
+    for e in examples("order_writes", 24):
+        msgs = e["messages"]
+        cs = [json.loads(m["content"].split("<tool_call>")[1].split("</tool_call>")[0]) for m in msgs
+              if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+        results = [json.loads(m["content"].split("<tool_response>")[1].split("</tool_response>")[0])
+                   for m in msgs if m["role"] == "tool"]
+        (order,) = results[0]["orders"]
+        assert not any("error" in r for r in results)
+        assert cs[1] == {"name": {"placed": "cancel_order", "delivered": "refund_order"}[order["status"]],
+                         "arguments": {"order_id": order["id"]}}
+        assert order["status"] == "placed" or order["refundable"]
+        assert cs[2]["name"] in ("create_note", "create_event")
+        if cs[2]["name"] == "create_event" or "amount" in msgs[1]["content"]:
+            assert order["amount"] in msgs[-1]["content"]
+        writes.add(cs[1]["name"])
+    assert writes == {"refund_order", "cancel_order"}

@@ -28,13 +28,19 @@ calendar; the lookup-then-act data looks up events in three of its five composit
 phone, company or email looked up in the contacts and written onto another contact, the field named
 by the request; two lookups, then an update (contacts alone, as in train, but a value carried from
 one contact into another; test composes contacts with calendar and reminders, v5 dev with notes).
-Skill `verb_to_write` (cluster answered_after_lookup: the agent looked the record up, then
+Skill `verb_to_write` (kept for the record: run-q3's generation 6; cluster answered_after_lookup: the agent looked the record up, then
 answered, e.g. with an order's status where a refund was asked; run-q3's union also cancelled
 delivered orders it was asked to refund): the write the request asks for among a record's sibling writes, chosen by the
 request's verb and the record's status; a refund of a delivered order or a cancellation of an
 unshipped one, whichever the order allows, each followed by a note (commerce+notes, in no split),
 and a reminder ticked off or deleted by what the request says happened (reminders alone, as in
 train). No episode refunds an order outside the refund window (the test split's refusal).
+Skill `order_writes` (cluster answered_after_lookup, replacing verb_to_write in the operator after
+run-q3's generation 6: verb_to_write's reminder episodes taught the agent to tick off a reminder
+when asked for a refund): the write an order allows, on orders only: a refund of a delivered order
+inside the refund window, then a note with the amount or an event to drop it off
+(commerce+notes, commerce+calendar, in no split), or a refund or a cancellation by the order's
+status, then a note. No episode refunds an order outside the window (the test split's refusal).
 Skill `show_values` (GenUI cluster missing_content: the card renders but leaves out items, fields
 or values of the request's data): gold cards that show every value of the data, on card families in
 no split (shopping list, team roster, flight status, bill split, recipe), built from the components
@@ -317,6 +323,29 @@ def done_or_drop(rng: random.Random, w: World):
     return request, [("list_reminders", {"query": r["title"]}), (write, {"reminder_id": r["id"]})], []
 
 
+
+def refund_to_event(rng: random.Random, w: World):
+    from macaronic.substrate.tools_commerce import REFUND_WINDOW_DAYS, money
+
+    o = _pick(rng, [o for o in w.mine("orders", owner_field="customer", status="delivered")
+                    if (w.today - dt.date.fromisoformat(o["delivered_on"][:10])).days <= REFUND_WINDOW_DAYS],
+              "delivery inside the refund window")
+    day = w.today + dt.timedelta(days=rng.randrange(1, 6))
+    hour = rng.randrange(9, 18)
+    title, item = f"Drop off {o['item'].lower()}", o["item"].lower()
+    request = rng.choice((
+        f"The {item} has to go back: get me a refund and block {day.isoformat()} {hour}:00-{hour}:30 in my "
+        f"calendar as '{title}'.",
+        f"Can I have my money back for the {item}? Also put '{title}' on {day.isoformat()} from {hour}:00 to "
+        f"{hour}:30.",
+        f"I'd like to return my {item} for a refund, and add an event '{title}' on {day.isoformat()}, "
+        f"{hour}:00 to {hour}:30.",
+    ))
+    return request, [("list_orders", {"query": o["item"]}), ("refund_order", {"order_id": o["id"]}),
+                     ("create_event", {"title": title, "start": f"{day.isoformat()}T{hour:02d}:00",
+                                       "end": f"{day.isoformat()}T{hour:02d}:30"})], [money(o["amount_cents"])]
+
+
 # ---- GenUI: show every value -------------------------------------------------------------
 
 GROCERIES = ["Eggs", "Milk", "Rice", "Apples", "Coffee beans", "Tomatoes", "Bread", "Lentils", "Butter"]
@@ -461,6 +490,9 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
           "find_person": (Family("company_match", "evolve", "contacts", company_match),
                           Family("shared_phone", "evolve", "contacts", shared_phone),
                           Family("shared_inbox", "evolve", "contacts", shared_inbox)),
+          "order_writes": (Family("refund_to_note", "evolve", "commerce+notes", refund_to_note),
+                           Family("undo_to_note", "evolve", "commerce+notes", undo_to_note),
+                           Family("refund_to_event", "evolve", "commerce+calendar", refund_to_event)),
           "verb_to_write": (Family("refund_to_note", "evolve", "commerce+notes", refund_to_note),
                             Family("undo_to_note", "evolve", "commerce+notes", undo_to_note),
                             Family("done_or_drop", "evolve", "reminders", done_or_drop)),

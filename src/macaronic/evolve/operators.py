@@ -44,7 +44,7 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                   ("state_facts", ("missing_facts",), "state-the-returned-facts"),
                   ("pick_tools", ("empty_lookup", "answered_after_lookup"), "pick-the-tool"),
                   ("find_person", ("empty_lookup",), "find-the-person"),
-                  ("verb_to_write", ("answered_after_lookup",), "pick-the-write"))
+                  ("order_writes", ("answered_after_lookup",), "the-write-the-order-allows"))
 GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
 ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
@@ -151,8 +151,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         known = trained_skills(parent.data)
         extra = _fresh_seed(parent, "agent", bool(known))
         if known and failing:
-            # a parent already trained on failure data: one candidate, the failing skills and the ones it
-            # learnt, drawn anew (one skill's data alone unlearnt the others: run-q2 generation 2)
+            # a parent already trained on failure data (its file is replayed under every candidate)
             def alone(skill):
                 return [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps, **extra}}]
 
@@ -165,21 +164,22 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
                                                        "steps": budget.rft_steps, **extra}}],
                     ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in new)} data for "
                                         f"{sum(n for _, _, n in new)} failures (on top of the skills it was trained on)")
+            # then each failing skill it never learnt, alone on top of what it learnt
+            for skill, what, n in failing:
+                if skill not in known:
+                    add("failure_data", alone(skill),
+                        ("adapter:agent",), f"agent: {what} data for {n} failures (on top of the skills it was "
+                                            "trained on)")
+            # last the union, the failing skills and the ones it learnt drawn anew (one skill's data alone
+            # unlearnt the others: run-q2's generation 2); it retrains every old skill too, and one old
+            # skill's data can push a dev family the wrong way (run-q3's generation 2: cancel-the-order
+            # episodes made refund requests cancel), hence last
             names = [s for s, _, _ in FAILURE_SKILLS if s in known or any(f[0] == s for f in failing)]
             whats = [w for s, _, w in FAILURE_SKILLS if s in names]
             add("failure_data", [{"failure_data": {"role": "agent", "skills": names, "steps": budget.rft_steps,
                                                    **extra}}],
                 ("adapter:agent",), f"agent: {' + '.join(whats)} data for {sum(n for _, _, n in failing)} failures "
                                     "(with the skills it was trained on)")
-            # then each failing skill it never learnt, alone on top of what it learnt (its data file is
-            # replayed): the union retrains every old skill too, and one old skill's data can push
-            # another dev family the wrong way (run-q3's generation 2: cancel-the-order episodes made
-            # refund requests cancel)
-            for skill, what, n in failing:
-                if skill not in known:
-                    add("failure_data", alone(skill),
-                        ("adapter:agent",), f"agent: {what} data for {n} failures (on top of the skills it was "
-                                            "trained on)")
             failing = []
         if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
             add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
