@@ -194,6 +194,14 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     assert skills_of(twice, {("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}, hurt)[0] == [
         "find_person", "order_writes"]
     assert skills_of(twice, {("chat", "wrong_answer"): 2}) == []
+    # a step over a skill whose generator changed names the data version; one over unchanged skills
+    # does not, so its signature (and what the archive says was tried) stays the same
+    steps = [json.loads(c.steps[0])["failure_data"] for c in operators.propose(
+        twice, Counter({("agent", "empty_lookup"): 3, ("agent", "answered_after_lookup"): 2}), ("failure_data",),
+        Budget(candidates=6), set())]
+    assert [s.get("data", 1) for s in steps] == [2, 1, 1, 2, 1, 2]
+    assert [s.get("skills") or s["skill"] for s in steps][-1] == [
+        "fill_placeholders", "lookup_then_act", "state_facts", "pick_tools", "find_person", "order_writes"]
     # GenUI cards that leave values out: cards showing every value, for the genui adapter
     both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)
     cands = operators.propose(both, Counter({("genui", "missing_content"): 4}), ("failure_data",), Budget(), set())

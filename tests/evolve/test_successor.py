@@ -458,3 +458,44 @@ def test_order_writes_data_refunds_inside_the_window_and_cancels_what_has_not_sh
             assert order["amount"] in msgs[-1]["content"]
         writes.add(cs[1]["name"])
     assert writes == {"refund_order", "cancel_order"}
+
+
+def test_failure_data_borrows_no_remark_from_a_dev_or_test_request_and_is_versioned():
+    """No request of the current failure data carries a parenthetical remark of an agent dev or
+    test family's requests (data version 1 did: find_person's "(find it first)", the contacts+notes
+    dev family's own words). A step names the version it was built with; version 1 stays for reruns;
+    a skill unchanged between versions gives the same data under both; an unknown version is refused."""
+    import re
+
+    from macaronic.evolve.failure_data import DATA_VERSION, ROLE, SKILLS, examples, families, make, step_version
+    from macaronic.substrate.tasks import FAMILIES, build_task
+
+    def remarks(text):
+        return set(re.findall(r"\([^)]*\)", text))
+
+    held = set()
+    for fam in FAMILIES:
+        if fam.split != "train":
+            for seed in range(30):
+                held |= remarks(build_task(fam, seed).request)
+    assert "(find it first)" in held
+
+    def borrowed(version):
+        out = set()
+        for skill in SKILLS:
+            if ROLE.get(skill) != "genui":
+                for fam in families(skill, version):
+                    for seed in range(10_000, 10_030):
+                        try:
+                            out |= remarks(make(fam, seed).request) & held
+                        except Exception:  # a seed with no fitting record: the generator skips it too
+                            pass
+        return out
+
+    assert borrowed(1) == {"(find it first)"}
+    assert borrowed(DATA_VERSION) == set()
+    assert examples("find_person", 12, 0, 1) != examples("find_person", 12, 0, DATA_VERSION)
+    assert examples("order_writes", 6, 0, 1) == examples("order_writes", 6, 0, DATA_VERSION)
+    assert step_version(["order_writes", "state_facts"]) == 1 and step_version(["find_person", "state_facts"]) == 2
+    with pytest.raises(ValueError, match="unknown"):
+        families("find_person", DATA_VERSION + 1)

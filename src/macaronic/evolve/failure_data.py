@@ -260,6 +260,13 @@ company_match = _copy_field("company", (
     "I'd like {dst}'s contact to show {src}'s company, they joined it last week."))
 shared_phone = _copy_field("phone", (
     "{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
+    "Put {src}'s number on {dst}'s contact too, they answer the same phone.",
+    "Can you make {dst}'s phone the same as {src}'s?"))
+# Data version 1 (run-q3's generations 3-8) phrased one request with the contract's contacts+notes
+# dev family's own parenthetical, "(find it first)"; generation 8's union then wrote "find it first."
+# as a note's text on that dev family. Version 2 words it otherwise; version 1 stays for reruns.
+shared_phone_v1 = _copy_field("phone", (
+    "{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
     "Copy {src}'s phone number into {dst}'s contact (find it first).",
     "Can you make {dst}'s phone the same as {src}'s?"))
 shared_inbox = _copy_field("email", (
@@ -502,6 +509,29 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
                           Family("bill_split", "evolve", "genui", bill_split),
                           Family("recipe", "evolve", "genui", recipe))}
 ROLE = {"show_values": "genui"}  # every other skill is the agent's
+# The generator's version: a failure_data step names the one it was built with ("data"; none is 1),
+# so a step screened under one version is not mistaken for the same candidate under another.
+DATA_VERSION = 2
+_V1 = {"find_person": (Family("company_match", "evolve", "contacts", company_match),
+                       Family("shared_phone", "evolve", "contacts", shared_phone_v1),
+                       Family("shared_inbox", "evolve", "contacts", shared_inbox))}
+
+
+# the data version in which each skill's families last changed (a skill not named: version 1)
+CHANGED = {"find_person": 2}
+
+
+def step_version(skills) -> int:
+    """The version a failure_data step over `skills` names: unchanged skills keep version 1, so a
+    step over them keeps its signature (it would give the same data again)."""
+    return max((CHANGED.get(s, 1) for s in skills), default=1)
+
+
+def families(skill: str, version: int = DATA_VERSION) -> tuple[Family, ...]:
+    """The skill's families as data version `version` built them."""
+    if not 1 <= version <= DATA_VERSION:
+        raise ValueError(f"failure data version {version} is unknown (this build knows 1..{DATA_VERSION})")
+    return _V1.get(skill, SKILLS[skill]) if version == 1 else SKILLS[skill]
 
 
 def make(fam: Family, seed: int) -> AgentTask:
@@ -509,8 +539,8 @@ def make(fam: Family, seed: int) -> AgentTask:
     return build_task(fam, seed)
 
 
-def examples(skill: str, n: int, seed: int = 0) -> list[dict]:
-    fams = SKILLS[skill]
+def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> list[dict]:
+    fams = families(skill, version)
     if ROLE.get(skill) == "genui":
         from macaronic.train.builders import genui_example
 

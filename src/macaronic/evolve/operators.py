@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from macaronic.evolve.failure_data import step_version
 from macaronic.evolve.failures import hints_for
 from macaronic.evolve.search import Candidate
 
@@ -100,6 +101,11 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
     out: list[Candidate] = []
 
     def add(op: str, steps: list, comps: tuple, note: str):
+        for s in steps:  # a failure_data step names the generator version its skills were last changed in
+            if isinstance(s, dict) and "failure_data" in s:
+                fd = s["failure_data"]
+                if (v := step_version(fd.get("skills") or [fd["skill"]])) > 1:
+                    fd["data"] = v
         steps = tuple(json.dumps(s, sort_keys=True) if isinstance(s, dict) else s for s in steps)
         sig = signature(parent.id, steps)
         if sig in tried or any(signature(c.parent, c.steps) == sig for c in out):

@@ -212,7 +212,7 @@ def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: in
 def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
     import random
 
-    from macaronic.evolve.failure_data import SKILLS, examples
+    from macaronic.evolve.failure_data import examples, families
 
     role = opts.get("role", "agent")
     skills = list(opts.get("skills") or [opts.get("skill", "lookup_then_act")])
@@ -220,7 +220,8 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     # often as when it is trained alone
     n = int(opts.get("examples", 24))
     steps = int(opts.get("steps") or ctx["budget"].rft_steps) * len(skills)
-    data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)))]
+    version = int(opts.get("data", 1))  # the generator's version the step was proposed under (none: 1)
+    data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)), version)]
     meta = _adapter_meta(adapters[role])
     replay = _replay(meta, _data_files(champion, tmp))
     random.Random(f"replay:{role}").shuffle(replay)
@@ -232,7 +233,8 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     _train(champion, role, path, tmp / "adapters" / role, meta, steps, adapters[role])
     adapters[role] = str(tmp / "adapters" / role)
     return {"step": "failure_data", "role": role, "skill": name, "examples": len(data), "replayed": len(replay),
-            "families": [f.name for s in skills for f in SKILLS[s]], "train_steps": steps, "warm": True}, [path]
+            "families": [f.name for s in skills for f in families(s, version)], "data_version": version,
+            "train_steps": steps, "warm": True}, [path]
 
 
 def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dict:
