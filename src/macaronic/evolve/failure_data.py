@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from dataclasses import replace
 
 from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _pick, build_task
 
@@ -258,17 +259,15 @@ company_match = _copy_field("company", (
     "{dst} now works at the same company as {src}. Update {dst}'s contact.",
     "Could you set {dst}'s company to whatever company {src} is with?",
     "I'd like {dst}'s contact to show {src}'s company, they joined it last week."))
-shared_phone = _copy_field("phone", (
-    "{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
-    "Put {src}'s number on {dst}'s contact too, they answer the same phone.",
-    "Can you make {dst}'s phone the same as {src}'s?"))
+_SHARED_PHONE = ("{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
+                 "Put {src}'s number on {dst}'s contact too, they answer the same phone.",
+                 "Can you make {dst}'s phone the same as {src}'s?")
+shared_phone = _copy_field("phone", _SHARED_PHONE)
 # Data version 1 (run-q3's generations 3-8) phrased one request with the contract's contacts+notes
 # dev family's own parenthetical, "(find it first)"; generation 8's union then wrote "find it first."
 # as a note's text on that dev family. Version 2 words it otherwise; version 1 stays for reruns.
-shared_phone_v1 = _copy_field("phone", (
-    "{dst} shares {src}'s phone line now. Give {dst}'s contact that number.",
-    "Copy {src}'s phone number into {dst}'s contact (find it first).",
-    "Can you make {dst}'s phone the same as {src}'s?"))
+shared_phone_v1 = _copy_field("phone", (_SHARED_PHONE[0], "Copy {src}'s phone number into {dst}'s contact (find it first).",
+                                        _SHARED_PHONE[2]))
 shared_inbox = _copy_field("email", (
     "{dst} reads mail at {src}'s email address now. Update {dst}'s contact.",
     "Please put {src}'s email address on {dst}'s contact as well."))
@@ -509,16 +508,13 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
                           Family("bill_split", "evolve", "genui", bill_split),
                           Family("recipe", "evolve", "genui", recipe))}
 ROLE = {"show_values": "genui"}  # every other skill is the agent's
-# The generator's version: a failure_data step names the one it was built with ("data"; none is 1),
-# so a step screened under one version is not mistaken for the same candidate under another.
-DATA_VERSION = 2
-_V1 = {"find_person": (Family("company_match", "evolve", "contacts", company_match),
-                       Family("shared_phone", "evolve", "contacts", shared_phone_v1),
-                       Family("shared_inbox", "evolve", "contacts", shared_inbox))}
-
-
-# the data version in which each skill's families last changed (a skill not named: version 1)
+# The data version in which each skill's families last changed (a skill not named: version 1). A
+# failure_data step names the version it was built with ("data"; none is 1), so a step screened under
+# one version is not mistaken for the same candidate under another.
 CHANGED = {"find_person": 2}
+DATA_VERSION = max(CHANGED.values(), default=1)
+_V1 = {"find_person": tuple(replace(f, build=shared_phone_v1) if f.name == "shared_phone" else f
+                            for f in SKILLS["find_person"])}
 
 
 def step_version(skills) -> int:

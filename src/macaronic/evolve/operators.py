@@ -101,12 +101,7 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
     out: list[Candidate] = []
 
     def add(op: str, steps: list, comps: tuple, note: str):
-        for s in steps:  # a failure_data step names the generator version its skills were last changed in
-            if isinstance(s, dict) and "failure_data" in s:
-                fd = s["failure_data"]
-                if (v := step_version(fd.get("skills") or [fd["skill"]])) > 1:
-                    fd["data"] = v
-        steps = tuple(json.dumps(s, sort_keys=True) if isinstance(s, dict) else s for s in steps)
+        steps = tuple(json.dumps(_versioned(s), sort_keys=True) if isinstance(s, dict) else s for s in steps)
         sig = signature(parent.id, steps)
         if sig in tried or any(signature(c.parent, c.steps) == sig for c in out):
             return False
@@ -209,6 +204,14 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
         add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
             f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")
     return out[: budget.candidates]
+
+
+def _versioned(step: dict) -> dict:
+    """A failure_data step names the generator version its skills last changed in (none: 1)."""
+    fd = step.get("failure_data")
+    if fd is None or (v := step_version(fd.get("skills") or [fd["skill"]])) == 1:
+        return step
+    return {**step, "failure_data": {**fd, "data": v}}
 
 
 def explicit(parent_id: str, specs: tuple[dict, ...], start: int = 1) -> list[Candidate]:
