@@ -206,7 +206,7 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
     both = PairManifest.build(None, {"agent": str(tmp_path / "a"), "genui": str(tmp_path / "g")}, h, base_fp="f" * 64)
     cands = operators.propose(both, Counter({("genui", "missing_content"): 4}), ("failure_data",), Budget(), set())
     assert [json.loads(c.steps[0])["failure_data"] for c in cands] == [{"role": "genui", "skill": "show_values",
-                                                                       "steps": Budget().rft_steps}]
+                                                                       "steps": Budget().rft_steps, "data": 3}]
     assert cands[0].components == ("adapter:genui",)
     again = PairManifest.build(None, {"genui": str(tmp_path / "g")}, h, base_fp="f" * 64,
                                data=(str(tmp_path / "failure-genui-show_values.jsonl"),))

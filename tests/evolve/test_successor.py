@@ -328,6 +328,27 @@ def test_show_values_cards_are_valid_show_every_value_and_use_only_train_compone
     assert ex[0]["messages"][0]["role"] == "system"
 
 
+def test_show_values_version_3_writes_its_cards_inline_and_version_1_as_before():
+    """Data version 3: the same requests, each card inline (no data model, no template: every value
+    in the component that shows it), still valid and showing every value (L2 = 1 against its task);
+    version 1 keeps the bound cards; card_style leaves a reply that is not a card alone."""
+    from macaronic.evolve.failure_data import DATA_VERSION, SKILLS, card_style, examples, genui_task, step_version
+    from macaronic.genui.grade import grade
+
+    assert DATA_VERSION == 3 and step_version(["show_values"]) == 3 and step_version(["find_person"]) == 2
+    old, new = examples("show_values", 10, 4, 1), examples("show_values", 10, 4, 3)
+    assert [e["messages"][:-1] for e in old] == [e["messages"][:-1] for e in new]
+    assert all("dataModelUpdate" in e["messages"][-1]["content"] for e in old)
+    fams = SKILLS["show_values"]
+    for i, e in enumerate(new):
+        reply = e["messages"][-1]["content"]
+        assert "dataModelUpdate" not in reply and "template" not in reply and '"path"' not in reply
+        g = grade(genui_task(fams[i % len(fams)], i // len(fams), 4), reply)
+        assert g["l1_valid"] and g["l2_content"] == 1.0, g
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]}
+    assert card_style(chat, 3) == chat and card_style(old[0], 2) == old[0]
+
+
 def test_fill_placeholder_data_writes_the_looked_up_value():
     """Each request holds a <...> placeholder; the gold write carries a value from the lookup's
     result in its place, never the placeholder; compositions are those of lookup-then-act."""
@@ -376,6 +397,41 @@ def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_p
     (ch,) = changes
     assert ch["skill"] == "lookup_then_act+state_facts" and ch["examples"] == 12 and ch["replayed"] == 12
     assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
+
+
+def test_genui_failure_data_of_version_3_replays_the_adapters_cards_inline_too(tmp_path, monkeypatch):
+    """A show_values step of data version 3 trains on inline cards and replays the genui adapter's own
+    (bound) cards inline beside them, so the adapter sees one card style; version 1 replays them as
+    they were."""
+    from macaronic.evolve import successor
+    from macaronic.evolve.failure_data import examples
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    g0 = tmp_path / "g0"
+    g0.mkdir()
+    (g0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    shipped = examples("show_values", 6, 9, 1)  # bound cards, as the shipped adapter's generator writes them
+    (g0 / "data.jsonl").write_text("".join(json.dumps(e) + "\n" for e in shipped))
+    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
+    champ = PairManifest.build(None, {"genui": g0}, harness, base_fp="f" * 64)
+    runs = []
+
+    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
+        runs.append([json.loads(l) for l in data.read_text().splitlines()])
+        out_dir.mkdir(parents=True)
+        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
+
+    monkeypatch.setattr(successor, "_train", train)
+    for version in (3, 1):
+        step = json.dumps({"failure_data": {"role": "genui", "skill": "show_values", "steps": 2, "examples": 4,
+                                            "data": version}}, sort_keys=True)
+        successor.build_successor(champ, [], (step,), tmp_path / f"cand-{version}", {"budget": Budget()})
+    inline_rows, bound_rows = runs
+    assert len(inline_rows) == len(bound_rows) == 8
+    assert not any("dataModelUpdate" in r["messages"][-1]["content"] for r in inline_rows)
+    assert all("dataModelUpdate" in r["messages"][-1]["content"] for r in bound_rows)
+    assert {r["messages"][-2]["content"] for r in inline_rows[4:]} <= {e["messages"][-2]["content"] for e in shipped}
 
 
 def test_an_adapter_the_loop_trained_on_a_file_replays_that_file(tmp_path):

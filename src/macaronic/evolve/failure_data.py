@@ -45,7 +45,9 @@ Skill `show_values` (GenUI cluster missing_content: the card renders but leaves 
 or values of the request's data): gold cards that show every value of the data, on card families in
 no split (shopping list, team roster, flight status, bill split, recipe), built from the components
 of the GenUI train families only (Card, Column, Row, List, Text, Button, Divider); v5 dev holds out
-itinerary and form, test product_list and preferences.
+itinerary and form, test product_list and preferences. From data version 3 the cards (and the genui
+replay trained beside them) are written inline (`card_style`): each value a literal in the component
+that shows it, each list's items spelled out, containers before what they hold.
 Agent gold actions are replayed on a real substrate episode (`train.builders.agent_episode`), in the
 served layout (successor.py's `failure_data` step trains on them, warm-started, with a replay).
 Data only: knows nothing about training or the loop.
@@ -54,6 +56,7 @@ Data only: knows nothing about training or the loop.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from dataclasses import replace
 
@@ -511,7 +514,11 @@ ROLE = {"show_values": "genui"}  # every other skill is the agent's
 # The data version in which each skill's families last changed (a skill not named: version 1). A
 # failure_data step names the version it was built with ("data"; none is 1), so a step screened under
 # one version is not mistaken for the same candidate under another.
-CHANGED = {"find_person": 2}
+# Version 3: show_values' cards are written inline (`genui.inline`: each value a literal where it is
+# shown, each list its items spelled out, containers first), and so is the genui replay beside them;
+# generation 2 and 12's cards kept values in the data model and the adapter learnt to fill the data
+# model without the components that show it.
+CHANGED = {"find_person": 2, "show_values": 3}
 DATA_VERSION = max(CHANGED.values(), default=1)
 _V1 = {"find_person": tuple(replace(f, build=shared_phone_v1) if f.name == "shared_phone" else f
                             for f in SKILLS["find_person"])}
@@ -540,7 +547,8 @@ def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> 
     if ROLE.get(skill) == "genui":
         from macaronic.train.builders import genui_example
 
-        return [genui_example(genui_task(fams[i % len(fams)], i // len(fams), seed)).to_dict() for i in range(n)]
+        out = [genui_example(genui_task(fams[i % len(fams)], i // len(fams), seed)).to_dict() for i in range(n)]
+        return [card_style(e, version) for e in out]
     out, s = [], 10_000 + seed
     while len(out) < n and s < 10_000 + seed + 50 * n:
         try:
@@ -553,3 +561,20 @@ def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> 
         out.append(agent_episode(t).to_dict())
         s += 1
     return out
+
+
+def card_style(example: dict, version: int = DATA_VERSION) -> dict:
+    """A genui training example as data version `version` writes its card: from version 3 inline
+    (`genui.inline`); before, as built. An example whose reply is not a card is left as it is."""
+    if version < CHANGED["show_values"]:
+        return example
+    from macaronic.genui.inline import inline
+
+    msgs = example["messages"]
+    try:
+        reply = json.loads(msgs[-1]["content"])
+        reply = {**reply, "a2ui": inline(reply["a2ui"])}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return example
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return {**example, "messages": [*msgs[:-1], {**msgs[-1], "content": text}]}

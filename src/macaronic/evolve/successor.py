@@ -226,6 +226,10 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     replay = _replay(meta, _data_files(champion, tmp))
     random.Random(f"replay:{role}").shuffle(replay)
     replay = replay[:len(data)]
+    if role == "genui":  # the replayed cards in the step's card style, so one adapter sees one style
+        from macaronic.evolve.failure_data import card_style
+
+        replay = [card_style(e, version) for e in replay]
     name = "+".join(skills)
     path = tmp / "data" / f"failure-{role}-{name}.jsonl"
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
