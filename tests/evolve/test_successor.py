@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -399,10 +400,12 @@ def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_p
     assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
 
 
-def test_genui_failure_data_of_version_3_replays_the_adapters_cards_inline_too(tmp_path, monkeypatch):
+def test_genui_failure_data_of_version_3_replays_inline_cards_and_no_dev_family(tmp_path, monkeypatch):
     """A show_values step of data version 3 trains on inline cards and replays the genui adapter's own
-    (bound) cards inline beside them, so the adapter sees one card style; version 1 replays them as
-    they were."""
+    (bound) cards inline beside them, so the adapter sees one card style, leaving out the examples of
+    the contract's GenUI dev families (the shipped adapter's data has them); version 1 replays every
+    example as it was."""
+    from macaronic.contract.spec import parse
     from macaronic.evolve import successor
     from macaronic.evolve.failure_data import examples
     from macaronic.harness import DEFAULT_BUNDLE
@@ -412,6 +415,8 @@ def test_genui_failure_data_of_version_3_replays_the_adapters_cards_inline_too(t
     g0.mkdir()
     (g0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
     shipped = examples("show_values", 6, 9, 1)  # bound cards, as the shipped adapter's generator writes them
+    for e, fam in zip(shipped[:2], ("form", "itinerary")):  # two of v5's GenUI dev families, as shipped data had
+        e["source"] = f"genui/{fam}"
     (g0 / "data.jsonl").write_text("".join(json.dumps(e) + "\n" for e in shipped))
     harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
     champ = PairManifest.build(None, {"genui": g0}, harness, base_fp="f" * 64)
@@ -423,15 +428,18 @@ def test_genui_failure_data_of_version_3_replays_the_adapters_cards_inline_too(t
         (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
 
     monkeypatch.setattr(successor, "_train", train)
+    v5 = parse(Path(__file__).resolve().parents[2] / "contracts" / "macaronic-core-v5.yaml")
+    assert successor.dev_families(v5, "genui") == {"itinerary", "form"} and successor.dev_families(None, "genui") == set()
     for version in (3, 1):
         step = json.dumps({"failure_data": {"role": "genui", "skill": "show_values", "steps": 2, "examples": 4,
                                             "data": version}}, sort_keys=True)
-        successor.build_successor(champ, [], (step,), tmp_path / f"cand-{version}", {"budget": Budget()})
+        successor.build_successor(champ, [], (step,), tmp_path / f"cand-{version}", {"budget": Budget(), "contract": v5})
     inline_rows, bound_rows = runs
     assert len(inline_rows) == len(bound_rows) == 8
     assert not any("dataModelUpdate" in r["messages"][-1]["content"] for r in inline_rows)
     assert all("dataModelUpdate" in r["messages"][-1]["content"] for r in bound_rows)
-    assert {r["messages"][-2]["content"] for r in inline_rows[4:]} <= {e["messages"][-2]["content"] for e in shipped}
+    assert {r["messages"][-2]["content"] for r in inline_rows[4:]} <= {e["messages"][-2]["content"] for e in shipped[2:]}
+    assert {r.get("source") for r in bound_rows[4:]} >= {"genui/form", "genui/itinerary"}  # version 1 replays as it did
 
 
 def test_an_adapter_the_loop_trained_on_a_file_replays_that_file(tmp_path):

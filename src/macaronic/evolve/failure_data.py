@@ -517,7 +517,9 @@ ROLE = {"show_values": "genui"}  # every other skill is the agent's
 # Version 3: show_values' cards are written inline (`genui.inline`: each value a literal where it is
 # shown, each list its items spelled out, containers first), and so is the genui replay beside them;
 # generation 2 and 12's cards kept values in the data model and the adapter learnt to fill the data
-# model without the components that show it.
+# model without the components that show it. From version 3 the replay also leaves out the
+# contract's dev families (successor.dev_families: the shipped GenUI adapter's data holds v5's dev
+# families itinerary and form, and generation 12 replayed them).
 CHANGED = {"find_person": 2, "show_values": 3}
 DATA_VERSION = max(CHANGED.values(), default=1)
 _V1 = {"find_person": tuple(replace(f, build=shared_phone_v1) if f.name == "shared_phone" else f

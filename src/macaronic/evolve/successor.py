@@ -224,6 +224,9 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)), version)]
     meta = _adapter_meta(adapters[role])
     replay = _replay(meta, _data_files(champion, tmp))
+    if version >= 3:  # data version 3 on: nothing of a dev family is replayed, so the screen measures transfer
+        held = dev_families(ctx.get("contract"), role)
+        replay = [e for e in replay if str(e.get("source", "")).partition("/")[2] not in held]
     random.Random(f"replay:{role}").shuffle(replay)
     replay = replay[:len(data)]
     if role == "genui":  # the replayed cards in the step's card style, so one adapter sees one style
@@ -239,6 +242,14 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     return {"step": "failure_data", "role": role, "skill": name, "examples": len(data), "replayed": len(replay),
             "families": [f.name for s in skills for f in families(s, version)], "data_version": version,
             "train_steps": steps, "warm": True}, [path]
+
+
+def dev_families(contract, role: str) -> frozenset[str]:
+    """The families the contract holds out whole as dev for the suites `role` answers. An adapter
+    shipped before the contract held them out (v5's GenUI itinerary and form) carries them in its
+    own training data; replaying that data would train the loop on its own dev split."""
+    return frozenset(f for s in (contract.suites if contract is not None else ()) if s.role == role
+                     for f in s.dev_families)
 
 
 def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dict:
