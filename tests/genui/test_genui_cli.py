@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from macaronic.cli import main as macaronic_main
 from macaronic.genui.cli import main
 from macaronic.genui.tasks import make_task
@@ -52,3 +54,20 @@ def test_help_runs_as_a_process():
     out = subprocess.run([sys.executable, "-m", "macaronic.cli", "genui", "validate", "--help"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "FILE" in out.stdout
+
+
+def test_the_genui_probe_answers_with_a_given_adapter_directory(tmp_path, capsys):
+    """`macaronic genui probe --adapter-dir DIR` answers with that adapter (an evolve candidate's
+    genui) on the small base; a directory that is not an adapter is refused."""
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.genui.probe import main
+
+    genui = shipped_adapters_dir("smollm2-135m-instruct") / "genui"
+    out = tmp_path / "p.json"
+    assert main(["--base", "smollm2-135m-instruct", "--adapter-dir", str(genui), "--limit", "1",
+                 "--max-tokens", "24", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["n"] == 1 and "--adapter-dir" in doc["command"] and doc["rows"][0]["tokens"] > 0
+    with pytest.raises(ValueError, match="adapter_config.json: missing"):
+        main(["--base", "smollm2-135m-instruct", "--adapter-dir", str(tmp_path), "--limit", "1",
+              "--json", str(tmp_path / "q.json")])

@@ -64,15 +64,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-tokens", type=int, default=768)
     p.add_argument("--limit", type=int, default=None, help="only the first N requests")
     p.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
+    p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                   help="answer with this adapter directory instead of the shipped specialists (repeatable; the "
+                        "genui one is named by its record, e.g. an evolve candidate's adapters/genui)")
     a = p.parse_args(argv)
     src = a.requests.read_text() if a.requests else \
         resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
     requests = json.loads(src)["requests"][: a.limit]
-    from macaronic.engine.llm import EngineConfig, load_default_llm
+    from macaronic.engine.llm import EngineConfig, load_base_llm
     from macaronic.serve.mol import HarnessConfig, MoL
 
     t0 = time.perf_counter()
-    llm = load_default_llm(EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))), base=a.base)
+    llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
     try:
         mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
         results = asyncio.run(answer_all(mol, requests, a.max_tokens))
