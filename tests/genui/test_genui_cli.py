@@ -71,3 +71,30 @@ def test_the_genui_probe_answers_with_a_given_adapter_directory(tmp_path, capsys
     with pytest.raises(ValueError, match="adapter_config.json: missing"):
         main(["--base", "smollm2-135m-instruct", "--adapter-dir", str(tmp_path), "--limit", "1",
               "--json", str(tmp_path / "q.json")])
+
+
+def test_the_probe_counts_the_request_values_a_served_card_displays():
+    """`shows`: the share of a request's values found in the rendered card's text (not in
+    text_response, not in attributes), case-insensitively; an invalid card shows nothing."""
+    from types import SimpleNamespace
+
+    from macaronic.genui.build import Card
+    from macaronic.genui.probe import score, summary
+
+    c = Card("s")
+    c.card("root", c.column("body", c.text("t", "Flight af123", "h2"), c.text("f", "/from")))
+    c.data({"from": "Paris", "to": "Rome"})  # Rome is in the data model only: not displayed
+    card = {"text_response": "Your flight to Rome at 10:40.", "a2ui": c.messages("root")}
+    req = {"id": "flight", "text": "...", "expects": ["Text", "Card"], "shows": ["AF123", "Paris", "Rome", "10:40"]}
+
+    def result(content):
+        return SimpleNamespace(text=content, content=content, genui={}, finish_reason="stop",
+                               usage={"completion_tokens": 9})
+
+    row = score(req, result(json.dumps(card)))
+    assert row["shows"] == 0.5 and row["not_shown"] == ["Rome", "10:40"] and row["coverage"] == 1.0
+    bad = score(req, result("not a card"))
+    assert bad["shows"] == 0.0
+    plain = score({k: v for k, v in req.items() if k != "shows"}, result(json.dumps(card)))
+    assert "shows" not in plain
+    assert summary([row, bad, plain])["shows"] == 0.25 and summary([row, bad, plain])["shows_n"] == 2

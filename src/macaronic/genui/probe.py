@@ -4,7 +4,8 @@ Each request (`macaronic/data/genui_requests.json`, written by hand, not from th
 templates; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
 request: whether the raw generation validates (schema + integrity), whether the served card does
 (after the harness closed it), which fixes closing needed, whether it fell back to a text card,
-and which of the components a fitting card would use (`expects`) it contains. `--no-constraints`
+which of the components a fitting card would use (`expects`) it contains, and which of the
+values the request gives (`shows`) the rendered card displays. `--no-constraints`
 answers without grammars or closing, the comparison row. Writes JSON; prints a summary.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from importlib import resources
@@ -35,10 +37,24 @@ def score(request: dict, result) -> dict:
     served = parse_genui_output(result.content or "")
     used = components_of(served.obj) if served.valid and isinstance(served.obj, dict) else set()
     fixes = (result.genui or {}).get("closed") or []
-    return {"id": request["id"], "raw_valid": raw.valid, "served_valid": served.valid, "closed": fixes,
-            "fallback": "fallback_text_card" in fixes, "finish_reason": result.finish_reason,
-            "tokens": result.usage.get("completion_tokens"), "components": sorted(used),
-            "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3)}
+    row = {"id": request["id"], "raw_valid": raw.valid, "served_valid": served.valid, "closed": fixes,
+           "fallback": "fallback_text_card" in fixes, "finish_reason": result.finish_reason,
+           "tokens": result.usage.get("completion_tokens"), "components": sorted(used),
+           "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3)}
+    if request.get("shows"):
+        text = shown_text(served.obj) if served.valid and isinstance(served.obj, dict) else ""
+        missing = [v for v in request["shows"] if v.lower() not in text]
+        row |= {"shows": round(1 - len(missing) / len(request["shows"]), 3), "not_shown": missing}
+    return row
+
+
+def shown_text(card: dict) -> str:
+    """The text a rendered card displays (its card part, not text_response), lower-cased."""
+    from html import unescape
+
+    from macaronic.genui.render_html import render_html
+
+    return unescape(re.sub(r"<[^>]+>", " ", render_html(card.get("a2ui") or []))).lower()
 
 
 async def answer_all(mol, requests: list[dict], max_tokens: int) -> list:
@@ -50,8 +66,10 @@ async def answer_all(mol, requests: list[dict], max_tokens: int) -> list:
 def summary(rows: list[dict]) -> dict:
     n = len(rows)
     mean = lambda k: round(sum(float(r[k]) for r in rows) / n, 3)  # noqa: E731
+    shows = [r["shows"] for r in rows if "shows" in r]
     return {"n": n, "raw_valid": mean("raw_valid"), "served_valid": mean("served_valid"),
             "fallback": mean("fallback"), "coverage": mean("coverage"),
+            "shows": round(sum(shows) / len(shows), 3) if shows else None, "shows_n": len(shows),
             "length_cut": round(sum(r["finish_reason"] == "length" for r in rows) / n, 3)}
 
 
