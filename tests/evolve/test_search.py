@@ -319,3 +319,22 @@ def test_a_gated_grandchild_names_what_it_inherits(tmp_path):
     assert [c["inherited_from"] for c in got] == ["p1" * 32, "p2" * 32]
     assert inherited_changes(tmp_path, screens, "c0" * 32, "c0" * 32) == []
     assert _change(got[0]) == "failure_data agent: lookup_then_act, 20 steps (inherited from `p1p1p1p1`)"
+
+
+def test_a_plan_candidate_that_adopts_a_step_touches_what_that_step_touched():
+    """A hand-written plan that rebuilds an archived candidate by adopting its step (generation 10 of
+    run-q3) needs no components by hand: an adopt step touches the adopted step's components, in
+    either spelling of the step; a step nobody knows still counts as touching everything."""
+    import json
+
+    from macaronic.evolve.operators import components_of, explicit
+
+    fd = {"failure_data": {"role": "agent", "skills": ["find_person"], "steps": 20, "data": 2}}
+    adopt = {"adopt": {"dir": "runs/w/gen-009/cand-01", "step": json.dumps(fd, sort_keys=True)}}
+    assert components_of((json.dumps(adopt),)) == ("adapter:agent",)
+    assert components_of((json.dumps({"adopt": {"dir": "d", "step": fd}}),)) == ("adapter:agent",)
+    router = {"adopt": {"dir": "d", "step": "router_refit"}}
+    assert components_of((json.dumps(router), json.dumps(adopt))) == ("adapter:agent", "router")
+    assert components_of((json.dumps({"adopt": {"dir": "d"}}),)) == ("all",)
+    (c,) = explicit("p" * 64, ({"operator": "failure_data", "steps": [json.dumps(adopt)]},))
+    assert c.components == ("adapter:agent",)

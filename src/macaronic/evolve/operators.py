@@ -247,6 +247,9 @@ def components_of(steps) -> tuple[str, ...]:
         elif name in ("rft", "failure_data", "grpo"):
             roles = opts.get("roles") or ([opts["role"]] if opts.get("role") else [])
             out |= {f"adapter:{r}" for r in roles} if roles else {"all"}
+        elif name == "adopt" and isinstance(opts.get("step"), (str, dict)):  # what the adopted step touched
+            inner = opts["step"]
+            out |= set(components_of((json.dumps(inner) if isinstance(inner, dict) else inner,)))
         else:
             out.add("all")
     return tuple(sorted(out))
