@@ -83,8 +83,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=None, help="only the first N requests")
     p.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
     p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
-                   help="answer with this adapter directory instead of the shipped specialists (repeatable; the "
-                        "genui one is named by its record, e.g. an evolve candidate's adapters/genui)")
+                   help="answer with this adapter directory instead of the shipped specialists (repeatable; an "
+                        "adapter is named by its directory, so the one answering is a directory called genui, "
+                        "e.g. an evolve candidate's adapters/genui)")
     a = p.parse_args(argv)
     src = a.requests.read_text() if a.requests else \
         resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
