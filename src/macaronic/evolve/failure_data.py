@@ -522,6 +522,7 @@ ROLE = {"show_values": "genui"}  # every other skill is the agent's
 # families itinerary and form, and generation 12 replayed them).
 CHANGED = {"find_person": 2, "show_values": 3}
 DATA_VERSION = max(CHANGED.values(), default=1)
+INLINE_CARDS = NO_DEV_REPLAY = 3  # the data version from which genui cards are inline / dev families not replayed
 _V1 = {"find_person": tuple(replace(f, build=shared_phone_v1) if f.name == "shared_phone" else f
                             for f in SKILLS["find_person"])}
 
@@ -568,9 +569,10 @@ def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> 
 def card_style(example: dict, version: int = DATA_VERSION) -> dict:
     """A genui training example as data version `version` writes its card: from version 3 inline
     (`genui.inline`); before, as built. An example whose reply is not a card is left as it is."""
-    if version < CHANGED["show_values"]:
+    if version < INLINE_CARDS:
         return example
     from macaronic.genui.inline import inline
+    from macaronic.train.builders import genui_reply
 
     msgs = example["messages"]
     try:
@@ -578,5 +580,4 @@ def card_style(example: dict, version: int = DATA_VERSION) -> dict:
         reply = {**reply, "a2ui": inline(reply["a2ui"])}
     except (ValueError, KeyError, TypeError, AttributeError):
         return example
-    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-    return {**example, "messages": [*msgs[:-1], {**msgs[-1], "content": text}]}
+    return {**example, "messages": [*msgs[:-1], {**msgs[-1], "content": genui_reply(reply)}]}

@@ -212,7 +212,7 @@ def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: in
 def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
     import random
 
-    from macaronic.evolve.failure_data import examples, families
+    from macaronic.evolve.failure_data import NO_DEV_REPLAY, card_style, examples, families
 
     role = opts.get("role", "agent")
     skills = list(opts.get("skills") or [opts.get("skill", "lookup_then_act")])
@@ -224,14 +224,12 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     data = [e for skill in skills for e in examples(skill, n, int(opts.get("seed", 0)), version)]
     meta = _adapter_meta(adapters[role])
     replay = _replay(meta, _data_files(champion, tmp))
-    if version >= 3:  # data version 3 on: nothing of a dev family is replayed, so the screen measures transfer
+    if version >= NO_DEV_REPLAY:  # nothing of a dev family is replayed, so the screen measures transfer
         held = dev_families(ctx.get("contract"), role)
         replay = [e for e in replay if str(e.get("source", "")).partition("/")[2] not in held]
     random.Random(f"replay:{role}").shuffle(replay)
     replay = replay[:len(data)]
     if role == "genui":  # the replayed cards in the step's card style, so one adapter sees one style
-        from macaronic.evolve.failure_data import card_style
-
         replay = [card_style(e, version) for e in replay]
     name = "+".join(skills)
     path = tmp / "data" / f"failure-{role}-{name}.jsonl"

@@ -47,36 +47,28 @@ def inline(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             comps.setdefault(body["surfaceId"], {}).update({c["id"]: c for c in body.get("components", [])})
         elif kind == "beginRendering":
             roots[body["surfaceId"]] = body["root"]
-    done, out = set(), []
+    kept: dict[str, bool] = {}  # per rendered surface: does some binding stay, so its data model too
+    out = []
     for m in messages:
         (kind, body), = m.items()
         sid = body.get("surfaceId")
         if sid not in roots:  # never rendered: as it was
             out.append(m)
             continue
-        if sid in done:
-            if kind == "dataModelUpdate" and _keeps_model(comps[sid]):
-                out.append(m)
-            elif kind == "beginRendering":
-                out.append(m)
-            continue
-        done.add(sid)
-        components = Surface(comps[sid], models.get(sid, {})).walk(roots[sid])
-        out.append({"surfaceUpdate": {"surfaceId": sid, "components": components}})
-        if kind == "dataModelUpdate" and _keeps_model(comps[sid]):
-            out.append(m)
-        elif kind == "beginRendering":
+        if sid not in kept:  # the surface's first message: all its components, written once, here
+            components = Surface(comps[sid], models.get(sid, {})).walk(roots[sid])
+            kept[sid] = _bound(components)
+            out.append({"surfaceUpdate": {"surfaceId": sid, "components": components}})
+        if kind == "beginRendering" or kind == "dataModelUpdate" and kept[sid]:
             out.append(m)
     return out
 
 
-def _keeps_model(components: dict[str, dict]) -> bool:
-    """Some input component stays bound, so the data model it edits stays."""
-    for c in components.values():
-        (ctype, props), = c["component"].items()
-        if any(isinstance(props.get(k), dict) and "path" in props[k] for k in KEEP.get(ctype, ())):
-            return True
-    return False
+def _bound(value: Any) -> bool:
+    """Does a bound value (`{"path": ...}`) remain anywhere in `value`?"""
+    if isinstance(value, dict):
+        return isinstance(value.get("path"), str) or any(_bound(v) for v in value.values())
+    return isinstance(value, list) and any(_bound(v) for v in value)
 
 
 class Surface:
