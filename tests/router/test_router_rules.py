@@ -108,3 +108,21 @@ def test_config_rejects_unknown_options():
         RouterConfig.from_dict({"polcy": "probe"})
     with pytest.raises(ValueError, match="cascade"):
         RouterConfig.from_dict({"cheap_policy": "cascade"})
+
+
+def test_tools_rule_sends_requests_that_carry_tools_to_the_tools_route():
+    from types import SimpleNamespace
+
+    from macaronic.router.config import tools_route
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    roles = ["chat", "agent", "coding", "genui"]
+    bundle = SimpleNamespace(router={}, role_names=roles)
+    assert tools_route(bundle, tools, None) == "agent"
+    assert tools_route(bundle, tools, "auto") == "agent"
+    assert tools_route(bundle, tools, "required") == "agent"
+    assert tools_route(bundle, tools, {"type": "function", "function": {"name": "get_weather"}}) == "agent"
+    assert tools_route(bundle, tools, "none") is None  # the client said no calls: the head routes
+    assert tools_route(bundle, [], "auto") is None and tools_route(bundle, None, None) is None
+    assert tools_route(SimpleNamespace(router={"tools_route": None}, role_names=roles), tools, None) is None
+    assert tools_route(SimpleNamespace(router={"tools_route": "sql"}, role_names=roles), tools, None) is None

@@ -15,6 +15,7 @@ class RouterConfig:
     cascade_candidates: tuple[str, ...] = ("probe", "embedding", "arrow")  # band table options
     band_alpha: float = 0.05  # a candidate takes a band only if dev beats the primary at this p
     default_route: str = "coding"  # low confidence and ambiguity go here (the original's rule)
+    tools_route: str | None = "agent"  # a request that carries tools goes here (`tools_route`); None: the head decides
     min_confidence: float = 0.4  # below: abstain -> default_route
     cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
     hysteresis_margin: float = 0.15  # leave the current adapter only if the winner leads by this
@@ -64,3 +65,15 @@ def default_route(bundle) -> str:
     it names one of the bundle's roles; else the bundle's first role."""
     route = RouterConfig.from_dict(bundle.router).default_route
     return route if route in bundle.role_names else bundle.role_names[0]
+
+
+def tools_route(bundle, tools, tool_choice) -> str | None:
+    """The one rule for requests that carry tools: the bundle's `tools_route` role answers every
+    request whose `tools` are non-empty and whose `tool_choice` is not "none" (auto, required or a
+    named function). An OpenAI client that sends tools expects a model that may call them; a text
+    route (chat, genui) cannot, so the head is not asked. None when the rule does not apply or the
+    bundle has no such role."""
+    role = RouterConfig.from_dict(bundle.router).tools_route
+    if not tools or tool_choice == "none" or role is None:
+        return None
+    return role if role in bundle.role_names else None

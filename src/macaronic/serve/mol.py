@@ -38,7 +38,7 @@ from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
-from macaronic.router.config import default_route
+from macaronic.router.config import default_route, tools_route
 from macaronic.router.conversation import tool_caller
 from macaronic.serve import structured, views
 from macaronic.serve.callstream import CallStreamer
@@ -238,7 +238,8 @@ class MoL:
 
     # ---- route ----
 
-    async def route(self, messages: list[dict], model: str | None = None) -> Route:
+    async def route(self, messages: list[dict], model: str | None = None, tools: list[dict] | None = None,
+                    tool_choice=None) -> Route:
         forced = self.resolve(model)
         if forced is not None:
             adapter, role = forced
@@ -255,6 +256,10 @@ class MoL:
             a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role("genui")
             if a is not None or "genui" in self.bundle.role_names:
                 return Route(a, "genui", self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
+        by_tools = tools_route(self.bundle, tools, tool_choice)
+        if by_tools is not None:
+            a = self.adapter_for_role(by_tools)
+            return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, "request-carries-tools")
         default = default_route(self.bundle)
         if self.router is None:
             a = self.adapter_for_role(default)
@@ -335,7 +340,7 @@ class MoL:
         self.sampling_for(None, sampling)  # refuse bad sampling before any routing work
         early = self.structure(tools, tool_choice, response_format)  # refuse bad structure before routing too
         msgs = await self._await_summaries(self.annotate(msgs))
-        route = await self.route(msgs, model)
+        route = await self.route(msgs, model, tools, tool_choice)
         sp = self.sampling_for(route.specialist, sampling)
         view = views.build_view(msgs, self.bundle, adapter=route.adapter, mode=route.mode,
                                 specialist=route.specialist, tools=tools if use_tools else None)
