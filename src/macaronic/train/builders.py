@@ -2,7 +2,7 @@
 task families (nothing downloaded), train-split families only.
 
     build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, route, agent, agent_grounded,
-                                               coding, coding_distill, genui
+                                               agent_engine, coding, coding_distill, genui
 
 Every conversation opens with the messages the served harness puts before a first turn answered
 by that role (`role_prompt_head`, built by the one renderer `macaronic.prompts.prompt_head`:
@@ -199,6 +199,18 @@ def agent_grounded_examples(n: int, seed: int = 0) -> list[Example]:
             for i, t in enumerate(_agent_tasks(n, seed))]
 
 
+def agent_engine_examples(n: int, seed: int = 0) -> list[Example]:
+    """Three in four from the agent data engine (`macaronic.datagen.agent`: generated tool worlds,
+    verified by execution), one in four from the substrate's train families (`agent_grounded`), so
+    the served substrate tools stay known; shuffled by `seed`."""
+    from macaronic.datagen.agent import examples
+
+    k = n // 4
+    out = examples(n - k, seed) + agent_grounded_examples(k, seed)
+    random.Random(seed).shuffle(out)
+    return out
+
+
 # ---- coding -----------------------------------------------------------------------------
 
 def coding_examples(n: int, seed: int = 0) -> list[Example]:
@@ -260,7 +272,7 @@ def genui_example(t) -> Example:
 
 
 GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
-              "agent_grounded": agent_grounded_examples,
+              "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples}
 
 

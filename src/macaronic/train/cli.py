@@ -31,7 +31,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("role", help="the specialist's role (chat, agent, coding, genui or a new name)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
-                     "episodes, every other one under a random tool renaming), coding, coding_distill, genui "
+                     "episodes, every other one under a random tool renaming), agent_engine (generated tool "
+                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")
@@ -67,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per process (default 1: on a shared 2-core machine 2 threads "
                    "made a step 20x slower; 0 = torch's default)")
+    p.add_argument("--autocast", choices=("none", "bfloat16"), default="none",
+                   help="bfloat16: forward and backward under CPU bf16 autocast, LoRA weights and optimizer in fp32 "
+                   "(about 1.8x faster on a CPU with AVX512-BF16 or AMX; none: exact fp32)")
     p.add_argument("--description", default="", help="one line the router and UI show")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -104,7 +108,7 @@ def run(args) -> Path:
                       seed=args.seed, save_every=args.save_every, save_dtype=args.dtype, base=args.base,
                       description=args.description, threads=args.threads,
                       init_adapter=str(args.init_adapter) if args.init_adapter else None, max_seconds=args.max_seconds,
-                      stop_after=args.stop_after)
+                      stop_after=args.stop_after, autocast=args.autocast)
     out = Path(args.out)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

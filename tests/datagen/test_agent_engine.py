@@ -1,0 +1,136 @@
+"""The agent data engine: verified, varied, deterministic, and disjoint from every split and suite
+we evaluate on."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+
+import pytest
+
+from macaronic.datagen import agent
+from macaronic.datagen.worlds import AGENT_SUITE_NOUNS, DOMAINS
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return agent.examples(400, seed=3)
+
+
+def _transcript(pattern: str, seed: int = 0):
+    rng = random.Random(seed)
+    for _ in range(200):
+        try:
+            return agent.transcript(rng, pattern)
+        except agent.Skip:
+            continue
+    raise AssertionError(f"no {pattern} transcript in 200 draws")
+
+
+def test_examples_are_deterministic_and_cover_every_pattern(sample):
+    assert [e.to_dict() for e in agent.examples(20, seed=3)] == [e.to_dict() for e in sample[:20]]
+    patterns = {e.source.split("/")[2] for e in sample}
+    assert patterns == set(agent.PATTERNS)
+    assert len({e.source.split("/")[3] for e in sample}) == len(DOMAINS)
+    assert len({e.messages[-1]["content"] for e in sample}) > 300  # not a handful of templates
+
+
+def test_every_pattern_replays_clean_on_its_world():
+    for name in agent.PATTERNS:
+        start, t, _ = _transcript(name)
+        assert agent.verify(start, t) == []
+
+
+def _calls(t):
+    return [m for turn in t.turns for m in turn if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+
+
+def test_verifier_catches_an_invented_argument():
+    start, t, _ = _transcript("lookup_act")
+    m = _calls(t)[-1]
+    m["content"] = re.sub(r'"[A-Z]{2}-\d{4}"', '"12345"', m["content"])  # an id nobody returned
+    problems = agent.verify(start, t)
+    assert any("not grounded" in p for p in problems) and any("end state" in p for p in problems)
+
+
+def test_verifier_catches_a_skipped_action_and_a_reply_without_its_facts():
+    start, t, _ = _transcript("lookup_act")
+    t2 = copy.deepcopy(t)
+    turn = t2.turns[-1]
+    i = turn.index(_calls(t2)[-1])
+    del turn[i:i + 2]  # the update call and its result
+    assert any("end state" in p for p in agent.verify(start, t2))
+    t3 = copy.deepcopy(t)
+    t3.turns[-1][-1] = {"role": "assistant", "content": "All done!"}
+    assert any("reply lacks" in p for p in agent.verify(start, t3))
+
+
+def test_verifier_catches_an_action_the_condition_forbids():
+    rng = random.Random(5)
+    while True:
+        try:
+            start, t, _ = agent.transcript(rng, "conditional")
+        except agent.Skip:
+            continue
+        if len(_calls(t)) == (2 if start.summary_search else 1):  # the condition did not hold: no write
+            break
+    w = t.world
+    r = next(iter(start.records.values()))
+    f = agent.settable(w.domain)[0]
+    extra = agent.Transcript(copy.deepcopy(start))
+    extra.turns = copy.deepcopy(t.turns)
+    extra.facts = t.facts
+    from macaronic.substrate.toolcalls import format_tool_call
+    call = format_tool_call(w.names["update"], {w.params["id"]: r["id"], w.params[f.name]: w.arg(f, r[f.name])})
+    extra.turns[-1].insert(-1, {"role": "assistant", "content": call})
+    extra.turns[-1].insert(-1, {"role": "tool", "content": "{}"})
+    assert agent.verify(start, extra)  # an unplanned write is caught (ungrounded or a changed state)
+
+
+def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):
+    from macaronic.engine.llm import load_tokenizer
+    from macaronic.train.examples import encode
+
+    tok = load_tokenizer(tiny_dirs["qwen2"])
+    for e in sample[:40]:
+        enc = encode(tok, e, 8192)
+        assert enc.n_targets > 0
+
+
+def test_disjoint_from_the_contract_agent_suite_and_bfcl(sample):
+    from macaronic.substrate.tasks import generate_tasks
+    from macaronic.substrate.tools import openai_tools
+    from macaronic.suites.bfcl import CATEGORIES, problems
+
+    assert not {d.noun for d in DOMAINS} & set(AGENT_SUITE_NOUNS)
+    substrate = {t["function"]["name"] for t in openai_tools()}
+    engine_tools, requests = set(), set()
+    for e in sample:
+        if not e.source.startswith("engine/"):
+            continue
+        listing = e.messages[0]["content"]
+        engine_tools |= set(re.findall(r"^- ([\w.]+)\(", listing, re.M))
+        requests |= {m["content"].strip().lower() for m in e.messages if m["role"] == "user"}
+    assert engine_tools and not engine_tools & substrate
+    suite = {t.request.strip().lower() for split in ("train", "dev", "test")
+             for t in generate_tasks(split, n_per_family=3)}
+    assert not requests & suite
+    bfcl_names, bfcl_questions = set(), set()
+    for cat in CATEGORIES:
+        for p in problems(cat):
+            bfcl_names |= {f["name"] for f in p.get("function", [])}
+            for turn in (p["question"] if isinstance(p["question"][0], list) else [p["question"]]):
+                bfcl_questions |= {m["content"].strip().lower() for m in turn if m["role"] == "user"}
+    assert not engine_tools & bfcl_names
+    assert not requests & bfcl_questions
+
+
+def test_agent_engine_generator_mixes_in_the_substrate_train_families():
+    from macaronic.train.builders import build
+
+    ex = build("agent_engine", 40, 0)
+    sources = [e.source for e in ex]
+    assert sum(s.startswith("engine/agent/") for s in sources) == 30
+    assert all(s.startswith(("engine/agent/", "agent/")) for s in sources)
