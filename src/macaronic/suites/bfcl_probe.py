@@ -1,12 +1,17 @@
-"""`python -m macaronic.suites.bfcl_probe`: BFCL simple and multiple through the served harness.
+"""`python -m macaronic.suites.bfcl_probe`: BFCL v4's single-turn categories through the served harness.
 
-Each problem of `bfcl-eval`'s `BFCL_v4_simple_python` / `BFCL_v4_multiple` (the package's own
-data; multiple gives 2-4 functions, one right) is one turn forced to the agent adapter with the
-problem's functions as `tools` (tool_choice auto), greedy, answered concurrently. Per problem:
-whether the reply is a valid call (a given function, arguments valid under its schema) and
-whether it matches BFCL's possible answers (the contract's `bfcl.ast_simple@1` check).
-`--no-constraints` answers without the tool grammar: the comparison row. Report only, outside
-any contract: these problems are public. Writes JSON; prints a summary.
+Each problem of `bfcl-eval`'s data (simple python, multiple, parallel, parallel_multiple,
+irrelevance; `macaronic.suites.bfcl`) is one turn with the problem's functions as `tools`
+(tool_choice auto), greedy, answered concurrently, once per model row:
+
+- `base`: the bare base, no adapter (the row every specialist must beat);
+- `agent`: forced to the agent specialist;
+- `macaronic`: routed, as a client that names no specialist gets it.
+
+Graded by the package's own AST checker (irrelevance: no call). Prints a table with each row's
+score per category and its paired difference from `base` (95% bootstrap interval), and writes
+every per-problem row to --json so the intervals can be recomputed. `--no-constraints` answers
+without the tool grammar. Report only, outside any contract: these problems are public.
 """
 
 from __future__ import annotations
@@ -18,18 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-FILES = {"simple": ("data/BFCL_v4_simple_python.json", "data/possible_answer/BFCL_v4_simple_python.json"),
-         "multiple": ("data/BFCL_v4_multiple.json", "data/possible_answer/BFCL_v4_multiple.json")}
-
-
-def problems(category: str, limit: int | None) -> list[dict]:
-    from macaronic.suites.external import BFCL_PACKAGE, package_dir
-
-    d = package_dir("bfcl_eval", BFCL_PACKAGE)
-    q, a = (d / p for p in FILES[category])
-    answers = {x["id"]: x["ground_truth"] for x in map(json.loads, a.read_text().splitlines()) if x}
-    out = [json.loads(line) for line in q.read_text().splitlines() if line.strip()][:limit]
-    return [{**p, "ground_truth": answers[p["id"]]} for p in out]
+MODELS = ("base", "agent", "macaronic")
 
 
 def valid_call(result, tools: list[dict]) -> bool:
@@ -49,55 +43,86 @@ def valid_call(result, tools: list[dict]) -> bool:
     return True
 
 
-async def run(mol, probs: list[dict], max_tokens: int) -> list[dict]:
-    from macaronic.contract.graders import bfcl_ast_simple_v1
-    from macaronic.substrate.toolcalls import format_tool_calls
+async def run(mol, category: str, probs: list[dict], model: str | None, max_tokens: int) -> list[dict]:
+    from macaronic.suites.bfcl import first_turn, grade
     from macaronic.suites.external import bfcl_tools
 
     async def one(p):
         tools = bfcl_tools(p)
-        question = p["question"][0] if isinstance(p["question"][0], list) else p["question"]
-        r = await mol.aturn([{"role": m["role"], "content": m["content"]} for m in question], tools=tools,
-                            model="agent", sampling={"max_tokens": max_tokens, "temperature": 0.0})
-        calls = format_tool_calls((c["function"]["name"], json.loads(c["function"]["arguments"]))
-                                  for c in r.tool_calls)
-        graded = bfcl_ast_simple_v1(p, calls or r.text)
-        return {"id": p["id"], "valid_call": valid_call(r, tools), "exact": graded["passed"],
-                "reason": graded.get("reason"), "tool_error": r.tool_error, "finish_reason": r.finish_reason}
+        r = await mol.aturn(first_turn(p), tools=tools, model=model,
+                            sampling={"max_tokens": max_tokens, "temperature": 0.0})
+        calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in r.tool_calls]
+        g = grade(category, p, calls)
+        return {"id": p["id"], "passed": g["passed"], "error": g["error"], "valid_call": valid_call(r, tools),
+                "calls": calls, "text": r.text[:200], "adapter": r.route.adapter, "policy": r.route.policy,
+                "tool_error": r.tool_error, "finish_reason": r.finish_reason}
 
     return await asyncio.gather(*[one(p) for p in probs])
 
 
+def table(out: dict) -> str:
+    """Markdown: per category, each row's score and its paired difference from base."""
+    from macaronic.contract.stats import paired_bootstrap
+
+    cats = list(out["categories"])
+    lines = ["| model | " + " | ".join(f"{c} (n={out['categories'][c]['n']})" for c in cats) + " |",
+             "|---|" + "---|" * len(cats)]
+    for m in out["models"]:
+        cells = []
+        for c in cats:
+            rows = out["categories"][c]["rows"]
+            s = [r["passed"] for r in rows[m]]
+            cell = f"{sum(s) / len(s):.3f}"
+            if m != "base" and "base" in rows:
+                d, ci = paired_bootstrap(s, [r["passed"] for r in rows["base"]])
+                cell += f" ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
+            cells.append(cell)
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    from macaronic.suites.bfcl import CATEGORIES
+
     ap = argparse.ArgumentParser(prog="python -m macaronic.suites.bfcl_probe", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", type=Path, required=True)
-    ap.add_argument("--categories", default="simple,multiple")
-    ap.add_argument("--limit", type=int, default=50, help="first N problems of each category")
-    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--json", type=Path, required=True, help="where the per-problem rows and scores go")
+    ap.add_argument("--categories", default=",".join(CATEGORIES), help=f"comma-separated, of {', '.join(CATEGORIES)}")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, agent, macaronic")
+    ap.add_argument("--limit", type=int, default=None, help="first N problems of each category (default: all)")
+    ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--no-constraints", action="store_true")
     ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
+    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
     a = ap.parse_args(argv)
-    from macaronic.engine.llm import EngineConfig, load_default_llm
+    models = a.models.split(",")
+    if bad := [m for m in models if m not in MODELS]:
+        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
+    from macaronic.engine.llm import EngineConfig, load_base_llm
     from macaronic.serve.mol import HarnessConfig, MoL
+    from macaronic.suites.bfcl import problems
 
     t0 = time.perf_counter()
-    llm = load_default_llm(EngineConfig.from_env(max_batch=16), base=a.base)
+    llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=16))
     out: dict = {"command": "python -m macaronic.suites.bfcl_probe " + " ".join(argv),
-                 "constrained": not a.no_constraints, "categories": {}}
+                 "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
+                 "categories": {}}
     try:
         mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
+        names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
         for cat in a.categories.split(","):
-            rows = asyncio.run(run(mol, problems(cat, a.limit), a.max_tokens))
-            n = len(rows)
-            out["categories"][cat] = {"n": n, "valid_call": round(sum(r["valid_call"] for r in rows) / n, 3),
-                                      "exact": round(sum(r["exact"] for r in rows) / n, 3), "rows": rows}
+            probs = problems(cat, a.limit)
+            rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
+            out["categories"][cat] = {"n": len(probs), "rows": rows,
+                                      "score": {m: round(sum(r["passed"] for r in rows[m]) / len(probs), 3) for m in models}}
+            print(cat, out["categories"][cat]["score"], f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
     finally:
         llm.close()
     out["seconds"] = round(time.perf_counter() - t0, 1)
     a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps({c: {k: v for k, v in s.items() if k != "rows"} for c, s in out["categories"].items()}))
+    a.json.write_text(json.dumps(out) + "\n")
+    print(table(out))
     return 0
 
 
