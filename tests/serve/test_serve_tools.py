@@ -63,12 +63,21 @@ def test_responses_function_calls(inproc):
     assert r2.model_extra["macaronic"]["policy"] == "sticky" and r2.model_extra["macaronic"]["adapter"] == "agent"
 
 
+class SaysGenui:
+    """A router that sends every turn to genui, as the shipped head did with tools attached."""
+
+    def route(self, messages, *args, **kw):
+        from macaronic.router.types import RouteDecision
+
+        return RouteDecision("genui", {"genui": 1.0}, 1.0, "head", 0.1, "scored")
+
+
 def test_routed_requests_with_tools_get_tool_calls(inproc):
     """An agent framework points `model="macaronic"` at the server and sends tools: the request goes
     to the agent by the tools rule, whatever the head would say of its text, and the call comes back."""
     url, mol, script = inproc
     script.replies["agent"] = agent_reply
-    script.replies["chat"] = "model_id=genui"  # the route hop would say genui: the rule must not ask it
+    mol.router = SaysGenui()  # the head would send this text to genui: the rule must not ask it
     c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
     convo = [{"role": "user", "content": "show me a nice card that says hello"}]
     for choice in (None, "auto", "required", {"type": "function", "function": {"name": "create_reminder"}}):
@@ -79,4 +88,4 @@ def test_routed_requests_with_tools_get_tool_calls(inproc):
         assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
     # tool_choice "none": no calls wanted, so the router decides from the text as before
     r = c.chat.completions.create(model="macaronic", messages=convo, tools=TOOLS, tool_choice="none", max_tokens=8)
-    assert r.model_extra["macaronic"]["policy"] != "tools" and not r.choices[0].message.tool_calls
+    assert r.model_extra["macaronic"]["policy"] == "head" and not r.choices[0].message.tool_calls
