@@ -23,12 +23,15 @@ from dataclasses import replace
 from pathlib import Path
 
 
-def widen(contract, limits: dict[str, int | None]):
-    """The contract with only its report-only suites, each at `limits[name]` tasks (None: all)."""
-    bad = set(limits) - {s.name for s in contract.suites if s.report_only}
+def widen(contract, limits: dict[str, int | None], caps: dict[str, int] | None = None):
+    """The contract with only its report-only suites, each at `limits[name]` tasks (None: all) and
+    `caps[name]` tokens per reply (default: the contract's cap)."""
+    caps = caps or {}
+    bad = (set(limits) | set(caps)) - {s.name for s in contract.suites if s.report_only}
     if bad:
         raise ValueError(f"not report-only suites of {contract.id}: {sorted(bad)}")
-    suites = tuple(replace(s, limit=limits.get(s.name, s.limit)) for s in contract.suites if s.report_only)
+    suites = tuple(replace(s, limit=limits.get(s.name, s.limit), max_tokens=caps.get(s.name, s.max_tokens))
+                   for s in contract.suites if s.report_only)
     return replace(contract, suites=suites, primary=())
 
 
@@ -85,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--audit", type=Path, default=None, help="split-read audit log")
     p.add_argument("--configs", default="base,routed", help="comma list: base, a role name, routed (default base,routed)")
     p.add_argument("--limit", default="humaneval=all", help="SUITE=N|all, comma-separated (default humaneval=all)")
+    p.add_argument("--max-tokens", default="", metavar="SUITE=N,...",
+                   help="raise or lower a suite's token cap per reply (default: the contract's; HumanEval's 192 cuts "
+                   "some solutions, 512 does not); use its own --tasks file, rows are keyed by the contract")
     p.add_argument("--suites", default=None, help="comma list of report-only suites (default: those named in --limit)")
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
@@ -98,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = parse_limits(a.limit)
         contract, loader, (manifest,) = prepare(a.contract, a.audit, [a.pair], a.lineage,
                                                 lambda: default_pair(a.base))
-        contract = widen(contract, limits)
+        caps = {k: int(v) for k, v in (x.split("=", 1) for x in a.max_tokens.split(",") if x.strip())}
+        contract = widen(contract, limits, caps)
     except (Refused, ValueError) as e:
         print(f"report_only: {e}", file=sys.stderr)
         return getattr(e, "code", 2)
@@ -152,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     prefix = "".join(f"{k}={v} " for k, v in env.items())  # the precision is part of the command
     doc = {"command": prefix + "python -m macaronic.contract.report_only " + " ".join(argv if argv is not None else sys.argv[1:]),
            "contract": {"id": contract.id, "sha256": contract.sha256}, "outside_contract": True,
-           "limits": {s.name: s.limit for s in contract.suites}, "pair": manifest.to_dict(), "pair_ids": h.pair_ids,
+           "limits": {s.name: s.limit for s in contract.suites},
+           "max_tokens": {s.name: s.max_tokens for s in contract.suites}, "pair": manifest.to_dict(), "pair_ids": h.pair_ids,
            "tasks": str(a.tasks),
            "env": env,
            "units": len(units), "units_missing": missing, "wall_s": round(time.perf_counter() - t0, 1),

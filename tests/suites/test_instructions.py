@@ -1,0 +1,57 @@
+"""The hand-written instruction suite: its file loads, every check passes a reply that follows it
+and fails one that does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from macaronic.suites.instructions import CHECKS, grade, load
+
+
+def test_the_suite_is_at_least_100_distinct_prompts_with_known_checks():
+    prompts = load()
+    assert len(prompts) >= 100
+    assert len({p["id"] for p in prompts}) == len(prompts) == len({p["prompt"] for p in prompts})
+    assert all(p["checks"] for p in prompts)
+    assert {c for p in prompts for c, _ in p["checks"]} == set(CHECKS)  # every check is used
+
+
+CASES = [  # (check, args, a reply that follows it, a reply that does not)
+    ("words", {"max": 5}, "Plants turn light into sugar.", "Plants turn light, water and air into sugar."),
+    ("words", {"min": 6, "max": 6}, "For sale: baby shoes, never worn.", "For sale: baby shoes."),
+    ("sentences", {"n": 2}, "It rains. Then light bends.", "It rains. Light bends. Colours appear."),
+    ("sentences", {"min": 2, "max": 3}, "I chat. I code.", "I can help."),
+    ("bullets", {"n": 2}, "- one\n- two", "- one\n- two\n- three"),
+    ("numbered", {"n": 3}, "1. a\n2. b\n3. c", "1. a\n2. b"),
+    ("paragraphs", {"n": 2}, "First part.\n\nSecond part.", "Only one part."),
+    ("lines", {"n": 2}, "roses are red\nviolets are blue", "roses are red"),
+    ("lowercase", {}, "quiet rain on leaves", "Quiet rain on leaves"),
+    ("uppercase", {}, "YOU CAN DO IT!", "You can do it!"),
+    ("starts_with", {"text": "Absolutely"}, "Absolutely! Water keeps you alive.", "Water keeps you alive."),
+    ("ends_with", {"text": "woof"}, "Dogs are loyal. woof", "woof. Dogs are loyal."),
+    ("question_end", {}, "Bees pollinate crops. Did you know?", "Bees pollinate crops."),
+    ("include", {"words": ["trust"]}, "A good friend earns your trust.", "A good friend is kind."),
+    ("exclude", {"words": ["fur"]}, "A cat is soft and purrs.", "A cat has soft fur."),
+    ("no_letter", {"letter": "z"}, "Golden light spreads.", "A hazy glow."),
+    ("no_commas", {}, "Two lovers die young.", "Two lovers, sadly, die."),
+    ("commas", {"min": 2}, "apple, cherry, strawberry", "apple and cherry"),
+    ("json", {"keys": ["city"]}, '```json\n{"city": "Paris"}\n```', "The city is Paris."),
+    ("title", {}, "<<Peaks and Valleys>>", "Peaks and Valleys"),
+    ("quoted", {}, '"Tokyo"', "Tokyo"),
+    ("postscript", {"marker": "P.S."}, "Thanks!\n\nP.S. The basil loved you.", "Thanks!"),
+    ("placeholders", {"min": 2}, "Join us on [date] at [place].", "Join us on Friday at [place]."),
+    ("highlights", {"min": 2}, "A *black hole* bends *light*.", "A *black hole* bends light."),
+    ("one_word", {}, "Blue.", "Blue, I think."),
+    ("sections", {"marker": "SECTION", "n": 2}, "SECTION 1\nWeather.\nSECTION 2\nClimate.", "Weather and climate."),
+    ("line_prefixes", {"prefixes": ["Cat:", "Dog:"]}, "Cat: hi\nDog: hello", "Cat: hi\nhello"),
+]
+
+
+@pytest.mark.parametrize("name,args,good,bad", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_each_check_tells_a_followed_instruction_from_an_ignored_one(name, args, good, bad):
+    p = {"checks": [[name, args]]}
+    assert grade(p, good)["passed"] and not grade(p, bad)["passed"]
+
+
+def test_every_check_kind_has_a_case():
+    assert {c[0] for c in CASES} == set(CHECKS)
