@@ -2,7 +2,7 @@
 task families (nothing downloaded), train-split families only.
 
     build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, route, agent, agent_grounded,
-                                               agent_engine, coding, coding_distill, genui
+                                               agent_engine, coding, coding_distill, genui, genui_engine
 
 Every conversation opens with the messages the served harness puts before a first turn answered
 by that role (`role_prompt_head`, built by the one renderer `macaronic.prompts.prompt_head`:
@@ -265,6 +265,18 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
+def genui_engine_examples(n: int, seed: int = 0) -> list[Example]:
+    """Three in four from the GenUI data engine (`macaronic.datagen.genui`: requests that name values
+    and imply components, gold cards verified by schema, integrity and render), one in four from the
+    genui suite's train split, shuffled by `seed`."""
+    from macaronic.datagen.genui import examples
+
+    k = n // 4
+    out = examples(n - k, seed) + genui_examples(k, seed)
+    random.Random(seed).shuffle(out)
+    return out
+
+
 def genui_example(t) -> Example:
     """One GenUI task's gold card in the served genui layout."""
     return Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
@@ -273,7 +285,8 @@ def genui_example(t) -> Example:
 
 GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
-              "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples}
+              "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples,
+              "genui_engine": genui_engine_examples}
 
 
 def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Example]:

@@ -32,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
-                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui "
+                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui, genui_engine (requests that name values, "
+                     "cards verified by schema, integrity and render; a quarter genui) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")

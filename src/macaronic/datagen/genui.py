@@ -1,0 +1,347 @@
+"""The GenUI data engine: requests that name values and imply components, in many phrasings, each
+with a gold card that shows every named value and uses the components the request implies.
+
+Intents: an info card (a record's labelled values), a form (text, long text, number, date, a
+single choice, a checkbox, a submit button that sends every field), a checklist, a settings card
+of sliders, a choice among priced options, a list of rows, tabs, a date-and-slot picker, a stats
+summary. Requests name the values inline, as a person types them ("a bug report form with a title
+field, a severity choice (low, medium, high) and a Submit button"); one in four passes the values
+as a `Data:` block instead. Kinds, labels and values are this engine's own: none is a GenUI suite
+family's (meetings, weather, order_refund, contact, todo, confirm, form kinds, itinerary,
+product_list, preferences), and `tests/datagen` checks it.
+
+`verify` parses the reply as the server does (official A2UI v0.8 schema and integrity, no repair
+needed) and renders it: every required component type, value and action must be in the rendered
+card. Only verified examples are kept. Knows nothing about models or training.
+
+    examples(n, seed) -> list[Example]     # `macaronic train genui --generator genui_engine`
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+from macaronic.genui.build import Card
+from macaronic.genui.tasks import Requirements
+
+FORMS = {  # kind -> fields: (label, key, type, options)
+    "bug report": [("Title", "title", "shortText", None), ("Severity", "severity", "choice", ["Low", "Medium", "High"]),
+                   ("Steps to reproduce", "steps", "longText", None)],
+    "RSVP": [("Your name", "name", "shortText", None), ("Attending", "attending", "checkbox", None),
+             ("Number of guests", "guests", "number", None)],
+    "job application": [("Full name", "name", "shortText", None), ("Role", "role", "choice", ["Designer", "Engineer", "Analyst"]),
+                        ("Start date", "start", "date", None), ("Cover letter", "letter", "longText", None)],
+    "support request": [("Email", "email", "shortText", None), ("Topic", "topic", "choice", ["Billing", "Technical", "Account"]),
+                        ("Message", "message", "longText", None)],
+    "newsletter signup": [("Email address", "email", "shortText", None), ("Weekly digest", "weekly", "checkbox", None)],
+    "expense claim": [("Description", "description", "shortText", None), ("Amount", "amount", "number", None),
+                      ("Date of purchase", "date", "date", None), ("Category", "category", "choice", ["Travel", "Meals", "Supplies"])],
+    "room booking": [("Room", "room", "choice", ["Aurora", "Basalt", "Cedar"]), ("Date", "date", "date", None),
+                     ("Attendees", "attendees", "number", None)],
+    "course registration": [("Student name", "student", "shortText", None), ("Course", "course", "choice", ["Pottery", "Photography", "Spanish"]),
+                            ("Evening classes only", "evening", "checkbox", None)],
+    "pet adoption": [("Your name", "name", "shortText", None), ("Preferred animal", "animal", "choice", ["Cat", "Dog", "Rabbit"]),
+                     ("Tell us about your home", "home", "longText", None)],
+    "volunteer signup": [("Name", "name", "shortText", None), ("Phone", "phone", "shortText", None),
+                         ("Available from", "from", "date", None), ("Has a driving licence", "licence", "checkbox", None)],
+}
+TYPE_WORDS = {"shortText": ("field", "box", "input"), "longText": ("text area", "box", "field"),
+              "number": ("number field", "field"), "date": ("date picker", "date field"),
+              "choice": ("choice", "dropdown", "selector"), "checkbox": ("checkbox", "tick box")}
+
+RECORDS = {  # kind -> (title template, [(label, value pool)])
+    "flight": ("Flight {v0}", [("Flight", ["BA 284", "LH 1123", "AF 7712", "KL 604", "IB 3150"]),
+                               ("From", ["London", "Madrid", "Berlin", "Dublin", "Prague"]),
+                               ("To", ["Valletta", "Vienna", "Athens", "Riga", "Porto"]),
+                               ("Gate", ["B12", "A3", "C27", "D5", "E14"]), ("Boarding", ["09:40", "13:05", "18:20", "07:15"])]),
+    "parcel": ("Parcel {v0}", [("Tracking number", ["ZX-88213", "QP-40291", "MN-11876", "RT-55032"]),
+                               ("Carrier", ["Parcelfast", "GreenPost", "Swift Couriers"]),
+                               ("Status", ["With the courier", "In transit", "Delivered", "Held at depot"]),
+                               ("Expected", ["Tuesday", "Friday", "tomorrow", "12 June"])]),
+    "utility bill": ("Electricity bill", [("Account", ["AC-30017", "AC-77120", "AC-41568"]),
+                                          ("Amount due", ["$84.20", "$126.75", "$59.10", "$211.00"]),
+                                          ("Due date", ["5 May", "18 September", "30 November"]),
+                                          ("Usage", ["412 kWh", "655 kWh", "298 kWh"])]),
+    "hotel booking": ("Booking at {v0}", [("Hotel", ["Harbour Inn", "The Linden", "Casa Verde", "Nordlys Lodge"]),
+                                          ("Check-in", ["3 March", "21 July", "9 October"]),
+                                          ("Nights", ["2", "3", "5", "7"]), ("Room", ["Double", "Twin", "Suite"]),
+                                          ("Confirmation", ["HX7731", "LN0924", "CV5518"])]),
+    "match score": ("{v0} vs {v1}", [("Home", ["Rovers", "Falcons", "City", "Wanderers"]),
+                                     ("Away", ["United", "Athletic", "Rangers", "Harriers"]),
+                                     ("Score", ["2-1", "0-0", "3-2", "1-4"]), ("Minute", ["45'", "78'", "90+2'", "FT"])]),
+    "car rental": ("Rental {v0}", [("Reservation", ["CR-5512", "CR-9034", "CR-2760"]),
+                                   ("Car", ["Compact hatchback", "Electric SUV", "Estate"]),
+                                   ("Pick-up", ["Airport desk", "Central station", "Harbour office"]),
+                                   ("Return by", ["Sunday 18:00", "Monday 09:00", "Friday noon"])]),
+    "bank transfer": ("Transfer receipt", [("To", ["Maya Chen", "Oskar Berg", "Lina Haddad"]),
+                                           ("Amount", ["€150.00", "€42.50", "€1,200.00"]),
+                                           ("Reference", ["Rent March", "Concert tickets", "Dinner split"]),
+                                           ("Date", ["2 April", "15 August", "29 December"])]),
+    "prescription": ("Prescription", [("Medicine", ["Amoxicillin 500 mg", "Ibuprofen 200 mg", "Loratadine 10 mg"]),
+                                      ("Dose", ["one tablet twice a day", "two tablets at night", "one tablet daily"]),
+                                      ("Refills", ["0", "1", "2", "3"]), ("Pharmacy", ["Elm Street Pharmacy", "Riverside Chemist"])]),
+}
+CHECKLISTS = {"packing for a beach trip": ["Sunscreen", "Towel", "Swimsuit", "Sunglasses", "Water bottle", "Book"],
+              "moving day": ["Book the van", "Label boxes", "Change address", "Defrost the fridge", "Return keys"],
+              "launch day": ["Final QA pass", "Update changelog", "Notify support", "Post announcement", "Monitor errors"],
+              "camping": ["Tent", "Sleeping bag", "Headlamp", "Stove", "First aid kit", "Matches"],
+              "new hire onboarding": ["Laptop set up", "Badge issued", "Meet the team", "Read the handbook", "First 1:1"]}
+SETTINGS = [("Volume", 0, 100), ("Brightness", 0, 100), ("Font size", 10, 32), ("Playback speed", 1, 3),
+            ("Temperature", 16, 28), ("Fan speed", 1, 5), ("Daily goal (minutes)", 10, 120), ("Zoom", 50, 200)]
+PLANS = {"subscription plan": [("Basic", "$5"), ("Plus", "$12"), ("Team", "$30"), ("Enterprise", "$99")],
+         "delivery speed": [("Standard", "free"), ("Express", "$9"), ("Next morning", "$19")],
+         "seat class": [("Economy", "$120"), ("Premium", "$260"), ("Business", "$540")],
+         "coffee size": [("Small", "$2.80"), ("Medium", "$3.40"), ("Large", "$3.90")],
+         "workshop ticket": [("Student", "$15"), ("Regular", "$40"), ("Supporter", "$75")]}
+LISTS = {"reading list": [("Middlemarch", "George Eliot"), ("Beloved", "Toni Morrison"), ("Dune", "Frank Herbert"),
+                          ("The Dispossessed", "Ursula K. Le Guin"), ("Kindred", "Octavia E. Butler")],
+         "team roster": [("Maya Chen", "Design"), ("Oskar Berg", "Backend"), ("Lina Haddad", "QA"), ("Tom Reyes", "Mobile")],
+         "playlist": [("Clair de Lune", "Debussy"), ("So What", "Dave Brubeck"), ("Teardrop", "Massive Attack"),
+                      ("Hyperballad", "Björk")],
+         "open tickets": [("Login loop on Safari", "High"), ("Export is slow", "Medium"), ("Typo in footer", "Low")],
+         "wine list": [("Rioja Reserva", "$48"), ("Sancerre", "$52"), ("Barolo", "$95"), ("Vinho Verde", "$29")]}
+TABS = {"product page": [("Overview", "A light, waterproof jacket for city and trail."), ("Specs", "Weight 320 g, two zip pockets."),
+                         ("Reviews", "4.6 stars from 212 buyers.")],
+        "course outline": [("Week 1", "Variables and types."), ("Week 2", "Loops and conditions."), ("Week 3", "Functions.")],
+        "garden guide": [("Spring", "Sow peas and radishes."), ("Summer", "Water at dawn, mulch beds."),
+                         ("Autumn", "Plant bulbs, rake leaves.")],
+        "apartment listing": [("Details", "Two bedrooms, fourth floor, lift."), ("Location", "Five minutes from the metro."),
+                              ("Price", "1,450 a month, bills extra.")]}
+STATS = {"shop this week": [("Revenue", "$12,400"), ("Orders", "318"), ("Refunds", "4"), ("New customers", "57")],
+         "website today": [("Visitors", "8,214"), ("Sign-ups", "143"), ("Bounce rate", "41%")],
+         "fitness this month": [("Runs", "12"), ("Distance", "86 km"), ("Avg pace", "5:32 /km")],
+         "support queue": [("Open", "23"), ("Waiting", "7"), ("Solved today", "64"), ("CSAT", "94%")]}
+SLOTS = ["8-10 am", "10-12 am", "12-2 pm", "2-4 pm", "4-6 pm", "6-8 pm"]
+
+OPEN = ("", "", "Can you make ", "Please build ", "I'd like ", "Show me ", "Give me ", "Could you create ", "Make ",
+        "Hey, I need ")
+
+
+VERB_OPEN = ("", "", "Please ", "Can you ", "Could you ", "Hey, ")
+
+
+def _ask(rng: random.Random, body: str) -> str:
+    o = rng.choice(VERB_OPEN if body.startswith(("let me", "show", "put")) else OPEN)
+    text = (o + body) if o else body[0].upper() + body[1:]
+    return text.rstrip(".") + ("?" if o.startswith(("Can", "Could")) else rng.choice((".", "", " please.", ", thanks.")))
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:24] or "x"
+
+
+# ---- intents ------------------------------------------------------------------------------
+
+def info_card(rng, c: Card):
+    kind = rng.choice(sorted(RECORDS))
+    title_t, fields = RECORDS[kind]
+    vals = [(label, rng.choice(pool)) for label, pool in fields]
+    title = title_t.format(**{f"v{i}": v for i, (_, v) in enumerate(vals)})
+    named = ", ".join(f"{label.lower()} {v}" for label, v in vals)
+    req = rng.choice((f"a card for my {kind}: {named}", f"a {kind} card showing {named}",
+                      f"a summary card of this {kind} - {named}", f"{kind} details as a card ({named})"))
+    rows = [c.row(f"r-{i}", c.text(f"l-{i}", label, "caption"), c.text(f"v-{i}", v, "body"))
+            for i, (label, v) in enumerate(vals)]
+    c.card("root", c.column("body", c.text("title", title, "h2"), *rows))
+    return req, {kind: dict(vals)}, f"Here is your {kind}.", Requirements(("Card", "Text"), tuple(v for _, v in vals))
+
+
+def form(rng, c: Card):
+    kind = rng.choice(sorted(FORMS))
+    fields = FORMS[kind]
+    parts = []
+    for label, _, ftype, opts in fields:
+        w = rng.choice(TYPE_WORDS[ftype])
+        named = f"'{label}'" if ftype == "checkbox" or " " in label and rng.random() < 0.5 else label.lower()
+        part = f"{named} {w}" + (f" ({', '.join(o.lower() for o in opts)})" if opts else "")
+        parts.append(("an " if part[0].lower() in "aeiou" else "a ") + part)
+    button = rng.choice(("Submit", "Send", "Register", "Apply"))
+    kind_a = ("an " if kind[0].lower() in "aeiou" else "a ") + kind
+    button_a = ("an " if button[0].lower() in "aeiou" else "a ") + button
+    req = rng.choice((f"{kind_a} form with " + ", ".join(parts) + f" and {button_a} button",
+                      f"{kind_a} form: " + "; ".join(parts) + f"; plus {button_a} button",
+                      f"a form for {kind_a} that has " + ", ".join(parts) + f", and {button_a} button at the bottom"))
+    ids, values, comps = [], [], ["Button"]
+    data = {}
+    for label, key, ftype, opts in fields:
+        fid = f"f-{key}"
+        if ftype in ("shortText", "longText", "number"):
+            c.add(fid, "TextField", label={"literalString": label}, text={"path": f"/form/{key}"}, textFieldType=ftype)
+            comps.append("TextField")
+            data[key] = ""
+        elif ftype == "date":
+            c.column(fid, c.text(f"{fid}-label", label, "caption"),
+                     c.add(f"{fid}-input", "DateTimeInput", value={"path": f"/form/{key}"}, enableDate=True, enableTime=False))
+            comps.append("DateTimeInput")
+            data[key] = ""
+        elif ftype == "choice":
+            c.column(fid, c.text(f"{fid}-label", label, "caption"),
+                     c.add(f"{fid}-input", "MultipleChoice", selections={"path": f"/form/{key}"},
+                           options=[{"label": {"literalString": o}, "value": o.lower()} for o in opts], maxAllowedSelections=1))
+            comps.append("MultipleChoice")
+            data[key] = "[]"
+            values += opts
+        else:
+            c.add(fid, "CheckBox", label={"literalString": label}, value={"path": f"/form/{key}"})
+            comps.append("CheckBox")
+            data[key] = False
+        ids.append(fid)
+        values.append(label)
+    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *ids, "submit"))
+    action = "submit_" + _slug(kind).replace("-", "_")
+    # a Button's context sends values, not lists: a choice's selections stay in the data model
+    c.button("submit", button, action, {key: f"/form/{key}" for _, key, t, _ in fields if t != "choice"}, primary=True)
+    c.data(data, "/form")
+    return req, None, f"Here is the {kind} form.", Requirements(tuple(dict.fromkeys(comps)), (*values, button), (action,))
+
+
+def checklist(rng, c: Card):
+    kind = rng.choice(sorted(CHECKLISTS))
+    items = rng.sample(CHECKLISTS[kind], rng.randint(3, min(5, len(CHECKLISTS[kind]))))
+    listed = ", ".join(items)
+    req = rng.choice((f"a checklist for {kind}: {listed}", f"a {kind} checklist with {listed}",
+                      f"tick boxes for {kind} - {listed}"))
+    ids = [c.add(f"c-{i}", "CheckBox", label={"literalString": it}, value={"path": f"/done/{i}"}) for i, it in enumerate(items)]
+    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *ids))
+    c.data({str(i): False for i in range(len(items))}, "/done")
+    return req, None, f"Your {kind} checklist.", Requirements(("CheckBox",), tuple(items))
+
+
+def settings(rng, c: Card):
+    chosen = rng.sample(SETTINGS, rng.randint(2, 3))
+    now = [(label, lo, hi, rng.randint(lo, hi)) for label, lo, hi in chosen]
+    listed = ", ".join(f"{label.lower()} ({lo} to {hi}, now {v})" for label, lo, hi, v in now)
+    req = rng.choice((f"a settings card with sliders for {listed}", f"sliders to adjust {listed}",
+                      f"a card where I can set {listed}, with a Save button"))
+    ids = []
+    for i, (label, lo, hi, v) in enumerate(now):
+        ids.append(c.add(f"s-{i}", "Slider", label={"literalString": label}, value={"path": f"/settings/{i}"},
+                         minValue=lo, maxValue=hi))
+    c.card("root", c.column("body", c.text("title", "Settings", "h2"), *ids, "save"))
+    c.button("save", "Save", "save_settings", {_slug(label).replace("-", "_"): f"/settings/{i}" for i, (label, *_) in enumerate(now)},
+             primary=True)
+    c.data({str(i): v for i, (_, _, _, v) in enumerate(now)}, "/settings")
+    return req, None, "Adjust and save.", Requirements(("Slider", "Button"), tuple(label for label, *_ in now), ("save_settings",))
+
+
+def choice(rng, c: Card):
+    kind = rng.choice(sorted(PLANS))
+    opts = PLANS[kind]
+    listed = ", ".join(f"{n} {p}" for n, p in opts)
+    req = rng.choice((f"let me pick a {kind}: {listed}", f"a card to choose the {kind} ({listed}) with a Continue button",
+                      f"options for {kind} - {listed} - and a button to confirm"))
+    c.card("root", c.column("body", c.text("title", "Choose a " + kind, "h2"),
+                            c.add("pick", "MultipleChoice", selections={"path": "/choice"},
+                                  options=[{"label": {"literalString": f"{n} - {p}"}, "value": _slug(n)} for n, p in opts],
+                                  maxAllowedSelections=1),
+                            "go"))
+    c.button("go", "Continue", "choose_option", primary=True)
+    c.data({"choice": "[]"})
+    return req, None, f"Pick a {kind}.", Requirements(("MultipleChoice", "Button"),
+                                                      tuple(n for n, _ in opts) + tuple(p for _, p in opts), ("choose_option",))
+
+
+def rows_list(rng, c: Card):
+    kind = rng.choice(sorted(LISTS))
+    items = rng.sample(LISTS[kind], rng.randint(3, min(4, len(LISTS[kind]))))
+    listed = "; ".join(f"{a} ({b})" for a, b in items)
+    req = rng.choice((f"show my {kind} as a card: {listed}", f"a card listing my {kind} - {listed}",
+                      f"my {kind} in a neat list: {listed}"))
+    rows = [c.row(f"row-{i}", c.text(f"a-{i}", a, "body"), c.text(f"b-{i}", b, "caption"), distribution="spaceBetween")
+            for i, (a, b) in enumerate(items)]
+    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *rows))
+    return req, {kind: [{"name": a, "detail": b} for a, b in items]}, f"Your {kind}.", \
+        Requirements(("Card", "Row"), tuple(a for a, _ in items) + tuple(b for _, b in items))
+
+
+def tabs(rng, c: Card):
+    kind = rng.choice(sorted(TABS))
+    items = TABS[kind]
+    listed = "; ".join(f"{t}: {body}" for t, body in items)
+    req = rng.choice((f"a {kind} with tabs - {listed}", f"tabs for my {kind}. {listed}",
+                      f"put this {kind} into tabs ({listed})"))
+    tab_items = [{"title": {"literalString": t}, "child": c.text(f"t-{i}", body, "body")} for i, (t, body) in enumerate(items)]
+    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), c.add("tabs", "Tabs", tabItems=tab_items)))
+    return req, None, f"Your {kind}.", Requirements(("Tabs",), tuple(t for t, _ in items) + (items[0][1],))
+
+
+def slot_picker(rng, c: Card):
+    what = rng.choice(("grocery delivery", "furniture delivery", "haircut", "boiler service", "vet visit"))
+    slots = rng.sample(SLOTS, rng.randint(2, 4))
+    listed = ", ".join(slots)
+    req = rng.choice((f"a card to book a {what}: pick a date and a time slot ({listed}), then Book",
+                      f"let me choose a day and a slot for my {what} - slots {listed}",
+                      f"a {what} booking card with a date picker, slots {listed} and a Book button"))
+    c.card("root", c.column("body", c.text("title", what[0].upper() + what[1:], "h2"),
+                            c.add("date", "DateTimeInput", value={"path": "/booking/date"}, enableDate=True, enableTime=False),
+                            c.add("slot", "MultipleChoice", selections={"path": "/booking/slot"},
+                                  options=[{"label": {"literalString": s}, "value": _slug(s)} for s in slots],
+                                  maxAllowedSelections=1),
+                            "book"))
+    c.button("book", "Book", "book_slot", {"date": "/booking/date"}, primary=True)
+    c.data({"date": "", "slot": "[]"}, "/booking")
+    return req, None, f"Choose when for your {what}.", Requirements(("DateTimeInput", "MultipleChoice", "Button"),
+                                                                     tuple(slots), ("book_slot",))
+
+
+def stats(rng, c: Card):
+    kind = rng.choice(sorted(STATS))
+    vals = STATS[kind]
+    listed = ", ".join(f"{label.lower()} {v}" for label, v in vals)
+    req = rng.choice((f"a stats card for {kind}: {listed}", f"a dashboard tile for the {kind} - {listed}",
+                      f"summary numbers for {kind}: {listed}"))
+    cols = [c.column(f"s-{i}", c.text(f"n-{i}", v, "h3"), c.text(f"l-{i}", label, "caption")) for i, (label, v) in enumerate(vals)]
+    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), c.row("nums", *cols, distribution="spaceAround")))
+    return req, {k: v for k, v in vals}, f"{kind[0].upper() + kind[1:]}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
+
+
+INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),
+           "choice": (choice, 2), "list": (rows_list, 2), "tabs": (tabs, 1), "slot_picker": (slot_picker, 2),
+           "stats": (stats, 2)}
+
+
+# ---- verification and examples ----------------------------------------------------------
+
+def verify(reply: str, req: Requirements) -> list[str]:
+    """Problems with a reply as the server would parse and draw it (empty: keep it)."""
+    from macaronic.genui.grade import coverage
+    from macaronic.genui.output import parse_genui_output
+
+    parsed = parse_genui_output(reply)
+    problems = [f"invalid: {e}" for e in parsed.validation.errors][:3] if not parsed.valid else []
+    problems += [f"repaired: {r}" for r in parsed.repairs]
+    met, missing = coverage(req, parsed.messages)
+    return problems + missing
+
+
+def card(rng: random.Random, intent: str | None = None, sid: str = "card"):
+    names = list(INTENTS)
+    name = intent or rng.choices(names, weights=[INTENTS[n][1] for n in names])[0]
+    c = Card(sid)
+    request, data, text, req = INTENTS[name][0](rng, c)
+    if data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
+        head = re.split(r"[:(]| - | showing ", request)[0].strip()
+        request = _ask(rng, head) + "\n\nData:\n" + json.dumps(data, ensure_ascii=False)
+    else:
+        request = _ask(rng, request)
+    reply = json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":"))
+    return name, request, reply, req
+
+
+def examples(n: int, seed: int = 0) -> list:
+    """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head."""
+    from macaronic.train.builders import _conv
+    from macaronic.train.examples import Example
+
+    rng = random.Random(f"genui-engine:{seed}")
+    out = []
+    while len(out) < n:
+        name, request, reply, req = card(rng, sid=f"card-{len(out)}")
+        problems = verify(reply, req)
+        if problems:
+            raise AssertionError(f"{name}: {problems}")
+        out.append(Example(_conv("genui", request, {"role": "assistant", "content": reply}), "genui",
+                           f"engine/genui/{name}"))
+    return out

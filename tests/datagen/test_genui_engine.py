@@ -1,0 +1,72 @@
+"""The GenUI data engine: every card verified (schema, integrity, rendered content), varied, and
+disjoint from the GenUI suite's families and the hand-written GenUI requests."""
+
+from __future__ import annotations
+
+import json
+import random
+from importlib import resources
+
+import pytest
+
+from macaronic.datagen import genui
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return genui.examples(240, seed=1)
+
+
+def test_examples_are_deterministic_and_cover_every_intent(sample):
+    assert [e.to_dict() for e in genui.examples(10, seed=1)] == [e.to_dict() for e in sample[:10]]
+    assert {e.source.split("/")[2] for e in sample} == set(genui.INTENTS)
+    assert len({e.messages[-2]["content"] for e in sample}) > 200
+
+
+def test_every_intent_verifies_and_the_verifier_catches_a_missing_value_and_a_broken_card():
+    for name in genui.INTENTS:
+        _, _, reply, req = genui.card(random.Random(2), name)
+        assert genui.verify(reply, req) == []
+    _, _, reply, req = genui.card(random.Random(3), "checklist")
+    card = json.loads(reply)
+    comps = card["a2ui"][0]["surfaceUpdate"]["components"]
+    dropped = next(c for c in comps if "CheckBox" in c["component"])
+    label = dropped["component"]["CheckBox"]["label"]["literalString"]
+    dropped["component"]["CheckBox"]["label"]["literalString"] = "something else"
+    assert f"value {label!r}" in genui.verify(json.dumps(card), req)
+    card["a2ui"][-1]["beginRendering"]["root"] = "no-such-id"
+    assert any(p.startswith("invalid") for p in genui.verify(json.dumps(card), req))
+
+
+def test_forms_show_every_field_and_send_it():
+    _, request, reply, req = genui.card(random.Random(4), "form")
+    assert "TextField" in req.components or "CheckBox" in req.components or "MultipleChoice" in req.components
+    assert "Button" in req.components and req.actions
+    assert all(label.lower() in request.lower() or f"'{label}'" in request for label in req.values[:1])
+
+
+def test_disjoint_from_the_genui_suite_and_the_hand_written_requests(sample):
+    from macaronic.genui import tasks as suite
+
+    suite_prompts = {p.strip().lower() for t in suite.generate_tasks(per_family=20) for p in t.prompts}
+    requests = {e.messages[-2]["content"].strip().lower() for e in sample}
+    assert not requests & suite_prompts
+    assert not set(genui.FORMS) & set(suite.FORMS)  # form kinds are the engine's own
+    probe = " ".join(r["text"].lower() for r in json.loads(
+        resources.files("macaronic").joinpath("data/genui_requests.json").read_text())["requests"])
+    pools = " ".join(map(str, (suite.PEOPLE, suite.MEETINGS, suite.CITIES, suite.PRODUCTS, suite.TASKS,
+                               suite.TOPPINGS))).lower()
+    values = {v for _, fields in genui.RECORDS.values() for _, pool in fields for v in pool}
+    values |= {x for items in genui.LISTS.values() for pair in items for x in pair}
+    values |= {x for items in genui.TABS.values() for pair in items for x in pair}
+    values |= {x for items in genui.CHECKLISTS.values() for x in items}
+    specific = {v for v in values if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
+    assert not {v for v in specific if v.lower() in probe or v.lower() in pools}
+
+
+def test_genui_engine_generator_mixes_in_the_suite_train_split():
+    from macaronic.train.builders import build
+
+    ex = build("genui_engine", 20, 0)
+    assert sum(e.source.startswith("engine/genui/") for e in ex) == 15
+    assert all(e.source.startswith(("engine/genui/", "genui/")) for e in ex)
