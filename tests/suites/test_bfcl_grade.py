@@ -1,0 +1,39 @@
+"""BFCL's own AST checker through `macaronic.suites.bfcl.grade`: gold answers pass, wrong ones fail,
+parallel calls match in any order, irrelevance passes only without a call."""
+
+from __future__ import annotations
+
+from macaronic.suites.bfcl import CATEGORIES, grade, problems
+
+
+def first(allowed: dict) -> dict:
+    """The first possible value of each argument ("" means: leave it out; a dict nests its own)."""
+    return {k: first(v[0]) if isinstance(v[0], dict) else v[0] for k, v in allowed.items() if v and v[0] != ""}
+
+
+def gold_calls(problem: dict) -> list[tuple[str, dict]]:
+    return [(name, first(allowed)) for call in problem["ground_truth"] for name, allowed in call.items()]
+
+
+def test_every_category_loads_with_the_leaderboard_sizes():
+    sizes = {c: len(problems(c)) for c in CATEGORIES}
+    assert sizes == {"simple": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240}
+
+
+def test_gold_answers_pass_and_wrong_ones_fail():
+    for cat in ("simple", "multiple", "parallel", "parallel_multiple"):
+        for p in problems(cat, 15):
+            calls = gold_calls(p)
+            assert grade(cat, p, calls)["passed"], (cat, p["id"], grade(cat, p, calls))
+            assert not grade(cat, p, [])["passed"]
+            name, args = calls[0]
+            assert not grade(cat, p, [("not_a_function", args)] + calls[1:])["passed"]
+    p = problems("parallel", 1)[0]
+    assert grade("parallel", p, list(reversed(gold_calls(p))))["passed"]  # any order
+    assert not grade("parallel", p, gold_calls(p)[:1])["passed"]  # one call short
+
+
+def test_irrelevance_passes_only_without_a_call():
+    p = problems("irrelevance", 1)[0]
+    assert grade("irrelevance", p, [])["passed"]
+    assert not grade("irrelevance", p, [(p["function"][0]["name"], {})])["passed"]
