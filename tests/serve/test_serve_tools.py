@@ -89,3 +89,29 @@ def test_routed_requests_with_tools_get_tool_calls(inproc):
     # tool_choice "none": no calls wanted, so the router decides from the text as before
     r = c.chat.completions.create(model="macaronic", messages=convo, tools=TOOLS, tool_choice="none", max_tokens=8)
     assert r.model_extra["macaronic"]["policy"] == "head" and not r.choices[0].message.tool_calls
+
+
+def test_a_role_without_an_adapter_is_listed_and_answered_by_the_base(scripted, monkeypatch):
+    """A specialist that failed the do-no-harm rule ships no adapter: its role stays a model id,
+    routed and forced turns of that role are answered by the bare base under the role's instruction."""
+    import httpx
+
+    from macaronic.serve.app import create_app
+    from serve_helpers import InProcessServer
+
+    mol, script = scripted
+    everything = mol.backend.adapters()
+    monkeypatch.setattr(mol.backend, "adapters", lambda: {k: v for k, v in everything.items() if v.role != "coding"})
+    script.replies[None] = "def f(): pass"
+    srv = InProcessServer(create_app(mol))
+    try:
+        models = {m["id"]: m["macaronic"] for m in httpx.get(srv.url + "/v1/models").json()["data"]}
+        assert models["coding"] == {"kind": "role", "adapter": None, "role": "coding"}
+        assert models["chat"]["kind"] == "adapter"
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+        r = c.chat.completions.create(model="coding", messages=[{"role": "user", "content": "a stub"}], max_tokens=16)
+        meta = r.model_extra["macaronic"]
+        assert meta["specialist"] == "coding" and meta["adapter"] is None
+        assert r.choices[0].message.content == "def f(): pass"
+    finally:
+        srv.stop()

@@ -118,9 +118,15 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                        "harness": mol.bundle.id}})
         data.append({"id": b["id"], "object": "model", "created": now, "owned_by": "macaronic",
                      "macaronic": {"kind": "base", "fingerprint": b["fingerprint"]}})
-        for name, meta in mol.backend.adapters().items():
+        adapters = mol.backend.adapters()
+        for name, meta in adapters.items():
             data.append({"id": name, "object": "model", "created": now, "owned_by": "macaronic", "parent": b["id"],
                          "macaronic": {"kind": "adapter", "mode": meta.mode, "role": meta.role, "id": meta.id}})
+        if not config.engine_only:  # a role with no adapter (none shipped: the do-no-harm rule) is answered by the base
+            have = set(adapters) | {m.role for m in adapters.values()}
+            data += [{"id": r, "object": "model", "created": now, "owned_by": "macaronic", "parent": b["id"],
+                      "macaronic": {"kind": "role", "adapter": None, "role": r}}
+                     for r in mol.bundle.role_names if r not in have]
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions")
