@@ -100,6 +100,8 @@ def main(argv: list[str]) -> int:
     if bad := [m for m in models if m not in MODELS]:
         ap.error(f"unknown model rows {bad}; choose from {MODELS}")
     from macaronic.engine.llm import EngineConfig, load_base_llm
+    from macaronic.harness import load_bundle
+    from macaronic.router.shipped import router_for
     from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.suites.bfcl import problems
 
@@ -109,7 +111,8 @@ def main(argv: list[str]) -> int:
                  "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
                  "categories": {}}
     try:
-        mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
+        # the router `macaronic serve` builds: without one, "macaronic" would take the default route
+        mol = MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
         names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
         for cat in a.categories.split(","):
             probs = problems(cat, a.limit)

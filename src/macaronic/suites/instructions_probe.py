@@ -50,6 +50,8 @@ def main(argv: list[str]) -> int:
     if bad := [m for m in models if m not in MODELS]:
         ap.error(f"unknown model rows {bad}; choose from {MODELS}")
     from macaronic.engine.llm import EngineConfig, load_base_llm
+    from macaronic.harness import load_bundle
+    from macaronic.router.shipped import router_for
     from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.suites.bfcl_probe import table
     from macaronic.suites.instructions import load
@@ -58,7 +60,8 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=16))
     try:
-        mol = MoL.from_llm(llm, config=HarnessConfig(summaries=False))
+        # the router `macaronic serve` builds: without one, "macaronic" would take the default route
+        mol = MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(summaries=False))
         names = {"base": mol.backend.base()["id"], "chat": "chat", "macaronic": None}
         rows = {}
         for m in models:

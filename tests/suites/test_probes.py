@@ -1,0 +1,35 @@
+"""The external-suite probes run end to end on the small base with its shipped specialists and
+router: every row answers, the routed row is routed (not the default route), JSON rows are written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.real_model
+
+
+def test_instructions_probe_rows(tmp_path):
+    from macaronic.suites.instructions_probe import main
+
+    out = tmp_path / "instr.json"
+    assert main(["--base", "smollm2-135m-instruct", "--limit", "3", "--max-tokens", "12", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())["categories"]["instructions"]
+    assert set(doc["rows"]) == {"base", "chat", "macaronic"} and doc["n"] == 3
+    assert all(r["adapter"] is None for r in doc["rows"]["base"])
+    assert all(r["specialist"] == "chat" for r in doc["rows"]["chat"])
+    assert all(isinstance(r["passed"], bool) and len(r["checks"]) >= 1 for r in doc["rows"]["macaronic"])
+
+
+def test_bfcl_probe_rows(tmp_path):
+    from macaronic.suites.bfcl_probe import main
+
+    out = tmp_path / "bfcl.json"
+    assert main(["--base", "smollm2-135m-instruct", "--categories", "simple,irrelevance", "--limit", "2",
+                 "--max-tokens", "48", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())["categories"]
+    assert set(doc) == {"simple", "irrelevance"}
+    routed = doc["simple"]["rows"]["macaronic"]
+    assert all(r["policy"] == "tools" and r["adapter"] == "agent" for r in routed)  # the tools rule
+    assert all(r["adapter"] is None for r in doc["simple"]["rows"]["base"])
