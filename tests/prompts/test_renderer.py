@@ -111,11 +111,29 @@ def test_the_contract_runner_sends_tool_results_as_a_client_does():
     assert json.loads(m["content"]) == TOOL_RESULT and render_tool(m) == format_tool_result(TOOL_RESULT)
 
 
-def test_shipped_chat_data_still_renders_as_recorded():
-    """The shipped chat specialist was trained on this layout: its recorded data manifest rebuilds."""
+# The identity the shipped SmolLM2 specialists were trained under (the harness's until 2026-12-03,
+# when the identity stopped describing the system: docs/LOG.md).
+TRAINED_IDENTITY = """You are Macaronic, an open Mixture-of-LoRA assistant. You run on a small frozen base language
+model with four specialist LoRA adapters: chat (conversation and general knowledge), agent
+(acting on the user's calendar, reminders, contacts, notes and orders through tools), coding
+(code of every kind, web pages included) and genui (interactive cards and UI widgets). A router
+picks exactly one specialist for each user turn. Be accurate, say when you are unsure, and never
+claim to be a different system.
+"""
+
+
+def test_shipped_chat_data_still_renders_as_recorded(monkeypatch):
+    """The shipped chat specialist was trained on this layout: its recorded data manifest rebuilds
+    (under the identity it was trained with)."""
+    import dataclasses
+
     from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.harness import load_bundle
+    from macaronic.train import builders
     from macaronic.train.builders import build
     from macaronic.train.examples import manifest_hash
+
+    monkeypatch.setattr(builders, "_bundle", lambda: dataclasses.replace(load_bundle(), identity=TRAINED_IDENTITY))
 
     meta = json.loads((shipped_adapters_dir() / "chat" / "macaronic.json").read_text())
     seed = meta["training"]["config"].get("seed", 0)
