@@ -34,8 +34,8 @@ REFIT = {"operator": "router_refit", "steps": ["router_refit"], "note": "refit o
 PROMPT = {"operator": "prompt", "steps": [{"harness_edit": {"file": "roles/chat.md", "append": "Be brief."}}],
           "note": "a chat prompt variant"}
 HARMFUL = {"operator": "harness_edit",
-           "steps": [{"harness_edit": {"file": "router.json", "merge": {"min_confidence": 1.01},
-                                       "note": "only route when certain; else the default (coding)"}}],
+           "steps": [{"harness_edit": {"file": "router.json", "merge": {"min_confidence": 1.01, "tools_route": None},
+                                       "note": "only route when certain; else the default (coding), tools or not"}}],
            "note": "plausible-looking, harmful"}
 PLAN = {"generations": [[REFIT, PROMPT], [HARMFUL]]}
 

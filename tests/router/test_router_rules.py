@@ -113,16 +113,24 @@ def test_config_rejects_unknown_options():
 def test_tools_rule_sends_requests_that_carry_tools_to_the_tools_route():
     from types import SimpleNamespace
 
-    from macaronic.router.config import tools_route
+    from macaronic.router.config import mentions_tools, tools_route
 
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "create_reminder", "parameters": {"type": "object"}}}]
     roles = ["chat", "agent", "coding", "genui"]
     bundle = SimpleNamespace(router={}, role_names=roles)
-    assert tools_route(bundle, tools, None) == "agent"
-    assert tools_route(bundle, tools, "auto") == "agent"
-    assert tools_route(bundle, tools, "required") == "agent"
-    assert tools_route(bundle, tools, {"type": "function", "function": {"name": "get_weather"}}) == "agent"
-    assert tools_route(bundle, tools, "none") is None  # the client said no calls: the head routes
-    assert tools_route(bundle, [], "auto") is None and tools_route(bundle, None, None) is None
-    assert tools_route(SimpleNamespace(router={"tools_route": None}, role_names=roles), tools, None) is None
-    assert tools_route(SimpleNamespace(router={"tools_route": "sql"}, role_names=roles), tools, None) is None
+    weather = "What's the weather in Paris today?"
+    assert tools_route(bundle, tools, None, weather) == "agent"
+    assert tools_route(bundle, tools, "auto", "remind me to call mum at 6pm") == "agent"  # remind / reminder
+    assert tools_route(bundle, tools, "auto", "write me a short poem about the sea") is None  # the head routes
+    assert tools_route(bundle, tools, "required", "write me a short poem") == "agent"
+    assert tools_route(bundle, tools, {"type": "function", "function": {"name": "get_weather"}}, "hi") == "agent"
+    assert tools_route(bundle, tools, "none", weather) is None  # the client said no calls: the head routes
+    assert tools_route(bundle, [], "auto", weather) is None and tools_route(bundle, None, None, weather) is None
+    assert tools_route(SimpleNamespace(router={"tools_route": None}, role_names=roles), tools, None, weather) is None
+    assert tools_route(SimpleNamespace(router={"tools_route": "sql"}, role_names=roles), tools, None, weather) is None
+    # generic verbs say nothing; names split on dots and camelCase
+    assert not mentions_tools("Please get me the list of everything", tools)
+    assert mentions_tools("What is the factorial of 5?", [{"function": {"name": "math.factorial"}}])
+    assert mentions_tools("convert this currency", [{"function": {"name": "convertCurrency"}}])
+    assert not mentions_tools("Calculate the area of a triangle", [{"function": {"name": "determine_body_mass_index"}}])

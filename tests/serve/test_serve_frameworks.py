@@ -1,6 +1,6 @@
 """Agent frameworks pointed at `model="macaronic"` get tool calls: LangChain's `bind_tools` through
 `langchain-openai`, over HTTP on loopback to the in-process server whose route hop is scripted to
-say genui (the tools rule must not ask it) and whose agent is scripted to call (a tiny random model
+say genui (a request that names its tools is the tools rule's) and whose agent is scripted to call (a tiny random model
 would write whatever the grammar allows)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_langchain_bind_tools_routes_to_the_agent_whatever_the_text(inproc):
     url, mol, script = inproc
     script.replies["agent"] = agent_reply
     mol.router = SaysGenui()  # the head would send this text to genui
-    msg = _chat(url).bind_tools([create_reminder]).invoke("show me a card that says hello")  # tool_choice auto
+    msg = _chat(url).bind_tools([create_reminder]).invoke("remind me to buy milk")  # tool_choice auto
     assert [c["name"] for c in msg.tool_calls] == ["create_reminder"]
     assert msg.tool_calls[0]["args"] == {"text": "buy milk"}
 

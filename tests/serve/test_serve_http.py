@@ -80,7 +80,8 @@ def test_responses_api_previous_response_id_survives_a_restart(tiny_models, tmp_
         c = openai.OpenAI(base_url=s1.url + "/v1", api_key="x", max_retries=0)
         r1 = c.responses.create(model="agent", input="remind me to water the plants", max_output_tokens=6,
                                 temperature=0)
-        assert r1.status == "incomplete" and r1.output_text and r1.model_extra["macaronic"]["adapter"] == "agent"
+        # the tiny random model's 6 tokens may decode to whitespace: only the status and the adapter are stable
+        assert r1.status == "incomplete" and r1.model_extra["macaronic"]["adapter"] == "agent"
         r2 = c.responses.create(model="macaronic", input="thanks", previous_response_id=r1.id,
                                 max_output_tokens=6, temperature=0)
         assert r2.previous_response_id == r1.id

@@ -73,19 +73,24 @@ class SaysGenui:
 
 
 def test_routed_requests_with_tools_get_tool_calls(inproc):
-    """An agent framework points `model="macaronic"` at the server and sends tools: the request goes
-    to the agent by the tools rule, whatever the head would say of its text, and the call comes back."""
+    """An agent framework points `model="macaronic"` at the server and sends tools: a request that names
+    what its tools are about goes to the agent by the tools rule, whatever the head would say of it,
+    and the call comes back; a request about something else is the head's."""
     url, mol, script = inproc
     script.replies["agent"] = agent_reply
     mol.router = SaysGenui()  # the head would send this text to genui: the rule must not ask it
     c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-    convo = [{"role": "user", "content": "show me a nice card that says hello"}]
+    convo = [{"role": "user", "content": "remind me to buy milk, and show it nicely"}]
     for choice in (None, "auto", "required", {"type": "function", "function": {"name": "create_reminder"}}):
         kw = {} if choice is None else {"tool_choice": choice}
         r = c.chat.completions.create(model="macaronic", messages=convo, tools=TOOLS, max_tokens=96, **kw)
         meta = r.model_extra["macaronic"]
         assert meta["adapter"] == "agent" and meta["policy"] == "tools", (choice, meta)
         assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
+    # a request about something else, tools attached: the head decides (here genui, which never calls)
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "a card saying hello"}],
+                                  tools=TOOLS, max_tokens=8)
+    assert r.model_extra["macaronic"]["policy"] == "head" and not r.choices[0].message.tool_calls
     # tool_choice "none": no calls wanted, so the router decides from the text as before
     r = c.chat.completions.create(model="macaronic", messages=convo, tools=TOOLS, tool_choice="none", max_tokens=8)
     assert r.model_extra["macaronic"]["policy"] == "head" and not r.choices[0].message.tool_calls

@@ -332,9 +332,11 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card"):
 
 def examples(n: int, seed: int = 0) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head."""
-    from macaronic.train.builders import _conv
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import prompt_head
     from macaronic.train.examples import Example
 
+    head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
     rng = random.Random(f"genui-engine:{seed}")
     out = []
     while len(out) < n:
@@ -342,6 +344,6 @@ def examples(n: int, seed: int = 0) -> list:
         problems = verify(reply, req)
         if problems:
             raise AssertionError(f"{name}: {problems}")
-        out.append(Example(_conv("genui", request, {"role": "assistant", "content": reply}), "genui",
+        out.append(Example((*head, {"role": "user", "content": request}, {"role": "assistant", "content": reply}), "genui",
                            f"engine/genui/{name}"))
     return out

@@ -67,13 +67,51 @@ def default_route(bundle) -> str:
     return route if route in bundle.role_names else bundle.role_names[0]
 
 
-def tools_route(bundle, tools, tool_choice) -> str | None:
-    """The one rule for requests that carry tools: the bundle's `tools_route` role answers every
-    request whose `tools` are non-empty and whose `tool_choice` is not "none" (auto, required or a
-    named function). An OpenAI client that sends tools expects a model that may call them; a text
-    route (chat, genui) cannot, so the head is not asked. None when the rule does not apply or the
-    bundle has no such role."""
+# Words of tool names that say nothing about a tool's domain (a request saying "find" or "list" is no
+# sign that it wants *these* tools).
+GENERIC_TOOL_WORDS = frozenset(
+    "get set create add list find search lookup query update edit modify delete remove drop make new fetch read "
+    "write send check calculate compute run do the and for with from info data details detail tool api value "
+    "values id name type by all to of on in is my complete today current".split())
+
+
+def _words(text: str) -> set[str]:
+    import re
+
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)  # camelCase -> camel Case
+    out = set()
+    for w in re.findall(r"[A-Za-z]+", text.lower()):
+        if len(w) >= 3:
+            out.add(w[:-1] if w.endswith("s") and len(w) > 4 else w)
+    return out
+
+
+def mentions_tools(text: str, tools: list) -> bool:
+    """Does the request name what one of the tools is about? A word of a tool's name (split on `_`,
+    `.`, `-` and camelCase; generic verbs left out) that the request says too, or that one of its
+    words starts (`remind` / `reminder`, five letters at least)."""
+    vocab = set()
+    for t in tools:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if isinstance(name, str):
+            vocab |= _words(name) - GENERIC_TOOL_WORDS
+    said = _words(text) - GENERIC_TOOL_WORDS
+    return any(w == v or (min(len(w), len(v)) >= 5 and (w.startswith(v) or v.startswith(w)))
+               for w in said for v in vocab)
+
+
+def tools_route(bundle, tools, tool_choice, text: str = "") -> str | None:
+    """The one rule for requests that carry tools, answered by the bundle's `tools_route` role (the
+    agent): every request whose `tool_choice` is "required" or names a function, and, with
+    `tool_choice` auto (or absent), every request that names what one of its tools is about
+    (`mentions_tools`: "what's the weather in Paris?" with `get_weather`). A request that carries tools
+    but is about something else ("write me a poem", a greeting) is routed by the head as usual, and
+    the tools stay available to whichever specialist answers. None when the rule does not apply or
+    the bundle has no such role."""
     role = RouterConfig.from_dict(bundle.router).tools_route
-    if not tools or tool_choice == "none" or role is None:
+    if not tools or tool_choice == "none" or role is None or role not in bundle.role_names:
         return None
-    return role if role in bundle.role_names else None
+    if tool_choice == "required" or isinstance(tool_choice, dict):
+        return role
+    return role if mentions_tools(text, tools) else None

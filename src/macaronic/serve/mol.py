@@ -39,7 +39,7 @@ from typing import Any, AsyncIterator
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
 from macaronic.router.config import default_route, tools_route
-from macaronic.router.conversation import tool_caller
+from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import structured, views
 from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
@@ -256,10 +256,11 @@ class MoL:
             a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role("genui")
             if a is not None or "genui" in self.bundle.role_names:
                 return Route(a, "genui", self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
-        by_tools = tools_route(self.bundle, tools, tool_choice)
+        by_tools = tools_route(self.bundle, tools, tool_choice, request_text(messages))
         if by_tools is not None:
             a = self.adapter_for_role(by_tools)
-            return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, "request-carries-tools")
+            why = "tool-choice" if tool_choice == "required" or isinstance(tool_choice, dict) else "request-names-its-tools"
+            return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, why)
         default = default_route(self.bundle)
         if self.router is None:
             a = self.adapter_for_role(default)
