@@ -118,3 +118,6 @@ def test_resume_continues_from_checkpoint(tiny_base, tiny_data, tmp_path):
     assert diff <= 1e-6
     hist = [json.loads(l)["step"] for l in (broken / "history.jsonl").read_text().splitlines()]
     assert hist == [1, 2, 3, 4]
+    # the resumed adapter's provenance covers all four steps, not only the resumed ones
+    meta = json.loads((broken / "macaronic.json").read_text())["training"]
+    assert meta["steps_done"] == 4 and meta["first_loss"] == json.loads((straight / "macaronic.json").read_text())["training"]["first_loss"]

@@ -126,8 +126,16 @@ def run(args) -> Path:
 
     if rank == 0 and not args.resume and hist_path.exists():
         hist_path.unlink()
+    # a resumed run's provenance covers every step: the earlier runs' records come first
+    ckpt_state = out / "checkpoint" / "state.json"
+    resumed_at = json.loads(ckpt_state.read_text())["step"] if args.resume and ckpt_state.exists() else 0
+    prior = [r for r in (json.loads(line) for line in hist_path.read_text().splitlines() if line.strip())
+             if r["step"] <= resumed_at] if resumed_at and hist_path.exists() else []
+    if rank == 0 and resumed_at:  # steps a killed run logged past its last checkpoint are done again
+        hist_path.write_text("".join(json.dumps(r) + "\n" for r in prior))
     pm, history = train(cfg, enc, out, resume=args.resume, base_dir=base_dir, progress=not args.no_progress,
                         on_step=log)
+    history = prior + history
     if rank == 0:
         data = {"source": source, "manifest_sha256": manifest_hash(examples), "examples": len(examples),
                 "used": len(enc), "target_tokens": sum(e.n_targets for e in enc)}
