@@ -91,7 +91,7 @@ def test_harness_edits_apply_and_are_validated(tmp_path):
     h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h")
     ch = harness_edit(h, {"file": "router.json", "merge": {"min_confidence": 0.9}, "note": "n"})
     assert ch["step"] == "harness_edit" and load_bundle(h).router["min_confidence"] == 0.9
-    harness_edit(h, {"file": "roles/chat.md", "replace": ["concisely", "in one sentence"]})
+    harness_edit(h, {"file": "roles/chat.md", "replace": ["directly", "in one sentence"]})
     assert "in one sentence" in load_bundle(h).role("chat").system_prompt
     with pytest.raises(ValueError, match="not found"):
         harness_edit(h, {"file": "summary.md", "replace": ["no such text", "x"]})

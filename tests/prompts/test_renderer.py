@@ -120,11 +120,13 @@ model with four specialist LoRA adapters: chat (conversation and general knowled
 picks exactly one specialist for each user turn. Be accurate, say when you are unsure, and never
 claim to be a different system.
 """
+TRAINED_CHAT_INSTRUCTION = """Answer conversationally and concisely. Explain ideas in plain words, and say so when a
+question is outside what you know."""
 
 
 def test_shipped_chat_data_still_renders_as_recorded(monkeypatch):
     """The shipped chat specialist was trained on this layout: its recorded data manifest rebuilds
-    (under the identity it was trained with)."""
+    (under the identity and chat instruction it was trained with)."""
     import dataclasses
 
     from macaronic.engine.llm import shipped_adapters_dir
@@ -133,7 +135,13 @@ def test_shipped_chat_data_still_renders_as_recorded(monkeypatch):
     from macaronic.train.builders import build
     from macaronic.train.examples import manifest_hash
 
-    monkeypatch.setattr(builders, "_bundle", lambda: dataclasses.replace(load_bundle(), identity=TRAINED_IDENTITY))
+    def trained_bundle():
+        b = load_bundle()
+        roles = tuple(dataclasses.replace(r, system_prompt=TRAINED_CHAT_INSTRUCTION) if r.name == "chat" else r
+                      for r in b.roles)
+        return dataclasses.replace(b, identity=TRAINED_IDENTITY, roles=roles)
+
+    monkeypatch.setattr(builders, "_bundle", trained_bundle)
 
     meta = json.loads((shipped_adapters_dir() / "chat" / "macaronic.json").read_text())
     seed = meta["training"]["config"].get("seed", 0)
