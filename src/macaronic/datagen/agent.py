@@ -43,11 +43,10 @@ class Transcript:
     errors_expected: int = 0
     start: World | None = None  # the world as the first request found it (after the pattern's setup)
 
-    def user(self, text: str, *derived) -> None:
+    def user(self, text: str) -> None:
         if self.start is None:
             self.start = copy.deepcopy(self.world)
         self.turns.append([{"role": "user", "content": text}])
-        self.derived.update(json.dumps(d) for d in derived)
 
     def call(self, *calls: tuple[str, dict]) -> list[dict]:
         """One assistant message with these calls (logical op, logical args), executed; the results."""

@@ -124,8 +124,12 @@ VERB_OPEN = ("", "", "Please ", "Can you ", "Could you ", "Hey, ")
 
 def _ask(rng: random.Random, body: str) -> str:
     o = rng.choice(VERB_OPEN if body.startswith(("let me", "show", "put")) else OPEN)
-    text = (o + body) if o else body[0].upper() + body[1:]
+    text = (o + body) if o else _cap(body)
     return text.rstrip(".") + ("?" if o.startswith(("Can", "Could")) else rng.choice((".", "", " please.", ", thanks.")))
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
 
 
 def _slug(s: str) -> str:
@@ -189,7 +193,7 @@ def form(rng, c: Card):
             data[key] = False
         ids.append(fid)
         values.append(label)
-    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *ids, "submit"))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *ids, "submit"))
     action = "submit_" + _slug(kind).replace("-", "_")
     # a Button's context sends values, not lists: a choice's selections stay in the data model
     c.button("submit", button, action, {key: f"/form/{key}" for _, key, t, _ in fields if t != "choice"}, primary=True)
@@ -204,7 +208,7 @@ def checklist(rng, c: Card):
     req = rng.choice((f"a checklist for {kind}: {listed}", f"a {kind} checklist with {listed}",
                       f"tick boxes for {kind} - {listed}"))
     ids = [c.add(f"c-{i}", "CheckBox", label={"literalString": it}, value={"path": f"/done/{i}"}) for i, it in enumerate(items)]
-    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *ids))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *ids))
     c.data({str(i): False for i in range(len(items))}, "/done")
     return req, None, f"Your {kind} checklist.", Requirements(("CheckBox",), tuple(items))
 
@@ -251,7 +255,7 @@ def rows_list(rng, c: Card):
                       f"my {kind} in a neat list: {listed}"))
     rows = [c.row(f"row-{i}", c.text(f"a-{i}", a, "body"), c.text(f"b-{i}", b, "caption"), distribution="spaceBetween")
             for i, (a, b) in enumerate(items)]
-    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), *rows))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *rows))
     return req, {kind: [{"name": a, "detail": b} for a, b in items]}, f"Your {kind}.", \
         Requirements(("Card", "Row"), tuple(a for a, _ in items) + tuple(b for _, b in items))
 
@@ -263,7 +267,7 @@ def tabs(rng, c: Card):
     req = rng.choice((f"a {kind} with tabs - {listed}", f"tabs for my {kind}. {listed}",
                       f"put this {kind} into tabs ({listed})"))
     tab_items = [{"title": {"literalString": t}, "child": c.text(f"t-{i}", body, "body")} for i, (t, body) in enumerate(items)]
-    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), c.add("tabs", "Tabs", tabItems=tab_items)))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), c.add("tabs", "Tabs", tabItems=tab_items)))
     return req, None, f"Your {kind}.", Requirements(("Tabs",), tuple(t for t, _ in items) + (items[0][1],))
 
 
@@ -274,7 +278,7 @@ def slot_picker(rng, c: Card):
     req = rng.choice((f"a card to book a {what}: pick a date and a time slot ({listed}), then Book",
                       f"let me choose a day and a slot for my {what} - slots {listed}",
                       f"a {what} booking card with a date picker, slots {listed} and a Book button"))
-    c.card("root", c.column("body", c.text("title", what[0].upper() + what[1:], "h2"),
+    c.card("root", c.column("body", c.text("title", _cap(what), "h2"),
                             c.add("date", "DateTimeInput", value={"path": "/booking/date"}, enableDate=True, enableTime=False),
                             c.add("slot", "MultipleChoice", selections={"path": "/booking/slot"},
                                   options=[{"label": {"literalString": s}, "value": _slug(s)} for s in slots],
@@ -293,8 +297,8 @@ def stats(rng, c: Card):
     req = rng.choice((f"a stats card for {kind}: {listed}", f"a dashboard tile for the {kind} - {listed}",
                       f"summary numbers for {kind}: {listed}"))
     cols = [c.column(f"s-{i}", c.text(f"n-{i}", v, "h3"), c.text(f"l-{i}", label, "caption")) for i, (label, v) in enumerate(vals)]
-    c.card("root", c.column("body", c.text("title", kind[0].upper() + kind[1:], "h2"), c.row("nums", *cols, distribution="spaceAround")))
-    return req, {k: v for k, v in vals}, f"{kind[0].upper() + kind[1:]}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), c.row("nums", *cols, distribution="spaceAround")))
+    return req, {k: v for k, v in vals}, f"{_cap(kind)}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
 
 
 INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),

@@ -101,6 +101,11 @@ def mentions_tools(text: str, tools: list) -> bool:
                for w in said for v in vocab)
 
 
+def choice_names_a_call(tool_choice) -> bool:
+    """`tool_choice` "required" or a named function: the client wants a call, whatever the text."""
+    return tool_choice == "required" or isinstance(tool_choice, dict)
+
+
 def tools_route(bundle, tools, tool_choice, text: str = "") -> str | None:
     """The one rule for requests that carry tools, answered by the bundle's `tools_route` role (the
     agent): every request whose `tool_choice` is "required" or names a function, and, with
@@ -112,6 +117,4 @@ def tools_route(bundle, tools, tool_choice, text: str = "") -> str | None:
     role = RouterConfig.from_dict(bundle.router).tools_route
     if not tools or tool_choice == "none" or role is None or role not in bundle.role_names:
         return None
-    if tool_choice == "required" or isinstance(tool_choice, dict):
-        return role
-    return role if mentions_tools(text, tools) else None
+    return role if choice_names_a_call(tool_choice) or mentions_tools(text, tools) else None

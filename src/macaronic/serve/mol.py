@@ -38,7 +38,7 @@ from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
-from macaronic.router.config import default_route, tools_route
+from macaronic.router.config import choice_names_a_call, default_route, tools_route
 from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import structured, views
 from macaronic.serve.callstream import CallStreamer
@@ -259,7 +259,7 @@ class MoL:
         by_tools = tools_route(self.bundle, tools, tool_choice, request_text(messages))
         if by_tools is not None:
             a = self.adapter_for_role(by_tools)
-            why = "tool-choice" if tool_choice == "required" or isinstance(tool_choice, dict) else "request-names-its-tools"
+            why = "tool-choice" if choice_names_a_call(tool_choice) else "request-names-its-tools"
             return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, why)
         default = default_route(self.bundle)
         if self.router is None:

@@ -60,27 +60,6 @@ async def run(mol, category: str, probs: list[dict], model: str | None, max_toke
     return await asyncio.gather(*[one(p) for p in probs])
 
 
-def table(out: dict) -> str:
-    """Markdown: per category, each row's score and its paired difference from base."""
-    from macaronic.contract.stats import paired_bootstrap
-
-    cats = list(out["categories"])
-    lines = ["| model | " + " | ".join(f"{c} (n={out['categories'][c]['n']})" for c in cats) + " |",
-             "|---|" + "---|" * len(cats)]
-    for m in out["models"]:
-        cells = []
-        for c in cats:
-            rows = out["categories"][c]["rows"]
-            s = [r["passed"] for r in rows[m]]
-            cell = f"{sum(s) / len(s):.3f}"
-            if m != "base" and "base" in rows:
-                d, ci = paired_bootstrap(s, [r["passed"] for r in rows["base"]])
-                cell += f" ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
-            cells.append(cell)
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str]) -> int:
     from macaronic.suites.bfcl import CATEGORIES
 
@@ -99,33 +78,25 @@ def main(argv: list[str]) -> int:
     models = a.models.split(",")
     if bad := [m for m in models if m not in MODELS]:
         ap.error(f"unknown model rows {bad}; choose from {MODELS}")
-    from macaronic.engine.llm import EngineConfig, load_base_llm
-    from macaronic.harness import load_bundle
-    from macaronic.router.shipped import router_for
-    from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.suites.bfcl import problems
+    from macaronic.suites.probe import scores, served, write
 
     t0 = time.perf_counter()
-    llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=16))
+    llm, mol = served(a.base, a.adapter_dir, constrain=not a.no_constraints)
     out: dict = {"command": "python -m macaronic.suites.bfcl_probe " + " ".join(argv),
                  "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
                  "categories": {}}
     try:
-        # the router `macaronic serve` builds: without one, "macaronic" would take the default route
-        mol = MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
         names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
         for cat in a.categories.split(","):
             probs = problems(cat, a.limit)
             rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
-            out["categories"][cat] = {"n": len(probs), "rows": rows,
-                                      "score": {m: round(sum(r["passed"] for r in rows[m]) / len(probs), 3) for m in models}}
+            out["categories"][cat] = {"n": len(probs), "rows": rows, "score": scores(rows, len(probs))}
             print(cat, out["categories"][cat]["score"], f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
     finally:
         llm.close()
     out["seconds"] = round(time.perf_counter() - t0, 1)
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(out) + "\n")
-    print(table(out))
+    write(out, a.json)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -49,19 +48,13 @@ def main(argv: list[str]) -> int:
     models = a.models.split(",")
     if bad := [m for m in models if m not in MODELS]:
         ap.error(f"unknown model rows {bad}; choose from {MODELS}")
-    from macaronic.engine.llm import EngineConfig, load_base_llm
-    from macaronic.harness import load_bundle
-    from macaronic.router.shipped import router_for
-    from macaronic.serve.mol import HarnessConfig, MoL
-    from macaronic.suites.bfcl_probe import table
     from macaronic.suites.instructions import load
+    from macaronic.suites.probe import scores, served, write
 
     prompts = load()[: a.limit]
     t0 = time.perf_counter()
-    llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=16))
+    llm, mol = served(a.base, a.adapter_dir)
     try:
-        # the router `macaronic serve` builds: without one, "macaronic" would take the default route
-        mol = MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(summaries=False))
         names = {"base": mol.backend.base()["id"], "chat": "chat", "macaronic": None}
         rows = {}
         for m in models:
@@ -73,12 +66,8 @@ def main(argv: list[str]) -> int:
         llm.close()
     out = {"command": "python -m macaronic.suites.instructions_probe " + " ".join(argv), "models": models,
            "adapters": adapters, "seconds": round(time.perf_counter() - t0, 1),
-           "categories": {"instructions": {"n": len(prompts), "rows": rows,
-                                           "score": {m: round(sum(r["passed"] for r in rows[m]) / len(prompts), 3)
-                                                     for m in models}}}}
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(out) + "\n")
-    print(table(out))
+           "categories": {"instructions": {"n": len(prompts), "rows": rows, "score": scores(rows, len(prompts))}}}
+    write(out, a.json)
     return 0
 
 
