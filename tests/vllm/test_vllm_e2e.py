@@ -71,7 +71,10 @@ def test_routed_turn_goes_through_vllm_with_a_summary_hop(vllm, client, front):
 
 
 def test_forced_coding_turn_and_vllm_prefix_cache(client):
-    msgs = [{"role": "user", "content": "Write a Python function add(a, b) that returns a + b."}]
+    # vLLM's CPU build caches whole 128-token blocks: the prompt must span at least one whole block
+    # whatever the harness's system prompt weighs, so the request itself is long
+    spec = " ".join(f"Case {i}: add({i}, {i + 1}) returns {2 * i + 1}." for i in range(1, 25))
+    msgs = [{"role": "user", "content": "Write a Python function add(a, b) that returns a + b. " + spec}]
     first = client.chat.completions.create(model="coding", messages=msgs, max_tokens=12, temperature=0)
     meta = check_accounting(first)
     assert (meta["adapter"], meta["specialist"], meta["policy"], meta["mode"]) == ("coding", "coding", "forced", "full")
