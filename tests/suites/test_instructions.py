@@ -55,3 +55,23 @@ def test_each_check_tells_a_followed_instruction_from_an_ignored_one(name, args,
 
 def test_every_check_kind_has_a_case():
     assert {c[0] for c in CASES} == set(CHECKS)
+
+
+def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
+    """The suite is evaluation only: no hand-written routing turn, routing example or chat training
+    example repeats six consecutive words of one of its prompts (never train on what you evaluate)."""
+    import re
+
+    from macaronic.router.data import load_routing_data
+    from macaronic.router.handwritten import load_handwritten
+    from macaronic.suites.instructions import load
+
+    def grams(text: str, n: int = 6) -> set:
+        w = re.findall(r"[a-z0-9']+", text.lower())
+        return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+    suite = set().union(*(grams(p["prompt"]) for p in load()))
+    texts = [m["content"] for e in load_handwritten() + load_routing_data("train") + load_routing_data("dev")
+             for m in e["messages"] if isinstance(m.get("content"), str)]
+    shared = [t[:80] for t in texts if grams(t) & suite]
+    assert not shared, shared
