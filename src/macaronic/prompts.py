@@ -67,9 +67,10 @@ def role_instruction(bundle, role: str | None) -> dict | None:
     if role is None:
         return None
     try:
-        return {"role": "system", "content": bundle.role(role).system_prompt.strip()}
+        text = bundle.role(role).system_prompt.strip()
     except KeyError:
         return None
+    return {"role": "system", "content": text} if text else None  # empty: a bare role (HarnessBundle.served)
 
 
 def prompt_head(bundle, role: str | None, tools: list[dict] | None = None,

@@ -83,7 +83,8 @@ class LocalRunner:
         """The layout messages `role` answers from (the one renderer)."""
         from macaronic.prompts import conversation
 
-        return conversation(self.bundle, role, [for_renderer(m, self.bundle) for m in messages], tools)
+        bundle = self.bundle.served(self.llm.adapters.names())  # as the served pair renders it (MoL)
+        return conversation(bundle, role, [for_renderer(m, bundle) for m in messages], tools)
 
 
 def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | None:

@@ -48,6 +48,10 @@ class RoleSpec:
     description: str
     boundary: tuple[str, ...]
     system_prompt: str
+    # "base": served without its own adapter, the role adds no instruction, so its turns are the bare
+    # base's (the do-no-harm rule: an instruction measured worse than none is not shipped on its own).
+    # "instruction" (default): the instruction stays (it carries an output format or a tool protocol).
+    without_adapter: str = "instruction"
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,18 @@ class HarnessBundle:
     def system_prompt(self, role: str) -> str:
         """Identity first, then the role's own instructions."""
         return f"{self.identity.strip()}\n\n{self.role(role).system_prompt.strip()}"
+
+    def served(self, adapter_roles) -> "HarnessBundle":
+        """The bundle as a pair serving adapters for `adapter_roles` renders it: a role marked
+        `without_adapter: base` that has no adapter there adds no instruction. Same id: the pair id
+        names the adapters, so bundle + adapters still fix the behaviour."""
+        import dataclasses
+
+        bare = {r.name for r in self.roles if r.without_adapter == "base" and r.name not in set(adapter_roles)}
+        if not bare:
+            return self
+        roles = tuple(dataclasses.replace(r, system_prompt="") if r.name in bare else r for r in self.roles)
+        return dataclasses.replace(self, roles=roles)
 
     def decoding_for(self, role: str) -> dict[str, Any]:
         return dict(self.decoding.get("roles", {}).get(self.role(role).name, {}))
@@ -141,6 +157,9 @@ def parse_role(text: str, where: str, errors: list[str]) -> RoleSpec | None:
     for sec in ("boundary rules", "system prompt"):
         if sec not in sections:
             errors.append(f"{where}: missing section '## {sec.capitalize()}'")
+    without = meta.get("without_adapter", "instruction")
+    if without not in ("instruction", "base"):
+        errors.append(f"{where}: without_adapter must be 'instruction' or 'base', got {without!r}")
     order = meta.get("order", "")
     if order and not order.lstrip("-").isdigit():
         errors.append(f"{where}: order must be an integer, got {order!r}")
@@ -151,7 +170,7 @@ def parse_role(text: str, where: str, errors: list[str]) -> RoleSpec | None:
         errors.append(f"{where}: boundary rules need at least one '- ' bullet")
     return RoleSpec(name=meta["name"], alias=meta["alias"], order=int(order),
                     description=meta["description"], boundary=rules,
-                    system_prompt="\n".join(sections["system prompt"]).strip())
+                    system_prompt="\n".join(sections["system prompt"]).strip(), without_adapter=without)
 
 
 def load_bundle(path: str | Path | None = None) -> HarnessBundle:

@@ -167,6 +167,7 @@ class MoL:
             if meta is not None:
                 by_role[role] = meta.id or meta.name
         self.pair_id = pair_id(backend.base()["fingerprint"], by_role, bundle.id)  # macaronic.pairs rule
+        self.bundle = bundle.served(by_role)  # roles without their adapter and marked so answer as the bare base
 
     @classmethod
     def from_llm(cls, llm, bundle=None, router=None, **kw) -> "MoL":
