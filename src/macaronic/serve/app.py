@@ -29,6 +29,7 @@ from macaronic.serve import api, streams, validate
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
+from macaronic.serve.store import StoreDamaged
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -75,6 +76,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TurnError)
     async def turn_error(request: Request, exc: TurnError):
         return error_response(exc.status, turn_message(request, exc), code=exc.code, param=exc.param)
+
+    @app.exception_handler(StoreDamaged)
+    async def store_damaged(request: Request, exc: StoreDamaged):  # a stored row failed its checksum
+        log.error("request %s: %s", getattr(request.state, "request_id", "-"), exc)
+        return error_response(500, public_message(str(exc)), code="store_damaged")
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):  # Starlette re-raises it to the Guard next

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -108,6 +109,7 @@ def build(a):
     from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.serve.store import Store
 
+    store = Store(a.store or home() / "serve" / "state.sqlite")  # first: a damaged store refuses before the model loads
     bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
     if remote:
@@ -121,7 +123,6 @@ def build(a):
         backend = LocalBackend(llm)
     router = router_for(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else None
-    store = Store(a.store or home() / "serve" / "state.sqlite")
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit)
     mol = MoL(backend, bundle, router, store, config)
@@ -164,6 +165,9 @@ def main(argv: list[str]) -> int:
     print(f"macaronic serve: pair {mol.pair_id[:16]}, {'engine only' if serve_config.engine_only else 'routed'}"
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
+    # uvicorn re-raises the SIGTERM it caught once its graceful shutdown is over; the default action
+    # would end the process there, before `finally` checkpoints and closes the store
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
                                            timeout_graceful_shutdown=5, lifespan="off",
                                            http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
