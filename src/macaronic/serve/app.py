@@ -2,7 +2,7 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/ (the files in STATIC). Every answer carries `macaronic`
+GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
@@ -34,7 +34,8 @@ from macaronic.serve.store import StoreDamaged
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
-          "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
+          "a2ui-demo.js": "text/javascript", "a2ui-demo.css": "text/css", "a2ui-card.js": "text/javascript",
+          "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
 
 __all__ = ["ServeConfig", "create_app"]
@@ -94,7 +95,10 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     from macaronic import __version__
 
     metrics = metrics or Metrics()
-    app = FastAPI(title="Macaronic", version=__version__,
+    # /docs and /redoc load their scripts from a CDN, which the page's CSP forbids: never served;
+    # the schema itself only with --api-docs (and behind the API key: guard.PROTECTED)
+    app = FastAPI(title="Macaronic", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
     app.state.mol, app.state.metrics = mol, metrics
     background: set[asyncio.Task] = set()

@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--api-docs", action="store_true",
+                   help="serve the OpenAPI schema at /openapi.json (behind the API key when one is set); "
+                        "the /docs and /redoc pages are never served (they load scripts from a CDN)")
     p.add_argument("--public-name", default="macaronic", help="the routed model id (default macaronic)")
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask for")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
@@ -126,7 +129,8 @@ def build(a):
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit)
     mol = MoL(backend, bundle, router, store, config)
-    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only), llm
+    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
+                            api_docs=a.api_docs), llm
 
 
 def bind(host: str, port: int) -> socket.socket:
