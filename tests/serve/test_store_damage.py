@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from serve_helpers import ROOT, ServerProcess, model_args
 
@@ -174,7 +175,8 @@ def test_backup_of_an_open_store_is_one_whole_file(tmp_path):
     assert r.returncode == 0 and f"whole ({N} responses" in r.stdout
 
 
-def test_sigterm_leaves_everything_in_the_sqlite_file(tiny_models, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_clean_shutdown_leaves_everything_in_the_sqlite_file(tiny_models, tmp_path, sig):
     path = tmp_path / "state.sqlite"
     s = ServerProcess([*model_args(*tiny_models), "--router-policy", "none", "--store", str(path),
                        "--max-tokens-limit", "16"])
@@ -187,9 +189,9 @@ def test_sigterm_leaves_everything_in_the_sqlite_file(tiny_models, tmp_path):
             ids.append(r.json()["id"])
         assert Path(f"{path}-wal").stat().st_size > 0  # while it runs, the log holds the writes
     finally:
-        s.proc.send_signal(signal.SIGTERM)
+        s.proc.send_signal(sig)
         s.proc.wait(timeout=30)
-    assert s.proc.returncode == 0, "".join(s.log)[-2000:]
+    assert s.proc.returncode == 0 and "Traceback" not in "".join(s.log), "".join(s.log)[-2000:]
     wal = Path(f"{path}-wal")
     assert not wal.exists() or wal.stat().st_size == 0
     alone = tmp_path / "alone"

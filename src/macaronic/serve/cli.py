@@ -177,6 +177,8 @@ def main(argv: list[str]) -> int:
                                            http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C, re-raised by uvicorn after its graceful shutdown: no traceback
+        pass
     finally:
         mol.store.close()
         if llm is not None:
