@@ -201,3 +201,26 @@ def test_a_clean_shutdown_leaves_everything_in_the_sqlite_file(tiny_models, tmp_
     copy = Store(alone / "state.sqlite")
     assert all(copy.load_response(rid) is not None for rid in ids)
     copy.close()
+
+
+def test_a_row_damaged_while_serving_answers_a_store_damaged_error(tiny_models, tmp_path):
+    path = tmp_path / "state.sqlite"
+    s = ServerProcess([*model_args(*tiny_models), "--router-policy", "none", "--store", str(path),
+                       "--max-tokens-limit", "16"])
+    try:
+        r = httpx.post(s.url + "/v1/responses", timeout=60, json={"model": "chat", "input": "note", "max_output_tokens": 2})
+        rid = r.json()["id"]
+        db = sqlite3.connect(path, timeout=30)  # another writer changes the stored text under the server
+        db.execute("UPDATE responses SET response = replace(response, 'chat', 'chaT') WHERE id = ?", (rid,))
+        db.commit()
+        db.close()
+        r = httpx.get(f"{s.url}/v1/responses/{rid}")
+        assert r.status_code == 500 and r.json()["error"]["code"] == "store_damaged", r.text
+        message = r.json()["error"]["message"]
+        assert f"responses row '{rid}': checksum mismatch" in message and "macaronic store check" in message
+        assert str(tmp_path) not in message  # server paths stay in the log
+        r = httpx.post(s.url + "/v1/responses", timeout=60,
+                       json={"model": "chat", "input": "more", "previous_response_id": rid, "max_output_tokens": 2})
+        assert r.status_code == 500 and r.json()["error"]["code"] == "store_damaged", r.text
+    finally:
+        s.stop()
