@@ -19,6 +19,7 @@ from macaronic.genui.build import Card
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'")
 OUTSIDE = "https://images.example.net/pixel.png"
+PIXEL = "data:image/gif;base64,R0lGODlhAQABAAAAACw="  # an image the page may show: no request
 # every src/href-like attribute in the document, shadow roots included
 DEEP_SOURCES = """() => { const out = []; const walk = n => { if (n.nodeType === 1) for (const a of ['src', 'srcset',
   'poster', 'background']) if (n.hasAttribute(a)) out.push(n.getAttribute(a)); if (n.shadowRoot) walk(n.shadowRoot);
@@ -92,7 +93,7 @@ def test_outside_images_in_replies_and_cards_are_never_fetched(chromium, inproc)
     c = Card("s1")
     c.column("root", c.text("title", "Photos"), c.add("pic", "Image", url={"literalString": OUTSIDE + "?card"}),
              c.add("bound", "Image", url={"path": "/photo"}),
-             c.text("md", f"see ![in text]({OUTSIDE}?text)"), c.add("own", "Image", url={"literalString": "data:image/gif;base64,R0lGODlhAQABAAAAACw="}))
+             c.text("md", f"see ![in text]({OUTSIDE}?text)"), c.add("own", "Image", url={"literalString": PIXEL}))
     c.data({"photo": OUTSIDE + "?bound"})
     script.replies["genui"] = json.dumps({"text_response": f"A card ![x]({OUTSIDE}?genui)", "a2ui": c.messages("root")},
                                          separators=(",", ":"))

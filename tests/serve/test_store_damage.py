@@ -208,7 +208,8 @@ def test_a_row_damaged_while_serving_answers_a_store_damaged_error(tiny_models, 
     s = ServerProcess([*model_args(*tiny_models), "--router-policy", "none", "--store", str(path),
                        "--max-tokens-limit", "16"])
     try:
-        r = httpx.post(s.url + "/v1/responses", timeout=60, json={"model": "chat", "input": "note", "max_output_tokens": 2})
+        r = httpx.post(s.url + "/v1/responses", timeout=60,
+                       json={"model": "chat", "input": "note", "max_output_tokens": 2})
         rid = r.json()["id"]
         db = sqlite3.connect(path, timeout=30)  # another writer changes the stored text under the server
         db.execute("UPDATE responses SET response = replace(response, 'chat', 'chaT') WHERE id = ?", (rid,))

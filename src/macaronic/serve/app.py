@@ -2,8 +2,8 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
-metadata (also in the final SSE chunk).
+GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only with
+`--api-docs`. Every answer carries `macaronic` metadata (also in the final SSE chunk).
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.

@@ -114,8 +114,8 @@ class Store:
         with self._lock:
             db = self._db()
             row = (key, adapter, specialist, summary, raw, time.time())
-            db.execute(f"INSERT OR REPLACE INTO segments ({', '.join(SEGMENT_COLS)}, sum) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (*row, row_sum(row)))
+            db.execute(f"INSERT OR REPLACE INTO segments ({', '.join(SEGMENT_COLS)}, sum) "
+                       f"VALUES ({', '.join('?' * 7)})", (*row, row_sum(row)))
             (n,) = db.execute("SELECT count(*) FROM segments").fetchone()
             if n > self.max_segments:
                 db.execute("DELETE FROM segments WHERE key IN (SELECT key FROM segments ORDER BY created LIMIT ?)",
@@ -148,8 +148,8 @@ class Store:
             db = self._db()
             row = (response["id"], time.time(), previous_id, response.get("model"),
                    json.dumps(messages, ensure_ascii=False), json.dumps(response, ensure_ascii=False))
-            db.execute(f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLS)}, sum) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (*row, row_sum(row)))
+            db.execute(f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLS)}, sum) "
+                       f"VALUES ({', '.join('?' * 7)})", (*row, row_sum(row)))
             db.commit()
 
     def load_response(self, rid: str) -> tuple[dict, list[dict]] | None:
