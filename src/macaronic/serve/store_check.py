@@ -33,6 +33,7 @@ import hashlib
 import json
 import sqlite3
 import struct
+import time
 from pathlib import Path
 
 HEADER = b"SQLite format 3\x00"
@@ -56,22 +57,39 @@ def _checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
     return s0, s1
 
 
-def wal_problems(path: str | Path) -> list[str]:
-    """Problems in `path`-wal that SQLite would hide (see the module docstring); [] if none or no log."""
+def wal_problems(path: str | Path, settle_s: float = 0.05) -> list[str]:
+    """Problems in `path`-wal that SQLite would hide (see the module docstring); [] if none or no log.
+    On a live store a writer may be mid-frame: a break that heals or moves a moment later was a
+    write in flight, so a break is reported only when two reads find it at the same frame."""
+    found = _wal_break(path)
+    for _ in range(5):
+        if found is None:
+            return []
+        time.sleep(settle_s)
+        again = _wal_break(path)
+        if again is not None and again[0] == found[0]:
+            return [again[1]]
+        found = again
+    return [found[1]] if found else []
+
+
+def _wal_break(path: str | Path) -> tuple[int, str] | None:
+    """(the first frame SQLite would drop, -1 for the header; the problem) or None."""
     wal = Path(str(path) + "-wal")
     if not wal.exists() or wal.stat().st_size == 0:
-        return []
+        return None
     data = wal.read_bytes()
     name = wal.name
     if len(data) < WAL_HEADER:
-        return [f"{name}: {len(data)} bytes, shorter than a log header"]
+        return -1, f"{name}: {len(data)} bytes, shorter than a log header"
     magic, version, page_size, _, salt1, salt2, c0, c1 = struct.unpack(">8I", data[:WAL_HEADER])
     frame = FRAME_HEADER + page_size
     frames = (len(data) - WAL_HEADER) // frame if page_size else 0
     big = magic == WAL_MAGIC[1]
     if magic not in WAL_MAGIC or version != 3007000 or not page_size or page_size & (page_size - 1) \
             or _checksum(data[:24], 0, 0, big) != (c0, c1):
-        return [f"{name}: the log header is damaged; SQLite would ignore all {frames} frames in it"] if frames else []
+        return (-1, f"{name}: the log header is damaged; SQLite would ignore all {frames} frames in it") if frames \
+            else None
     s0, s1, valid = c0, c1, 0
     for i in range(frames):
         at = WAL_HEADER + i * frame
@@ -89,10 +107,11 @@ def wal_problems(path: str | Path) -> list[str]:
                                                                          WAL_HEADER + frames * frame, frame)]
     current = [at for at, (f1, f2) in salts if f1 == salt1 or f2 == salt2]
     if not current:
-        return []  # the log ends, or frames left over from an earlier generation follow
+        return None  # the log ends, or frames left over from an earlier generation follow
     commits = sum(1 for at in current if struct.unpack(">I", data[at + 4:at + 8])[0])
-    return [f"{name}: the log breaks at frame {valid + 1} of {frames} (checksum or salt damaged); SQLite would "
-            f"silently drop the {_n(len(current), 'frame')} of this log from there on ({_n(commits, 'commit')})"]
+    return valid, (f"{name}: the log breaks at frame {valid + 1} of {frames} (checksum or salt damaged); SQLite "
+                   f"would silently drop the {_n(len(current), 'frame')} of this log from there on "
+                   f"({_n(commits, 'commit')})")
 
 
 def _n(k: int, word: str) -> str:
