@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         mol, serve_config, llm = build(a)
-    except (RuntimeError, ValueError, OSError) as e:
+    except (RuntimeError, ValueError, OSError, sqlite3.Error) as e:  # a damaged store: StoreDamaged
         print(f"macaronic serve: {e}", file=sys.stderr)
         return 2
     import uvicorn

@@ -184,6 +184,8 @@ def problems(path: str | Path, tables: dict[str, set[str]], known: int, full: bo
             out += _schema_problems(db, tables, known)
             out += _row_problems(db, {t: c for t, c in tables.items() if t != "_migrations"})
     except sqlite3.DatabaseError as e:
+        if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+            raise  # held by another process: not damage
         out.append(f"integrity: SQLite cannot read it ({e})")
     finally:
         db.close()

@@ -107,4 +107,8 @@ def backup(a) -> int:
 
 def main(argv: list[str]) -> int:
     a = parser().parse_args(argv)
-    return check(a) if a.action == "check" else backup(a)
+    try:
+        return check(a) if a.action == "check" else backup(a)
+    except sqlite3.Error as e:  # not damage (store_check lets a lock through): say so, no traceback
+        print(f"macaronic store: cannot read {a.path}: {e}", file=sys.stderr)
+        return 2
