@@ -87,6 +87,7 @@ def watched_page(chromium, url):
     return page, outside, console
 
 
+@pytest.mark.browser
 def test_outside_images_in_replies_and_cards_are_never_fetched(chromium, inproc):
     url, _, script = inproc
     script.replies["chat"] = f"Look: ![a cat]({OUTSIDE}?reply) and [a link](https://example.org/)."
@@ -123,6 +124,7 @@ def test_outside_images_in_replies_and_cards_are_never_fetched(chromium, inproc)
     page.close()
 
 
+@pytest.mark.browser
 def test_the_pages_run_under_the_csp_with_a_clean_console(chromium, plain):
     for path, ready in (("/", "#adapter option[value=chat]"), ("/static/a2ui-demo.html", "a2ui-surface")):
         page, outside, console = watched_page(chromium, plain.url)
