@@ -12,6 +12,7 @@ import sys
 # name -> (module:function, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("macaronic.serve.cli:main", "serve the OpenAI-compatible MoL API and the web chat"),
+    "store": ("macaronic.serve.store_cli:main", "check or back up the server's SQLite store"),
     "chat": ("macaronic.engine.chat:main", "chat in the terminal with the routed MoL"),
     "generate": ("macaronic.engine.generate_cli:main", "stream one reply from one adapter"),
     "info": ("macaronic.engine.info:main", "describe the base and the registered adapters"),

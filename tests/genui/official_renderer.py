@@ -2,7 +2,9 @@
 Chromium page, for the conformance tests and the renderer-vs-validator table.
 
 The page is served from the package's own web files by request interception (no server, no
-network: image URLs in cards get a 1-pixel PNG, anything else is aborted and recorded). `render`
+network: image URLs in cards get a 1-pixel PNG, anything else is aborted and recorded). The chat
+draws no image from another host (a2ui-card.js replaces it), so `render` first moves the cards'
+remote URLs onto the page's origin, where the renderer draws them as it would the server's own. `render`
 reports what a user of the renderer would see: an exception from the message processor, console
 errors and warnings, the surfaces drawn and their text (read through the shadow roots).
 
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +81,13 @@ class Rendered:
         return self.threw is None and not self.errors and self.components > 0
 
 
+def on_origin(messages):
+    """`messages` with every string that is a remote URL (catalog and schema ids aside) moved onto
+    ORIGIN: the images the official examples name, served the 1-pixel PNG as before."""
+    text = json.dumps(messages)
+    return json.loads(re.sub(r'"https?://(?!a2ui\.org/|json-schema\.org/)', f'"{ORIGIN}/remote/', text))
+
+
 class OfficialRenderer:
     """One page holding the bundled renderer; `render` may be called any number of times."""
 
@@ -106,7 +117,7 @@ class OfficialRenderer:
     def render(self, messages, as_is: bool = False) -> Rendered:
         """`as_is`: hand the messages to the renderer untouched (no id disambiguation)."""
         self.log.clear()
-        out = self.page.evaluate(RENDER, [messages, as_is])
+        out = self.page.evaluate(RENDER, [on_origin(messages), as_is])
         return Rendered(**out, errors=[t for k, t in self.log if k == "error"],
                         warnings=[t for k, t in self.log if k == "warning"])
 

@@ -17,10 +17,11 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def server(tiny_models, tmp_path_factory):
-    """A real `macaronic serve` subprocess on the tiny models, routing with the prompted policy."""
+    """A real `macaronic serve` subprocess on the tiny models, routing with the prompted policy; with
+    --api-docs, so the schema tests read its /openapi.json."""
     store = tmp_path_factory.mktemp("serve-store") / "state.sqlite"
     s = ServerProcess([*model_args(*tiny_models), "--router-policy", "prompted", "--store", str(store),
-                       "--max-tokens-limit", "256", "--max-body-bytes", "200000"])
+                       "--max-tokens-limit", "256", "--max-body-bytes", "200000", "--api-docs"])
     s.store = store
     yield s
     s.stop()

@@ -2,8 +2,8 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/ (the files in STATIC). Every answer carries `macaronic`
-metadata (also in the final SSE chunk).
+GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only with
+`--api-docs`. Every answer carries `macaronic` metadata (also in the final SSE chunk).
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
@@ -29,11 +29,13 @@ from macaronic.serve import api, streams, validate
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
+from macaronic.serve.store import StoreDamaged
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
-          "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
+          "a2ui-demo.js": "text/javascript", "a2ui-demo.css": "text/css", "a2ui-card.js": "text/javascript",
+          "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
 
 __all__ = ["ServeConfig", "create_app"]
@@ -76,6 +78,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def turn_error(request: Request, exc: TurnError):
         return error_response(exc.status, turn_message(request, exc), code=exc.code, param=exc.param)
 
+    @app.exception_handler(StoreDamaged)
+    async def store_damaged(request: Request, exc: StoreDamaged):  # a stored row failed its checksum
+        log.error("request %s: %s", getattr(request.state, "request_id", "-"), exc)
+        return error_response(500, public_message(str(exc)), code="store_damaged")
+
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):  # Starlette re-raises it to the Guard next
         rid = getattr(request.state, "request_id", "-")
@@ -88,7 +95,10 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     from macaronic import __version__
 
     metrics = metrics or Metrics()
-    app = FastAPI(title="Macaronic", version=__version__,
+    # /docs and /redoc load their scripts from a CDN, which the page's CSP forbids: never served;
+    # the schema itself only with --api-docs (and behind the API key: guard.PROTECTED)
+    app = FastAPI(title="Macaronic", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
     app.state.mol, app.state.metrics = mol, metrics
     background: set[asyncio.Task] = set()

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -49,6 +51,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--api-docs", action="store_true",
+                   help="serve the OpenAPI schema at /openapi.json (behind the API key when one is set); "
+                        "the /docs and /redoc pages are never served (they load scripts from a CDN)")
     p.add_argument("--public-name", default="macaronic", help="the routed model id (default macaronic)")
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask for")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
@@ -108,6 +113,7 @@ def build(a):
     from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.serve.store import Store
 
+    store = Store(a.store or home() / "serve" / "state.sqlite")  # first: a damaged store refuses before the model loads
     bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
     if remote:
@@ -121,11 +127,11 @@ def build(a):
         backend = LocalBackend(llm)
     router = router_for(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else None
-    store = Store(a.store or home() / "serve" / "state.sqlite")
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit)
     mol = MoL(backend, bundle, router, store, config)
-    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only), llm
+    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
+                            api_docs=a.api_docs), llm
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -147,7 +153,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         mol, serve_config, llm = build(a)
-    except (RuntimeError, ValueError, OSError) as e:
+    except (RuntimeError, ValueError, OSError, sqlite3.Error) as e:  # a damaged store: StoreDamaged
         print(f"macaronic serve: {e}", file=sys.stderr)
         return 2
     import uvicorn
@@ -164,11 +170,16 @@ def main(argv: list[str]) -> int:
     print(f"macaronic serve: pair {mol.pair_id[:16]}, {'engine only' if serve_config.engine_only else 'routed'}"
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
+    # uvicorn re-raises the SIGTERM it caught once its graceful shutdown is over; the default action
+    # would end the process there, before `finally` checkpoints and closes the store
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
                                            timeout_graceful_shutdown=5, lifespan="off",
                                            http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C, re-raised by uvicorn after its graceful shutdown: no traceback
+        pass
     finally:
         mol.store.close()
         if llm is not None:

@@ -4,8 +4,9 @@ The guard checks the API key (constant-time compare; the key is never logged), c
 and the time to receive it, counts requests and latency, and is the one exception boundary: every
 request gets an `x-request-id`, and an exception that escapes the app is logged with its traceback
 and answered as a 500 in the OpenAI shape `{"error": {message, type, param, code}}` naming the
-request id. Server-side details (file paths) stay in the log (`public_message`). Knows nothing of
-routes, turns or the harness.
+request id. Server-side details (file paths) stay in the log (`public_message`). Every response
+carries SECURITY_HEADERS: the web page loads and talks to nothing but its own server. Knows nothing
+of routes, turns or the harness.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
 ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
-PROTECTED = ("/v1/", "/metrics")
+PROTECTED = ("/v1/", "/metrics", "/openapi.json")
+# The page is locked to its server: scripts, styles, images and requests only from it (images also
+# as data: URLs), no inline script or style sheet, never framed, no Referer sent out, no MIME
+# sniffing. Style *attributes* are allowed: the official A2UI renderer (Lit's styleMap) writes a
+# component's styles as one on first render; an attribute runs no script and loads only what
+# img-src allows.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+       "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                    (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
 # absolute paths in engine messages (an adapter's directory): logged, never sent to a client
 SERVER_PATH = re.compile(r"(?<![\w.:/])/[^\s'\"():,;]+")
@@ -37,6 +47,7 @@ class ServeConfig:
     api_key: str | None = None
     max_body_bytes: int = 4 << 20
     engine_only: bool = False  # act as a plain multi-LoRA engine (no routing, no harness)
+    api_docs: bool = False  # serve /openapi.json (behind the key); never /docs or /redoc (CDN scripts)
     body_timeout_s: float = 30.0  # the whole request body must arrive within this
     body_idle_s: float = 10.0  # and no gap between its parts may be longer
 
@@ -79,7 +90,8 @@ class Guard:
         async def send_(message):
             if message["type"] == "http.response.start":
                 status[0], started[0] = message["status"], True
-                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS,
+                                                  (b"x-request-id", rid.encode())]}
             await send(message)
 
         try:

@@ -8,18 +8,29 @@
   produced each assistant message; the harness looks it up here. Rows past `max_segments` are
   pruned oldest first (a miss only means the message counts as foreign: shown verbatim).
 
+Every row carries a checksum of its other columns (`sum`). Opening a file checks it first
+(store_check.py: header, the `-wal` frames SQLite would silently drop, `quick_check`, schema, row
+checksums) and refuses a damaged one with `StoreDamaged`, one line naming the way out; a row whose
+checksum fails when read raises it too. `close` checkpoints the log into the main file
+(`wal_checkpoint(TRUNCATE)`), so after a clean shutdown the `.sqlite` alone holds everything.
+
 One connection per thread, WAL mode, writes serialised by a lock. Knows nothing about HTTP.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from macaronic.migrations import migrate
+from macaronic.serve import store_check
+from macaronic.serve.store_check import row_sum
+
+log = logging.getLogger("macaronic.serve")
 
 # The schema evolves by appending to MIGRATIONS (ordered, applied once each: macaronic.migrations).
 MIGRATIONS: list[str] = [
@@ -30,7 +41,26 @@ MIGRATIONS: list[str] = [
     CREATE TABLE IF NOT EXISTS segments (
         key TEXT PRIMARY KEY, adapter TEXT, specialist TEXT, summary TEXT, raw TEXT, created REAL NOT NULL);
     CREATE INDEX IF NOT EXISTS segments_created ON segments(created)""",
+    # 2: a checksum of each row's other columns (store_check.row_sum); older rows get theirs on adoption
+    "ALTER TABLE responses ADD COLUMN sum TEXT; ALTER TABLE segments ADD COLUMN sum TEXT",
 ]
+# The columns each table must have (the schema check at open, `macaronic store check`).
+TABLES: dict[str, set[str]] = {
+    "responses": {"id", "created", "previous_id", "model", "messages", "response", "sum"},
+    "segments": {"key", "adapter", "specialist", "summary", "raw", "created", "sum"},
+    "_migrations": {"version", "applied"},
+}
+RESPONSE_COLS = ("id", "created", "previous_id", "model", "messages", "response")
+SEGMENT_COLS = ("key", "adapter", "specialist", "summary", "raw", "created")
+
+
+class StoreDamaged(RuntimeError):
+    """The store file is damaged; the message is one line that names the way out."""
+
+
+def check(path: str | Path, full: bool = False) -> list[str]:
+    """The problems of the store at `path` (store_check.problems with this version's schema)."""
+    return store_check.problems(path, TABLES, len(MIGRATIONS), full=full)
 
 
 class Store:
@@ -38,24 +68,44 @@ class Store:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if Path(self.path).exists():  # before SQLite opens it: opening replays (and drops) the log
+                found = check(self.path)
+                if found:
+                    raise StoreDamaged(store_check.summary(self.path, found))
         self.max_segments = max_segments
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._all: list[sqlite3.Connection] = []  # every thread's connection, closed together
         self._shared = sqlite3.connect(self.path, check_same_thread=False) if self.path == ":memory:" else None
         with self._lock:
             db = self._db()
             if self.path != ":memory:":
                 db.execute("PRAGMA journal_mode=WAL")
             db.commit()
-            self.version = migrate(db, MIGRATIONS)
+            try:
+                self.version = migrate(db, MIGRATIONS)
+                self._adopt(db)
+            except sqlite3.DatabaseError as e:
+                raise StoreDamaged(store_check.summary(self.path, [f"a migration failed ({e})"])) from None
 
     def _db(self) -> sqlite3.Connection:
         if self._shared is not None:
             return self._shared
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = sqlite3.connect(self.path, timeout=30)
+            db = self._local.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self._all.append(db)
         return db
+
+    def _adopt(self, db: sqlite3.Connection) -> None:
+        """Rows from before checksums get the checksum of what they hold now."""
+        for table, cols in (("responses", RESPONSE_COLS), ("segments", SEGMENT_COLS)):
+            rows = db.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE sum IS NULL").fetchall()
+            db.executemany(f"UPDATE {table} SET sum = ? WHERE {cols[0]} = ?", [(row_sum(r), r[0]) for r in rows])
+        db.commit()
+
+    def _damaged(self, table: str, key: str) -> StoreDamaged:
+        return StoreDamaged(store_check.summary(self.path, [f"{table} row {key!r}: checksum mismatch"]))
 
     # ---- segments ----
 
@@ -63,8 +113,9 @@ class Store:
                  raw: str | None = None) -> None:
         with self._lock:
             db = self._db()
-            db.execute("INSERT OR REPLACE INTO segments VALUES (?, ?, ?, ?, ?, ?)",
-                       (key, adapter, specialist, summary, raw, time.time()))
+            row = (key, adapter, specialist, summary, raw, time.time())
+            db.execute(f"INSERT OR REPLACE INTO segments ({', '.join(SEGMENT_COLS)}, sum) "
+                       f"VALUES ({', '.join('?' * 7)})", (*row, row_sum(row)))
             (n,) = db.execute("SELECT count(*) FROM segments").fetchone()
             if n > self.max_segments:
                 db.execute("DELETE FROM segments WHERE key IN (SELECT key FROM segments ORDER BY created LIMIT ?)",
@@ -74,29 +125,41 @@ class Store:
     def set_summary(self, key: str, summary: str) -> None:
         with self._lock:
             db = self._db()
-            db.execute("UPDATE segments SET summary = ? WHERE key = ?", (summary, key))
-            db.commit()
+            row = db.execute(f"SELECT {', '.join(SEGMENT_COLS)} FROM segments WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                row = (*row[:3], summary, *row[4:])
+                db.execute("UPDATE segments SET summary = ?, sum = ? WHERE key = ?", (summary, row_sum(row), key))
+                db.commit()
 
     def recall(self, key: str) -> dict | None:
-        row = self._db().execute("SELECT adapter, specialist, summary, raw FROM segments WHERE key = ?",
+        row = self._db().execute(f"SELECT {', '.join(SEGMENT_COLS)}, sum FROM segments WHERE key = ?",
                                  (key,)).fetchone()
         if row is None:
             return None
-        return {k: v for k, v in zip(("adapter", "specialist", "summary", "raw"), row) if v is not None}
+        if row[-1] is not None and row_sum(row[:-1]) != row[-1]:  # a cache: a damaged row is a loud miss
+            log.error("%s", self._damaged("segments", key))
+            return None
+        return {k: v for k, v in zip(("adapter", "specialist", "summary", "raw"), row[1:5]) if v is not None}
 
     # ---- responses ----
 
     def save_response(self, response: dict, messages: list[dict], previous_id: str | None) -> None:
         with self._lock:
             db = self._db()
-            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
-                       (response["id"], time.time(), previous_id, response.get("model"),
-                        json.dumps(messages, ensure_ascii=False), json.dumps(response, ensure_ascii=False)))
+            row = (response["id"], time.time(), previous_id, response.get("model"),
+                   json.dumps(messages, ensure_ascii=False), json.dumps(response, ensure_ascii=False))
+            db.execute(f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLS)}, sum) "
+                       f"VALUES ({', '.join('?' * 7)})", (*row, row_sum(row)))
             db.commit()
 
     def load_response(self, rid: str) -> tuple[dict, list[dict]] | None:
-        row = self._db().execute("SELECT response, messages FROM responses WHERE id = ?", (rid,)).fetchone()
-        return None if row is None else (json.loads(row[0]), json.loads(row[1]))
+        row = self._db().execute(f"SELECT {', '.join(RESPONSE_COLS)}, sum FROM responses WHERE id = ?",
+                                 (rid,)).fetchone()
+        if row is None:
+            return None
+        if row[-1] is not None and row_sum(row[:-1]) != row[-1]:
+            raise self._damaged("responses", rid)
+        return json.loads(row[5]), json.loads(row[4])
 
     def delete_response(self, rid: str) -> bool:
         with self._lock:
@@ -106,6 +169,18 @@ class Store:
         return n > 0
 
     def close(self) -> None:
-        db = self._shared or getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
+        """Checkpoint the log into the main file and close every connection: after this the
+        `.sqlite` alone holds everything (a copy of it is a backup)."""
+        with self._lock:
+            if self._shared is not None:
+                self._shared.close()
+                return
+            for db in self._all[1:]:
+                db.close()
+            if self._all:
+                busy, _, _ = self._all[0].execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy:
+                    log.error("store %s: the final checkpoint was blocked; the -wal still holds data", self.path)
+                self._all[0].close()
+            self._all.clear()
+            self._local = threading.local()

@@ -13,6 +13,7 @@
  *   card.process(more); card.dataModel("surface-id"); await card.ready;
  */
 import { v0_8, UI, LitElement, html, ContextProvider, renderMarkdown } from "./vendor/a2ui-lit.js";
+import { isLocalUrl } from "./markdown.js"; // also installs the sanitiser hook Text markdown goes through
 
 const none = {};
 const part = () => ({ container: none, element: none, label: none });
@@ -158,6 +159,32 @@ export function mergeSurfaceUpdates(messages) {
   return out;
 }
 
+// A card loads nothing from other hosts (the page's CSP would block it, with a console error): a
+// media component whose url is an outside literal becomes a caption saying so, and an outside url
+// bound from the data model reads as missing (the renderer then shows "Invalid image URL").
+const MEDIA = { Image: "image", Video: "video", AudioPlayer: "audio" };
+
+function literalUrl(props) {
+  const url = props && props.url;
+  return url && typeof url === "object" ? url.literalString ?? url.literal : undefined;
+}
+
+/** A copy of `messages` in which no Image, Video or AudioPlayer names a URL outside this server. */
+export function dropOutsideMedia(messages) {
+  return messages.map((m) => {
+    const su = m && m.surfaceUpdate;
+    if (!su || !Array.isArray(su.components)) return m;
+    const components = su.components.map((c) => {
+      const [type, props] = Object.entries((c && c.component) || {})[0] || [];
+      const url = MEDIA[type] ? literalUrl(props) : undefined;
+      if (typeof url !== "string" || !url || isLocalUrl(url)) return c;
+      return { ...c, component: { Text: { text: { literalString: `[${MEDIA[type]} not loaded: outside this server]` },
+        usageHint: "caption" } } };
+    });
+    return { ...m, surfaceUpdate: { ...su, components } };
+  });
+}
+
 class MacaronicCard extends LitElement {
   static properties = { processor: { attribute: false } };
 
@@ -166,6 +193,12 @@ class MacaronicCard extends LitElement {
     this.processor = v0_8.Data.createSignalA2uiMessageProcessor();
     this.onAction = null;
     this.renames = { to: new Map(), back: new Map() }; // see disambiguate
+    const getData = this.processor.getData.bind(this.processor); // see dropOutsideMedia
+    this.processor.getData = (node, path, surfaceId) => {
+      const value = getData(node, path, surfaceId);
+      const bound = node && MEDIA[node.type] && node.properties?.url?.path === path;
+      return bound && typeof value === "string" && !isLocalUrl(value) ? null : value;
+    };
     new ContextProvider(this, { context: UI.Context.themeContext, initialValue: THEME });
     new ContextProvider(this, { context: UI.Context.markdown, initialValue: (text, options) => renderMarkdown(text, options) });
     this.addEventListener("a2uiaction", (event) => this.#action(event));
@@ -205,12 +238,13 @@ class MacaronicCard extends LitElement {
 customElements.define("macaronic-a2ui", MacaronicCard);
 
 /** Render `messages` (a v0.8 server-to-client list) into `container`; throws on a message the
- * processor rejects. `asIs: true` hands the messages over untouched (no merging of a surface's
- * surfaceUpdates, no id disambiguation), to measure the renderer alone. */
+ * processor rejects. `asIs: true` hands the messages over as they are (no merging of a surface's
+ * surfaceUpdates, no id disambiguation; outside media are dropped all the same), to measure the
+ * renderer alone. */
 export function renderCard(container, messages, { onAction, asIs = false } = {}) {
   const el = document.createElement("macaronic-a2ui");
   el.onAction = onAction || null;
-  const prepare = (list) => (asIs ? list : disambiguate(mergeSurfaceUpdates(list), el.renames));
+  const prepare = (list) => dropOutsideMedia(asIs ? list : disambiguate(mergeSurfaceUpdates(list), el.renames));
   el.processor.processMessages(prepare(messages));
   container.replaceChildren(el);
   return {
