@@ -7,7 +7,8 @@ metadata (also in the final SSE chunk).
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
-`validate.py` checks every field before the harness runs; `streams.py` turns a turn generator
+`validate.py` checks every field before the harness runs (off the event loop, within the
+budgets of `budgets.py`); `streams.py` turns a turn generator
 into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
 `serve/cli.py`.
@@ -16,6 +17,7 @@ The harness (`mol.py`) does the work; this module only translates HTTP. `macaron
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from macaronic.serve import api, streams, validate
+from macaronic.serve.budgets import BudgetError, off_loop
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
@@ -102,6 +105,15 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     install_error_handlers(app)
 
+    async def checked(*args, **kw) -> list[dict]:
+        """validate.chat off the event loop (a large request's schemas take a while to walk)."""
+        b = mol.config.budgets
+        try:
+            return await off_loop(functools.partial(validate.chat, *args, budgets=b, **kw), budget_s=b.compile_s,
+                                  what="checking the request's schemas")
+        except BudgetError as e:
+            raise TurnError(str(e), 400, e.code, e.param or "tools") from None
+
     @app.get("/health")
     async def health():
         b = mol.backend.base()
@@ -132,8 +144,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        validate.chat(req.model_dump(exclude_none=True), messages, req.tools, req.tool_choice,
-                      engine_only=config.engine_only)
+        await checked(req.model_dump(exclude_none=True), messages, req.tools, req.tool_choice,
+                      engine_only=config.engine_only, response_format=req.response_format)
+        parallel = req.parallel_tool_calls is not False
         try:
             k = req.logprobs_k()
         except ValueError as e:
@@ -141,7 +154,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         cid, created = api.new_id("chatcmpl-"), int(time.time())
         if (req.n or 1) > 1:
             results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
-                                        response_format=req.response_format, logprobs=k)
+                                        response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
             later(results[0])
             if req.stream:
                 usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -149,7 +162,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                          media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
-                          response_format=req.response_format, logprobs=k)
+                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
         if not req.stream:
             result = await streams.collect(request, gen, metrics)
             if result is None:
@@ -177,9 +190,10 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except (ValueError, AttributeError, TypeError) as e:
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
-        validate.chat(req.model_dump(exclude_none=True), lead + prior + new, tools, req.tool_choice)
+        await checked(req.model_dump(exclude_none=True), lead + prior + new, tools, req.tool_choice,
+                      response_format=req.text_format())
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
-                          response_format=req.text_format())
+                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
         rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
