@@ -228,13 +228,33 @@ def test_a_cut_call_keeps_the_calls_before_it(srv):
     assert "did not complete" in cut.json()["macaronic"]["tool_error"]
 
 
-def test_a_slow_compile_is_abandoned_at_its_budget(srv):
-    """A grammar that takes seconds to build (a pattern with a 6,000-wide repeat): a 400 naming the
-    budget once it passes, and /health answers meanwhile. (Runs last: the abandoned build still
-    occupies a pool thread until it ends.)"""
-    params = {"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]{1,6000}"}}}
+def cpu_s(pid: int) -> float:
+    """CPU seconds used so far by a process and its children (the grammar workers)."""
+    import psutil
+
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def test_a_slow_compile_is_stopped_at_its_budget(srv):
+    """A grammar that takes seconds to build (a pattern with a 12,000-wide repeat; the probe's 120
+    tools compiled for ten minutes): a 400 naming the budget once it passes, /health answers
+    meanwhile, and the work is stopped (its worker process killed), not left running."""
+    params = {"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]{1,12000}"}}}
+    chat(srv.url, tools=[tool("w", {"type": "object"})], tool_choice="required")  # the workers are up
     t0 = time.monotonic()
     worst, r = while_in_flight(srv.url, lambda: chat(srv.url, tools=[tool("f", params)], tool_choice=FORCED))
     refused(r, "budget", "--compile-budget-s")
     assert r.json()["error"]["code"] == "budget_exceeded"
     assert time.monotonic() - t0 < COMPILE_BUDGET_S + 3 and worst < 1.0
+    time.sleep(0.3)
+    before = cpu_s(srv.proc.pid)
+    time.sleep(1.5)
+    assert cpu_s(srv.proc.pid) - before < 0.5, "the abandoned grammar build is still using the CPU"

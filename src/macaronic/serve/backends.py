@@ -91,10 +91,11 @@ class LocalBackend:
 
     label = "local"
 
-    def __init__(self, llm, logits_hook: LogitsHook | None = None, compile_s: float = 10.0):
+    def __init__(self, llm, logits_hook: LogitsHook | None = None, compile_s: float = 10.0, stoppable: bool = False):
         self.llm = llm
         self.logits_hook = logits_hook
         self.compile_s = compile_s  # a grammar compile past this is abandoned: 400 (serve/budgets.py)
+        self.stoppable = stoppable  # compile in a worker process that is killed at the budget
         self._grammars = None
         self._grammars_lock = asyncio.Lock()
 
@@ -115,9 +116,18 @@ class LocalBackend:
         from macaronic.engine.constraints import GrammarError
         from macaronic.serve.budgets import BudgetError, off_loop
 
+        from macaronic.engine.constraints import Constrained, serialized_compile
+
         g = await self.grammars()
         try:
-            return await off_loop(g.processor, structure, budget_s=self.compile_s)
+            if not self.stoppable:
+                return await off_loop(g.processor, structure, budget_s=self.compile_s)
+            compiled = g.cached(structure)
+            if compiled is None:
+                data = await off_loop(serialized_compile, g.info_json, structure, budget_s=self.compile_s,
+                                      stoppable=True)
+                compiled = await asyncio.to_thread(g.remember, structure, data)
+            return Constrained(compiled, g.vocab_size)
         except GrammarError as e:
             raise BackendError(f"the requested structure cannot be compiled: {e}", 400, "invalid_structure") from None
         except BudgetError as e:

@@ -9,16 +9,20 @@ the server never opens a URL or a file a client names. A refusal is a 400 whose 
 budget and the `macaronic serve` flag that sets it.
 
 `off_loop(fn, budget_s=...)` runs slow work (schema checks, grammar builds and compiles) off the event loop
-on a small dedicated pool and stops waiting when the budget passes or the client goes away.
-Python cannot stop a thread, so an abandoned compile runs on in its pool thread and its result is
-dropped; the pool's size bounds how many can. Knows JSON Schema's shape; nothing about HTTP,
+and gives up when the budget passes or the client goes away. With `stoppable` (what `macaronic
+serve` sets) `fn` runs in a worker process (`serve/stoppable.py`) that is killed then, so an
+abandoned compile stops using the CPU at once; otherwise (library use, the evaluator) on a small
+thread pool, where an abandoned compile runs on in its thread (Python cannot stop one) and its
+result is dropped, the pool's size bounding how many can. Knows JSON Schema's shape; nothing about HTTP,
 engines or routing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -36,6 +40,7 @@ class Budgets:
     max_schema_depth: int = 32
     compile_s: float = 10.0  # building and compiling one request's grammar
     regex_s: float = 0.1  # one `pattern` matched against one decoded value
+    stoppable: bool = False  # grammar builds and compiles in worker processes that are killed at the budget
 
 
 FLAGS = {"max_tools": "--max-tools", "max_schema_bytes": "--max-schema-bytes",
@@ -111,11 +116,40 @@ def schema(value: Any, where: str, b: Budgets, state: dict | None = None) -> Non
 POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="macaronic-budget")
 
 
+_workers = None
+_workers_lock = threading.Lock()
+
+
+def workers():
+    """The server's stoppable grammar workers (started on first use)."""
+    global _workers
+    from macaronic.serve.stoppable import Stoppable
+
+    with _workers_lock:
+        if _workers is None:
+            _workers = Stoppable(size=2, warm=("macaronic.serve.structured", "xgrammar"))
+        return _workers
+
+
 async def off_loop(fn: Callable[..., T], *args, budget_s: float | None = None,
-                   what: str = "compiling the grammar") -> T:
-    """`fn(*args)` on the pool; BudgetError once `budget_s` passes (the work is abandoned). A
-    cancelled caller (the client went away) abandons it too."""
-    fut = asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
+                   what: str = "compiling the grammar", stoppable: bool = False) -> T:
+    """`fn(*args)` off the event loop; BudgetError once `budget_s` passes. A cancelled caller (the
+    client went away) abandons it too. `stoppable`: in a worker process, killed then (`fn` and its
+    arguments must pickle); else on the thread pool, where it runs on unobserved."""
+    loop = asyncio.get_running_loop()
+    if stoppable:
+        from macaronic.serve.stoppable import Stopped
+
+        cancel = threading.Event()
+        try:
+            return await loop.run_in_executor(None, workers().call, functools.partial(fn, *args), budget_s, cancel)
+        except asyncio.CancelledError:
+            cancel.set()  # the worker is killed within 50 ms
+            raise
+        except Stopped:
+            raise BudgetError(f"{what} took longer than its budget of {budget_s:g} s; it was stopped", None,
+                              "compile_s") from None
+    fut = loop.run_in_executor(POOL, fn, *args)
     try:
         return await asyncio.wait_for(fut, budget_s)
     except asyncio.TimeoutError:

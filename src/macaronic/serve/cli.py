@@ -66,8 +66,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--max-schema-depth", type=int, default=b.max_schema_depth,
                    help=f"nesting of one schema (default {b.max_schema_depth})")
     g.add_argument("--compile-budget-s", type=float, default=b.compile_s,
-                   help=f"seconds to check, build and compile one request's grammar; past it the compile is "
-                        f"abandoned (default {b.compile_s:g})")
+                   help=f"seconds to check, build and compile one request's grammar; past it the worker "
+                        f"process doing it is killed and the request gets a 400 (default {b.compile_s:g})")
     g.add_argument("--regex-budget-s", type=float, default=b.regex_s,
                    help=f"seconds one schema `pattern` may take on one decoded value (default {b.regex_s:g})")
     p.add_argument("--dtype", choices=("float32", "bfloat16"),
@@ -112,7 +112,8 @@ def budgets_from(a):
 
     return Budgets(max_tools=a.max_tools, max_schema_bytes=a.max_schema_bytes,
                    max_total_schema_bytes=8 * a.max_schema_bytes, max_schema_nodes=a.max_schema_nodes,
-                   max_schema_depth=a.max_schema_depth, compile_s=a.compile_budget_s, regex_s=a.regex_budget_s)
+                   max_schema_depth=a.max_schema_depth, compile_s=a.compile_budget_s, regex_s=a.regex_budget_s,
+                   stoppable=True)  # grammar work in worker processes, killed at the budget
 
 
 def load_local(a):
@@ -143,7 +144,7 @@ def build(a):
         llm = load_local(a) if needs_local else None
     else:
         llm = load_local(a)
-        backend = LocalBackend(llm, compile_s=a.compile_budget_s)
+        backend = LocalBackend(llm, compile_s=a.compile_budget_s, stoppable=True)
     router = router_for(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else None
     store = Store(a.store or home() / "serve" / "state.sqlite")

@@ -30,6 +30,7 @@ Knows the bundle, the router and a backend; knows nothing about HTTP.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -351,14 +352,23 @@ class MoL:
             raise TurnError(str(e), 400, "invalid_structure", e.param) from None
 
     async def astructure(self, tools, tool_choice, response_format, role: str | None = None, parallel: bool = True):
-        """`structure` off the event loop, within the compile budget (it builds each tool's grammar)."""
+        """`structure` off the event loop, within the compile budget (it builds each tool's grammar;
+        with `budgets.stoppable`, in a worker process that is killed at the budget)."""
         b = self.config.budgets
         try:
             check_request(tools, response_format, b)
-            return await off_loop(self.structure, tools, tool_choice, response_format, role, parallel,
-                                     budget_s=b.compile_s, what="building the grammar")
+            if not self.config.constrain:
+                return await off_loop(self.structure, tools, tool_choice, response_format, role, parallel,
+                                      budget_s=b.compile_s, what="checking the schema")
+            genui = self.genui_schema() if role == "genui" else None
+            build = functools.partial(structured.structure_for, tools=tools, tool_choice=tool_choice,
+                                      response_format=response_format, role=role, genui_schema=genui,
+                                      parallel_tool_calls=parallel)
+            return await off_loop(build, budget_s=b.compile_s, what="building the grammar", stoppable=b.stoppable)
         except BudgetError as e:
             raise TurnError(str(e), 400, e.code, e.param or "tools") from None
+        except structured.StructureError as e:
+            raise TurnError(str(e), 400, "invalid_structure", e.param) from None
 
     def genui_schema(self) -> dict:
         if self._genui_schema is None:  # built on first use: most servers never draw a card
