@@ -91,7 +91,8 @@ def test_too_many_or_too_large_tools_are_refused_at_once(srv):
     t0 = time.monotonic()
     worst, r = while_in_flight(srv.url, lambda: chat(srv.url, tools=[tool(f"t{i}", big) for i in range(115)]))
     refused(r, "--max-schema")
-    assert time.monotonic() - t0 < 5 and worst < 1.0
+    # parsing 3.5 MB of JSON holds the GIL for a moment (more on a loaded 2-core box); before: 16 s
+    assert time.monotonic() - t0 < 8 and worst < 2.0
 
 
 def test_deep_schemas_are_refused(srv):

@@ -148,10 +148,12 @@ def build(a):
     router = router_for(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else None
     store = Store(a.store or home() / "serve" / "state.sqlite")
+    budgets = budgets_from(a)
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
-                           max_tokens_limit=a.max_tokens_limit, budgets=budgets_from(a))
+                           max_tokens_limit=a.max_tokens_limit, budgets=budgets)
     mol = MoL(backend, bundle, router, store, config)
-    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only), llm
+    return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
+                            budgets=budgets), llm
 
 
 def bind(host: str, port: int) -> socket.socket:
