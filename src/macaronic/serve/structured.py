@@ -40,7 +40,10 @@ ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", 
 CHECKED_AFTER = {"uniqueItems", "multipleOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
                  "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "allOf",
                  "unevaluatedProperties", "unevaluatedItems"}
-MAX_SCHEMA_BYTES = 64 * 1024
+# Backstops for callers that bypass the server's budgets (serve/budgets.py, set by `macaronic serve`
+# flags, are the served limits and are measured first); the depth also bounds `walk`'s recursion.
+MAX_SCHEMA_BYTES = 8 << 20
+MAX_SCHEMA_DEPTH = 64
 CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes them
 
 
@@ -73,8 +76,8 @@ def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
         raise StructureError(f"{where} is larger than {MAX_SCHEMA_BYTES} bytes", where)
 
     def walk(node: Any, path: str, depth: int) -> None:
-        if depth > 32:
-            raise StructureError(f"{where}: schema nested deeper than 32 levels at {path}", where)
+        if depth > MAX_SCHEMA_DEPTH:
+            raise StructureError(f"{where}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels at {path}", where)
         if isinstance(node, bool):
             return
         if not isinstance(node, dict):
