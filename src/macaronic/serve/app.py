@@ -8,8 +8,7 @@ metadata (also in the final SSE chunk).
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
 `validate.py` checks every field before the harness runs (off the event loop, within the
-budgets of `budgets.py`); `streams.py` turns a turn generator
-into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
+budgets of `budgets.py`); `streams.py` turns a turn generator into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
 `serve/cli.py`.
 """
@@ -17,7 +16,6 @@ The harness (`mol.py`) does the work; this module only translates HTTP. `macaron
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from pathlib import Path
@@ -105,12 +103,15 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     install_error_handlers(app)
 
-    async def checked(*args, **kw) -> list[dict]:
-        """validate.chat off the event loop (a large request's schemas take a while to walk)."""
+    async def checked(req, *args, **kw) -> list[dict]:
+        """validate.chat off the event loop (a large request takes a while to copy and walk)."""
         b = mol.config.budgets
+
+        def check():
+            return validate.chat(req.model_dump(exclude_none=True), *args, budgets=b, **kw)
+
         try:
-            return await off_loop(functools.partial(validate.chat, *args, budgets=b, **kw), budget_s=b.compile_s,
-                                  what="checking the request's schemas")
+            return await off_loop(check, budget_s=b.compile_s, what="checking the request")
         except BudgetError as e:
             raise TurnError(str(e), 400, e.code, e.param or "tools") from None
 
@@ -144,8 +145,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        await checked(req.model_dump(exclude_none=True), messages, req.tools, req.tool_choice,
-                      engine_only=config.engine_only, response_format=req.response_format)
+        await checked(req, messages, req.tools, req.tool_choice, engine_only=config.engine_only,
+                      response_format=req.response_format)
         parallel = req.parallel_tool_calls is not False
         try:
             k = req.logprobs_k()
@@ -190,8 +191,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except (ValueError, AttributeError, TypeError) as e:
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
-        await checked(req.model_dump(exclude_none=True), lead + prior + new, tools, req.tool_choice,
-                      response_format=req.text_format())
+        await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
                           response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
         rid = api.new_id("resp_")

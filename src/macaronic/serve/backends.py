@@ -91,7 +91,8 @@ class LocalBackend:
 
     label = "local"
 
-    def __init__(self, llm, logits_hook: LogitsHook | None = None, compile_s: float = 10.0, stoppable: bool = False):
+    def __init__(self, llm, logits_hook: LogitsHook | None = None, compile_s: float = 10.0,
+                 stoppable: bool = False):
         self.llm = llm
         self.logits_hook = logits_hook
         self.compile_s = compile_s  # a grammar compile past this is abandoned: 400 (serve/budgets.py)
@@ -113,10 +114,8 @@ class LocalBackend:
     async def processor(self, structure):
         """A fresh logits processor for a grammar spec (compiled off the event loop within the compile
         budget, cached)."""
-        from macaronic.engine.constraints import GrammarError
+        from macaronic.engine.constraints import Constrained, GrammarError, serialized_compile
         from macaronic.serve.budgets import BudgetError, off_loop
-
-        from macaronic.engine.constraints import Constrained, serialized_compile
 
         g = await self.grammars()
         try:
@@ -124,8 +123,8 @@ class LocalBackend:
                 return await off_loop(g.processor, structure, budget_s=self.compile_s)
             compiled = g.cached(structure)
             if compiled is None:
-                data = await off_loop(serialized_compile, g.info_json, structure, budget_s=self.compile_s,
-                                      stoppable=True)
+                info = await asyncio.to_thread(lambda: g.info_json)  # serialized once, then cached
+                data = await off_loop(serialized_compile, info, structure, budget_s=self.compile_s, stoppable=True)
                 compiled = await asyncio.to_thread(g.remember, structure, data)
             return Constrained(compiled, g.vocab_size)
         except GrammarError as e:

@@ -3,18 +3,18 @@
 A tool list or a `response_format` is code the server runs: jsonschema walks it, xgrammar compiles
 it, and a `pattern` is a regular expression matched against model output. `Budgets` bounds each
 (tools per request, schema bytes, nodes and depth, the time to build and compile a grammar, the
-time one `pattern` may take to match), `check_request(...)` measures a request against the static ones
-before any other work, without recursion, and refuses any `$ref` that is not local (`#...`), so
-the server never opens a URL or a file a client names. A refusal is a 400 whose message names the
-budget and the `macaronic serve` flag that sets it.
+time one `pattern` may take to match). `check_request(...)` measures a request against the static
+ones before any other work, without recursion, and refuses any `$ref` that is not local (`#...`),
+so the server never opens a URL or a file a client names. A refusal is a 400 whose message names
+the budget and the `macaronic serve` flag that sets it.
 
-`off_loop(fn, budget_s=...)` runs slow work (schema checks, grammar builds and compiles) off the event loop
-and gives up when the budget passes or the client goes away. With `stoppable` (what `macaronic
-serve` sets) `fn` runs in a worker process (`serve/stoppable.py`) that is killed then, so an
-abandoned compile stops using the CPU at once; otherwise (library use, the evaluator) on a small
+`off_loop(fn, budget_s=...)` runs slow work (schema checks, grammar builds and compiles) off the
+event loop and gives up when the budget passes or the client goes away. With `stoppable` (what
+`macaronic serve` sets) `fn` runs in a worker process (`serve/stoppable.py`) that is killed then, so
+an abandoned compile stops using the CPU at once; otherwise (library use, the evaluator) on a small
 thread pool, where an abandoned compile runs on in its thread (Python cannot stop one) and its
-result is dropped, the pool's size bounding how many can. Knows JSON Schema's shape; nothing about HTTP,
-engines or routing.
+result is dropped, the pool's size bounding how many can. Knows JSON Schema's shape; nothing about
+HTTP, engines or routing.
 """
 
 from __future__ import annotations
