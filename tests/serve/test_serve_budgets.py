@@ -229,6 +229,32 @@ def test_a_cut_call_keeps_the_calls_before_it(srv):
     assert "did not complete" in cut.json()["macaronic"]["tool_error"]
 
 
+def requests_by_status(url: str) -> dict[str, float]:
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith('macaronic_requests_total{endpoint="/v1/chat/completions"'):
+            out[line.split('status="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+SLOW = {"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]{1,12000}"}}}
+
+
+def test_a_streaming_client_that_leaves_stops_its_compile(srv):
+    """The grammar of a streaming request is built before its first event; a client that leaves
+    meanwhile used to hold the build to its budget (then a 400 nobody read). Now it is stopped: 499."""
+    chat(srv.url, tools=[tool("w", {"type": "object"})], tool_choice="required")  # the workers are up
+    before = requests_by_status(srv.url)
+    body = {"model": "agent", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16, "stream": True,
+            "tools": [tool("f", SLOW)], "tool_choice": FORCED}
+    with pytest.raises(httpx.TimeoutException):
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=0.3) as r:
+            r.read()
+    time.sleep(COMPILE_BUDGET_S + 1.5)
+    after = requests_by_status(srv.url)
+    assert after.get("499", 0) == before.get("499", 0) + 1 and after.get("400", 0) == before.get("400", 0), after
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds used so far by a process and its children (the grammar workers)."""
     import psutil
@@ -248,10 +274,9 @@ def test_a_slow_compile_is_stopped_at_its_budget(srv):
     """A grammar that takes seconds to build (a pattern with a 12,000-wide repeat; the probe's 120
     tools compiled for ten minutes): a 400 naming the budget once it passes, /health answers
     meanwhile, and the work is stopped (its worker process killed), not left running."""
-    params = {"type": "object", "properties": {"x": {"type": "string", "pattern": "[a-z]{1,12000}"}}}
     chat(srv.url, tools=[tool("w", {"type": "object"})], tool_choice="required")  # the workers are up
     t0 = time.monotonic()
-    worst, r = while_in_flight(srv.url, lambda: chat(srv.url, tools=[tool("f", params)], tool_choice=FORCED))
+    worst, r = while_in_flight(srv.url, lambda: chat(srv.url, tools=[tool("f", SLOW)], tool_choice=FORCED))
     refused(r, "budget", "--compile-budget-s")
     assert r.json()["error"]["code"] == "budget_exceeded"
     assert time.monotonic() - t0 < COMPILE_BUDGET_S + 3 and worst < 1.0

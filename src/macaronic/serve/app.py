@@ -170,7 +170,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                 return Response(status_code=499)
             later(result)
             return JSONResponse(api.chat_completion(result, req.model, cid, created))
-        first = await streams.prime(gen)
+        first = await streams.prime(gen, request)
+        if first is streams.GONE:
+            return Response(status_code=499)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         body = streams.chat_sse(first, gen, metrics, cid=cid, created=created, model=req.model,
                                 include_usage=include_usage, later=later,
@@ -208,7 +210,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             if result is None:
                 return Response(status_code=499)
             return JSONResponse(finish(result))
-        first = await streams.prime(gen)
+        first = await streams.prime(gen, request)
+        if first is streams.GONE:
+            return Response(status_code=499)
         body = streams.responses_sse(first, gen, metrics, rid=rid, req=req, finish=finish,
                                      turn_message=lambda e: turn_message(request, e))
         return streams.sse_response(request, body, lambda m: api.event("error", 0, message=m, code="internal_error",
