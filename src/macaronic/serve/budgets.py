@@ -38,7 +38,7 @@ class Budgets:
     max_total_schema_bytes: int = 8 * 64 * 1024  # all schemas of one request together
     max_schema_nodes: int = 10_000  # schema objects and lists of one request together
     max_schema_depth: int = 32
-    compile_s: float = 10.0  # building and compiling one request's grammar
+    compile_s: float = 10.0  # each of: checking a request, building its grammar, compiling it
     regex_s: float = 0.1  # one `pattern` matched against one decoded value
     stoppable: bool = False  # grammar builds and compiles in worker processes that are killed at the budget
 

@@ -66,8 +66,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--max-schema-depth", type=int, default=b.max_schema_depth,
                    help=f"nesting of one schema (default {b.max_schema_depth})")
     g.add_argument("--compile-budget-s", type=float, default=b.compile_s,
-                   help=f"seconds to check, build and compile one request's grammar; past it the worker "
-                        f"process doing it is killed and the request gets a 400 (default {b.compile_s:g})")
+                   help=f"seconds that checking a request, building its grammar and compiling it may each take; "
+                        f"past it the worker process doing it is killed and the request gets a 400 "
+                        f"(default {b.compile_s:g})")
     g.add_argument("--regex-budget-s", type=float, default=b.regex_s,
                    help=f"seconds one schema `pattern` may take on one decoded value (default {b.regex_s:g})")
     p.add_argument("--dtype", choices=("float32", "bfloat16"),
