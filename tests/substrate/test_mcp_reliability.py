@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from macaronic.substrate.mcp_server import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, screen
+from macaronic.substrate.mcp_server import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, screen
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -34,9 +34,9 @@ class Pipe:
         ready, _, _ = select.select([self.p.stdout], [], [], timeout)
         return json.loads(self.p.stdout.readline()) if ready else None
 
-    def ask(self, line: bytes) -> dict | None:
+    def ask(self, line: bytes, timeout: float = 20) -> dict | None:
         self.send(line)
-        return self.recv()
+        return self.recv(timeout)
 
     def close(self):
         self.p.kill()
@@ -122,3 +122,33 @@ def test_fuzzed_requests_each_get_one_answer(pipe):
 
     run()
     assert pipe.ask(b'{"jsonrpc": "2.0", "id": "last", "method": "ping"}')["id"] == "last"
+
+
+BAD_IDS = [b"1.5", b'{"a": 1}', b"1e400", b"true", b"false", b"null", b"[1]", b"-0.5"]
+
+
+def test_a_bad_id_gets_an_invalid_request_answer(pipe):
+    """Issue 41: ids 1.5, {"a": 1}, 1e400 and true passed as notifications and got no answer at all.
+    JSON-RPC: an id that is not a string or an integer is an invalid request, answered with id null."""
+    for raw in BAD_IDS:
+        reply = pipe.ask(b'{"jsonrpc": "2.0", "id": ' + raw + b', "method": "tools/list"}', timeout=10)
+        assert reply is not None, f"no answer for id {raw!r}"
+        assert reply["id"] is None and reply["error"]["code"] == INVALID_REQUEST, (raw, reply)
+    assert pipe.ask(b'{"jsonrpc": "2.0", "id": 5, "method": "ping"}')["id"] == 5  # the session goes on
+
+
+@given(rid=st.floats(allow_nan=False).filter(lambda f: not f.is_integer()) | st.booleans()
+       | st.dictionaries(st.text(max_size=4), st.integers(), max_size=2) | st.lists(st.integers(), max_size=2))
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def test_screen_answers_every_bad_id(rid):
+    line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/list"})
+    err = screen(line)
+    assert err is not None and err["id"] is None and err["error"]["code"] == INVALID_REQUEST and not err["notification"]
+
+
+def test_a_huge_method_name_is_not_echoed(pipe):
+    """A 10 MB method name came back whole in the error; the answer now quotes 64 characters of it."""
+    line = b'{"jsonrpc": "2.0", "id": 77, "method": "' + b"m" * (10 << 20) + b'"}'
+    reply = pipe.ask(line, timeout=60)
+    assert reply is not None and reply["id"] == 77 and reply["error"]["code"] == METHOD_NOT_FOUND
+    assert len(json.dumps(reply)) < 400, len(json.dumps(reply))

@@ -8,8 +8,9 @@ grammar is cached by the sha256 of its spec, least recently used dropped first) 
 far, fills the packed bitmask and sets every disallowed logit to -inf. A grammar that has
 accepted its end allows only the stop tokens, so the engine ends the request there.
 
-Compilation is the slow part (0.01-1 s) and happens on the caller's thread, before submission;
-the engine thread only fills masks. Knows token ids and grammar text; nothing about chat
+Compilation is the slow part (0.01-1 s, minutes for a hostile grammar) and happens on the caller's
+thread before submission, or in another process (`serialized_compile` there, `Grammars.remember`
+here: a compile that can be stopped by killing that process); the engine thread only fills masks. Knows token ids and grammar text; nothing about chat
 templates, tools, schemas' meaning or HTTP (callers build the grammar text).
 """
 
@@ -55,31 +56,37 @@ class Grammars:
         self._lock = threading.Lock()
         self.max_cached = max_cached
         self.stats = {"compiled": 0, "hits": 0}
+        self._info_json: str | None = None
 
     def compile(self, spec: GrammarSpec):
         """The compiled grammar for `spec` (from the cache when seen before). GrammarError if invalid."""
-        key = spec.key
+        compiled = self.cached(spec)
+        return compiled if compiled is not None else self._add(spec, _compile(self.compiler, spec))
+
+    def cached(self, spec: GrammarSpec):
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
+            if spec.key in self._cache:
+                self._cache.move_to_end(spec.key)
                 self.stats["hits"] += 1
-                return self._cache[key]
-        try:
-            if spec.kind == "json_schema":
-                compiled = self.compiler.compile_json_schema(spec.source, any_whitespace=False,
-                                                             separators=spec.separators, strict_mode=True)
-            elif spec.kind == "structural_tag":
-                compiled = self.compiler.compile_structural_tag(spec.source)
-            elif spec.kind == "ebnf":
-                compiled = self.compiler.compile_grammar(spec.source)
-            else:
-                raise GrammarError(f"unknown grammar kind {spec.kind!r}; expected one of {KINDS}")
-        except GrammarError:
-            raise
-        except Exception as e:  # xgrammar raises RuntimeError/ValueError subclasses with its reason
-            raise GrammarError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
+                return self._cache[spec.key]
+        return None
+
+    @property
+    def info_json(self) -> str:
+        """The tokenizer info, serialized: what `serialized_compile` in another process needs."""
+        if self._info_json is None:
+            self._info_json = self.info.serialize_json()
+        return self._info_json
+
+    def remember(self, spec: GrammarSpec, serialized: str):
+        """A grammar `serialized_compile` compiled elsewhere, loaded and cached as if compiled here."""
+        import xgrammar as xgr
+
+        return self._add(spec, xgr.CompiledGrammar.deserialize_json(serialized, self.info))
+
+    def _add(self, spec: GrammarSpec, compiled):
         with self._lock:
-            self._cache[key] = compiled
+            self._cache[spec.key] = compiled
             self.stats["compiled"] += 1
             while len(self._cache) > self.max_cached:
                 self._cache.popitem(last=False)
@@ -88,6 +95,34 @@ class Grammars:
     def processor(self, spec: GrammarSpec) -> "Constrained":
         # xgrammar's JSON string rule already excludes raw control bytes; no extra static mask
         return Constrained(self.compile(spec), self.vocab_size)
+
+
+def _compile(compiler, spec: GrammarSpec):
+    try:
+        if spec.kind == "json_schema":
+            return compiler.compile_json_schema(spec.source, any_whitespace=False, separators=spec.separators,
+                                                strict_mode=True)
+        if spec.kind == "structural_tag":
+            return compiler.compile_structural_tag(spec.source)
+        if spec.kind == "ebnf":
+            return compiler.compile_grammar(spec.source)
+    except Exception as e:  # xgrammar raises RuntimeError/ValueError subclasses with its reason
+        raise GrammarError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
+    raise GrammarError(f"unknown grammar kind {spec.kind!r}; expected one of {KINDS}")
+
+
+_compilers: dict[str, object] = {}  # in a worker process: one compiler per tokenizer
+
+
+def serialized_compile(info_json: str, spec: GrammarSpec) -> str:
+    """Compile `spec` for the serialized tokenizer info and return the compiled grammar serialized
+    (what a worker process runs; `Grammars.remember` loads the result)."""
+    import xgrammar as xgr
+
+    key = hashlib.sha256(info_json.encode()).hexdigest()
+    if key not in _compilers:
+        _compilers[key] = xgr.GrammarCompiler(xgr.TokenizerInfo.deserialize_json(info_json), cache_enabled=False)
+    return _compile(_compilers[key], spec).serialize_json()
 
 
 class Constrained:

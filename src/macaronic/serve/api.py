@@ -58,6 +58,7 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = Field(None, description="false: at most one tool call (its grammar ends there)")
     response_format: dict[str, Any] | None = Field(
         None, description="{'type': 'text' | 'json_object' | 'json_schema', 'json_schema': {...}}: decoded under its grammar")
     logprobs: bool | None = None
@@ -92,6 +93,7 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
     text: dict[str, Any] | None = Field(None, description="{'format': {'type': 'text' | 'json_object' | 'json_schema', ...}}")
 
     def text_format(self) -> dict | None:
@@ -255,7 +257,8 @@ def response_object(rid: str, req: ResponsesRequest, result=None, status: str = 
         "error": None, "model": req.model, "instructions": req.instructions,
         "previous_response_id": req.previous_response_id,
         "output": output_items(result, fc_ids) if result is not None else [],
-        "parallel_tool_calls": True, "tool_choice": req.tool_choice or "auto", "tools": req.tools or [],
+        "parallel_tool_calls": req.parallel_tool_calls is not False, "tool_choice": req.tool_choice or "auto",
+        "tools": req.tools or [],
         "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
         "store": req.store, "text": {"format": req.text_format() or {"type": "text"}}, "metadata": {},
         "usage": {"input_tokens": p, "output_tokens": c, "total_tokens": p + c,

@@ -7,8 +7,8 @@ GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only 
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
-`validate.py` checks every field before the harness runs; `streams.py` turns a turn generator
-into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
+`validate.py` checks every field before the harness runs (off the event loop, within the
+budgets of `budgets.py`); `streams.py` turns a turn generator into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
 `serve/cli.py`.
 """
@@ -26,6 +26,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from macaronic.serve import api, streams, validate
+from macaronic.serve.budgets import BudgetError, off_loop
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
@@ -112,6 +113,18 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     install_error_handlers(app)
 
+    async def checked(req, *args, **kw) -> list[dict]:
+        """validate.chat off the event loop (a large request takes a while to copy and walk)."""
+        b = mol.config.budgets
+
+        def check():
+            return validate.chat(req.model_dump(exclude_none=True), *args, budgets=b, **kw)
+
+        try:
+            return await off_loop(check, budget_s=b.compile_s, what="checking the request")
+        except BudgetError as e:
+            raise TurnError(str(e), 400, e.code, e.param or "tools") from None
+
     @app.get("/health")
     async def health():
         b = mol.backend.base()
@@ -142,8 +155,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
-        validate.chat(req.model_dump(exclude_none=True), messages, req.tools, req.tool_choice,
-                      engine_only=config.engine_only)
+        await checked(req, messages, req.tools, req.tool_choice, engine_only=config.engine_only,
+                      response_format=req.response_format)
+        parallel = req.parallel_tool_calls is not False
         try:
             k = req.logprobs_k()
         except ValueError as e:
@@ -151,7 +165,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         cid, created = api.new_id("chatcmpl-"), int(time.time())
         if (req.n or 1) > 1:
             results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
-                                        response_format=req.response_format, logprobs=k)
+                                        response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
             later(results[0])
             if req.stream:
                 usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -159,14 +173,16 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                          media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
-                          response_format=req.response_format, logprobs=k)
+                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
         if not req.stream:
             result = await streams.collect(request, gen, metrics)
             if result is None:
                 return Response(status_code=499)
             later(result)
             return JSONResponse(api.chat_completion(result, req.model, cid, created))
-        first = await streams.prime(gen)
+        first = await streams.prime(gen, request)
+        if first is streams.GONE:
+            return Response(status_code=499)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         body = streams.chat_sse(first, gen, metrics, cid=cid, created=created, model=req.model,
                                 include_usage=include_usage, later=later,
@@ -187,9 +203,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except (ValueError, AttributeError, TypeError) as e:
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
-        validate.chat(req.model_dump(exclude_none=True), lead + prior + new, tools, req.tool_choice)
+        await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
-                          response_format=req.text_format())
+                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
         rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
@@ -204,7 +220,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             if result is None:
                 return Response(status_code=499)
             return JSONResponse(finish(result))
-        first = await streams.prime(gen)
+        first = await streams.prime(gen, request)
+        if first is streams.GONE:
+            return Response(status_code=499)
         body = streams.responses_sse(first, gen, metrics, rid=rid, req=req, finish=finish,
                                      turn_message=lambda e: turn_message(request, e))
         return streams.sse_response(request, body, lambda m: api.event("error", 0, message=m, code="internal_error",

@@ -91,9 +91,12 @@ class LocalBackend:
 
     label = "local"
 
-    def __init__(self, llm, logits_hook: LogitsHook | None = None):
+    def __init__(self, llm, logits_hook: LogitsHook | None = None, compile_s: float = 10.0,
+                 stoppable: bool = False):
         self.llm = llm
         self.logits_hook = logits_hook
+        self.compile_s = compile_s  # a grammar compile past this is abandoned: 400 (serve/budgets.py)
+        self.stoppable = stoppable  # compile in a worker process that is killed at the budget
         self._grammars = None
         self._grammars_lock = asyncio.Lock()
 
@@ -109,14 +112,25 @@ class LocalBackend:
         return self._grammars
 
     async def processor(self, structure):
-        """A fresh logits processor for a grammar spec (compiled off the event loop, cached)."""
-        from macaronic.engine.constraints import GrammarError
+        """A fresh logits processor for a grammar spec (compiled off the event loop within the compile
+        budget, cached)."""
+        from macaronic.engine.constraints import Constrained, GrammarError, serialized_compile
+        from macaronic.serve.budgets import BudgetError, off_loop
 
         g = await self.grammars()
         try:
-            return await asyncio.to_thread(g.processor, structure)
+            if not self.stoppable:
+                return await off_loop(g.processor, structure, budget_s=self.compile_s)
+            compiled = g.cached(structure)
+            if compiled is None:
+                info = await asyncio.to_thread(lambda: g.info_json)  # serialized once, then cached
+                data = await off_loop(serialized_compile, info, structure, budget_s=self.compile_s, stoppable=True)
+                compiled = await asyncio.to_thread(g.remember, structure, data)
+            return Constrained(compiled, g.vocab_size)
         except GrammarError as e:
             raise BackendError(f"the requested structure cannot be compiled: {e}", 400, "invalid_structure") from None
+        except BudgetError as e:
+            raise BackendError(str(e), 400, e.code, "tools") from None
 
     def token_logprobs(self, entries) -> list[dict]:
         """Engine (id, logprob, top) tuples -> OpenAI logprob objects (token text and its bytes)."""

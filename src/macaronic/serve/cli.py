@@ -58,6 +58,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask for")
     p.add_argument("--max-body-bytes", type=int, default=4 << 20, help="request body size limit (default 4 MiB)")
     p.add_argument("--max-batch", type=int, default=32, help="concurrent sequences in the engine's batch")
+    from macaronic.serve.budgets import Budgets
+
+    b = Budgets()
+    g = p.add_argument_group("budgets", "what one request's tools and schemas may cost (over one: a 400 naming it)")
+    g.add_argument("--max-tools", type=int, default=b.max_tools, help=f"tools per request (default {b.max_tools})")
+    g.add_argument("--max-schema-bytes", type=int, default=b.max_schema_bytes,
+                   help=f"one tool's parameters or one response_format schema, as JSON (default {b.max_schema_bytes}); "
+                        "all of a request's schemas together: 8 times this")
+    g.add_argument("--max-schema-nodes", type=int, default=b.max_schema_nodes,
+                   help=f"schema objects and lists in one request (default {b.max_schema_nodes})")
+    g.add_argument("--max-schema-depth", type=int, default=b.max_schema_depth,
+                   help=f"nesting of one schema (default {b.max_schema_depth})")
+    g.add_argument("--compile-budget-s", type=float, default=b.compile_s,
+                   help=f"seconds that checking a request, building its grammar and compiling it may each take; "
+                        f"past it the worker process doing it is killed and the request gets a 400 "
+                        f"(default {b.compile_s:g})")
+    g.add_argument("--regex-budget-s", type=float, default=b.regex_s,
+                   help=f"seconds one schema `pattern` may take on one decoded value (default {b.regex_s:g})")
     p.add_argument("--dtype", choices=("float32", "bfloat16"),
                    help="precision of the base weights and activations (default $MACARONIC_DTYPE, else the "
                         "registered base's served precision (engine/bases.py `served`, chosen by the README's rule); a "
@@ -95,6 +113,15 @@ def served_precision(base: str | None, dtype: str | None, quant: str | None) -> 
     return dict(zip(("dtype", "quant"), BASES[name].served)) if name else {}
 
 
+def budgets_from(a):
+    from macaronic.serve.budgets import Budgets
+
+    return Budgets(max_tools=a.max_tools, max_schema_bytes=a.max_schema_bytes,
+                   max_total_schema_bytes=8 * a.max_schema_bytes, max_schema_nodes=a.max_schema_nodes,
+                   max_schema_depth=a.max_schema_depth, compile_s=a.compile_budget_s, regex_s=a.regex_budget_s,
+                   stoppable=True)  # grammar work in worker processes, killed at the budget
+
+
 def load_local(a):
     from macaronic.engine.llm import EngineConfig, load_base_llm
 
@@ -124,14 +151,15 @@ def build(a):
         llm = load_local(a) if needs_local else None
     else:
         llm = load_local(a)
-        backend = LocalBackend(llm)
+        backend = LocalBackend(llm, compile_s=a.compile_budget_s, stoppable=True)
     router = router_for(llm, bundle, a.router_policy, a.router_state) \
         if llm is not None and not a.engine_only else None
+    budgets = budgets_from(a)
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
-                           max_tokens_limit=a.max_tokens_limit)
+                           max_tokens_limit=a.max_tokens_limit, budgets=budgets)
     mol = MoL(backend, bundle, router, store, config)
     return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
-                            api_docs=a.api_docs), llm
+                            api_docs=a.api_docs, budgets=budgets), llm
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -1,7 +1,9 @@
 """The HTTP boundary in front of the app: a pure-ASGI guard and the OpenAI error shape.
 
 The guard checks the API key (constant-time compare; the key is never logged), caps the body size
-and the time to receive it, counts requests and latency, and is the one exception boundary: every
+and the time to receive it, measures a large body's tools and schemas against the budgets off the
+event loop (`budgets.py`: a 4 MB tool list is refused before FastAPI parses it on the loop), counts
+requests and latency, and is the one exception boundary: every
 request gets an `x-request-id`, and an exception that escapes the app is logged with its traceback
 and answered as a 500 in the OpenAI shape `{"error": {message, type, param, code}}` naming the
 request id. Server-side details (file paths) stay in the log (`public_message`). Every response
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from fastapi.responses import JSONResponse
 
 from macaronic.serve import api
+from macaronic.serve.budgets import BudgetError, Budgets, check_request
 from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
@@ -50,6 +53,8 @@ class ServeConfig:
     api_docs: bool = False  # serve /openapi.json (behind the key); never /docs or /redoc (CDN scripts)
     body_timeout_s: float = 30.0  # the whole request body must arrive within this
     body_idle_s: float = 10.0  # and no gap between its parts may be longer
+    budgets: Budgets | None = None  # tools and schemas of a large body, checked before it is parsed on the loop
+    large_body_bytes: int = 64 * 1024  # from this size on
 
 
 def public_message(message: str) -> str:
@@ -68,6 +73,23 @@ def error_response(status: int, message: str, type_: str | None = None, code: st
                    param: str | None = None, headers: dict | None = None) -> ErrorResponse:
     type_ = type_ or ("invalid_request_error" if status < 500 else "server_error")
     return ErrorResponse(api.error_body(message, type_, code, param), status_code=status, headers=headers)
+
+
+def over_budget(data: bytes, budgets: Budgets) -> dict | None:
+    """The OpenAI error body when a request's tools or schemas are over a budget, else None (also
+    for a body that is not JSON: the app answers that)."""
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    text = body.get("text") if isinstance(body.get("text"), dict) else {}
+    try:
+        check_request(body.get("tools"), body.get("response_format") or text.get("format"), budgets)
+    except BudgetError as e:
+        return api.error_body(str(e), code=e.code, param=e.param)
+    return None
 
 
 class Guard:
@@ -136,6 +158,11 @@ class Guard:
                 except UnicodeDecodeError as e:
                     return await self._reply(send_, 400, api.error_body(
                         f"request body is not valid UTF-8 (byte {e.start})", code="invalid_json"))
+            if self.config.budgets is not None and len(data) >= self.config.large_body_bytes \
+                    and path in ("/v1/chat/completions", "/v1/responses"):
+                refusal = await asyncio.to_thread(over_budget, data, self.config.budgets)
+                if refusal is not None:
+                    return await self._reply(send_, 400, refusal)
             replay = [{"type": "http.request", "body": data, "more_body": False}]
 
             async def receive_():

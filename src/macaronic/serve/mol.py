@@ -30,6 +30,7 @@ Knows the bundle, the router and a backend; knows nothing about HTTP.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -41,6 +42,7 @@ from macaronic.pairs.ids import pair_id
 from macaronic.router.config import choice_names_a_call, default_route, tools_route
 from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import structured, views
+from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
 from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
@@ -65,6 +67,7 @@ class HarnessConfig:
     max_tokens_limit: int = 4096
     constrain: bool = True  # decode tool calls, response_format and GenUI cards under their grammar
     loop_cut: tuple[int, int] | None = (32, 64)  # (max period, min span) in tokens; None: never cut loops
+    budgets: Budgets = Budgets()  # what one request's schemas and grammar may cost
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,34 @@ def user_action_of(message: dict) -> dict | None:
     except json.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) and isinstance(obj.get("userAction"), dict) else None
+
+
+def read_calls(text: str, finish: str, used: int | None, tools: list[dict], structure=None, parallel: bool = True,
+               regex_s: float = 0.1) -> tuple[str | None, list[dict], str | None, str]:
+    """(content, tool_calls, tool_error, finish_reason) of a reply with tools. The grammar admits
+    only given tools with valid arguments; a call the token cap cut off is reported, never
+    completed by guesswork, and the calls before it that completed are kept (finish "length" with
+    the tool_calls, as OpenAI answers). `parallel=False`: the first call only."""
+    from macaronic.substrate.toolcalls import CLOSE, OPEN, parse_tool_calls
+
+    content, calls, tool_error = text, [], None
+    cut = text.count(OPEN) > text.count(CLOSE)
+    if structure is not None and structure.kind == "tools" and finish == "length" and (
+            cut or structure.calls_required):
+        done = text[:text.rfind(OPEN)] if cut else text
+        parsed = parse_tool_calls(done, tools, regex_s) if OPEN in done else None
+        if parsed is not None and not parsed.error:
+            calls = [dict(c) for c in parsed.tool_calls]
+        content = text.split(OPEN)[0].strip() or None
+        if cut or not calls:
+            tool_error = f"the tool call did not complete within max_tokens ({used})"
+    else:
+        parsed = parse_tool_calls(text, tools, regex_s)
+        if parsed.error:
+            tool_error = parsed.error
+        elif parsed.tool_calls:
+            calls, content, finish = [dict(c) for c in parsed.tool_calls], parsed.content or None, "tool_calls"
+    return content, calls[:1] if not parallel else calls, tool_error, finish
 
 
 class MoL:
@@ -308,7 +339,7 @@ class MoL:
 
     # ---- the turn ----
 
-    def structure(self, tools, tool_choice, response_format, role: str | None = None):
+    def structure(self, tools, tool_choice, response_format, role: str | None = None, parallel: bool = True):
         """The grammar a reply decodes under (serve/structured.py decides); TurnError if unenforceable."""
         if not self.config.constrain:
             if response_format is not None:
@@ -316,7 +347,27 @@ class MoL:
             return None
         try:
             return structured.structure_for(tools=tools, tool_choice=tool_choice, response_format=response_format,
-                                            role=role, genui_schema=self.genui_schema() if role == "genui" else None)
+                                            role=role, genui_schema=self.genui_schema() if role == "genui" else None,
+                                            parallel_tool_calls=parallel)
+        except structured.StructureError as e:
+            raise TurnError(str(e), 400, "invalid_structure", e.param) from None
+
+    async def astructure(self, tools, tool_choice, response_format, role: str | None = None, parallel: bool = True):
+        """`structure` off the event loop, within the compile budget (it builds each tool's grammar;
+        with `budgets.stoppable`, in a worker process that is killed at the budget)."""
+        b = self.config.budgets
+        try:
+            check_request(tools, response_format, b)
+            if not self.config.constrain:
+                return await off_loop(self.structure, tools, tool_choice, response_format, role, parallel,
+                                      budget_s=b.compile_s, what="checking the schema")
+            genui = self.genui_schema() if role == "genui" else None
+            build = functools.partial(structured.structure_for, tools=tools, tool_choice=tool_choice,
+                                      response_format=response_format, role=role, genui_schema=genui,
+                                      parallel_tool_calls=parallel)
+            return await off_loop(build, budget_s=b.compile_s, what="building the grammar", stoppable=b.stoppable)
+        except BudgetError as e:
+            raise TurnError(str(e), 400, e.code, e.param or "tools") from None
         except structured.StructureError as e:
             raise TurnError(str(e), 400, "invalid_structure", e.param) from None
 
@@ -327,7 +378,7 @@ class MoL:
             self._genui_schema = contract_schema()
         return self._genui_schema
 
-    async def prepare(self, messages, tools, model, sampling, tool_choice, response_format):
+    async def prepare(self, messages, tools, model, sampling, tool_choice, response_format, parallel: bool = True):
         """Everything before generation: checks, memory, route, sampling, view, structure."""
         try:
             msgs = views.normalize_messages(messages)
@@ -340,7 +391,7 @@ class MoL:
                             param="tools")
         use_tools = bool(tools) and tool_choice != "none"
         self.sampling_for(None, sampling)  # refuse bad sampling before any routing work
-        early = self.structure(tools, tool_choice, response_format)  # refuse bad structure before routing too
+        early = await self.astructure(tools, tool_choice, response_format, parallel=parallel)  # before routing too
         msgs = await self._await_summaries(self.annotate(msgs))
         route = await self.route(msgs, model, tools, tool_choice)
         sp = self.sampling_for(route.specialist, sampling)
@@ -349,16 +400,16 @@ class MoL:
         required = early is not None and early.calls_required
         structure = early
         if route.specialist == "genui" and not required and response_format is None:
-            structure = self.structure(None, None, None, role="genui")  # genui answers with a card, never calls
+            structure = await self.astructure(None, None, None, role="genui")  # a card, never calls
         parse_calls = use_tools and (route.specialist != "genui" or required)
         return msgs, route, sp, view, structure, parse_calls, tools if parse_calls else None
 
     async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
                       sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
-                      raw: bool = False, *, response_format: Any = None,
-                      logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
+                      raw: bool = False, *, response_format: Any = None, logprobs: int | None = None,
+                      parallel_tool_calls: bool = True) -> AsyncIterator[str | TurnResult]:
         """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
-        Closing early cancels the generation.
+        Closing early cancels the generation. `parallel_tool_calls=False`: at most one call.
         `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
         an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
         if raw:
@@ -366,11 +417,12 @@ class MoL:
                 msgs = views.normalize_messages(messages)
             except ValueError as e:
                 raise TurnError(str(e), param="messages") from None
-            async for item in self._raw(msgs, model, sampling, self.structure(None, None, response_format), logprobs):
+            structure = await self.astructure(None, None, response_format)
+            async for item in self._raw(msgs, model, sampling, structure, logprobs):
                 yield item
             return
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
-            messages, tools, model, sampling, tool_choice, response_format)
+            messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         gen: Generation | None = None
         buf, sent, hold = "", 0, False
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
@@ -405,10 +457,10 @@ class MoL:
             raise TurnError("the engine ended without a result", 502)
         if gen.finish_reason == "error":
             raise TurnError(f"generation failed: {gen.error}", 500, "engine_error")
-        result = self._finish(msgs, route, view, gen, call_tools, structure)
+        result = await self._afinish(msgs, route, view, gen, call_tools, structure, parallel_tool_calls)
         rest = ""
         if calls is not None:
-            if len(calls.ids) == len(result.tool_calls):  # the ids the client already saw
+            if len(calls.ids) >= len(result.tool_calls):  # the ids the client already saw (a cut last call: more)
                 for c, cid in zip(result.tool_calls, calls.ids):
                     c["id"] = cid
             rest = calls.buf if not calls.in_call and not result.tool_calls and calls.buf.strip() else ""
@@ -423,11 +475,12 @@ class MoL:
 
     async def asample(self, messages: list[dict], n: int, tools: list[dict] | None = None, model: str | None = None,
                       sampling: dict | SamplingParams | None = None, tool_choice: Any = None, *,
-                      response_format: Any = None, logprobs: int | None = None) -> list[TurnResult]:
+                      response_format: Any = None, logprobs: int | None = None,
+                      parallel_tool_calls: bool = True) -> list[TurnResult]:
         """n answers to one turn (one route, one view, one shared prefill): the `n` of Chat Completions.
         Sample i uses seed + i when a seed is given, so the answers differ and still reproduce."""
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
-            messages, tools, model, sampling, tool_choice, response_format)
+            messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         from dataclasses import replace
 
         sps = [sp if sp.seed is None else replace(sp, seed=(sp.seed + i) % 2**63) for i in range(n)]
@@ -441,7 +494,7 @@ class MoL:
         if any(g.finish_reason == "error" for g in gens):
             raise TurnError(f"generation failed: {next(g.error for g in gens if g.finish_reason == 'error')}", 500,
                             "engine_error")
-        return [self._finish(msgs, route, view, g, call_tools, structure) for g in gens]
+        return [await self._afinish(msgs, route, view, g, call_tools, structure, parallel_tool_calls) for g in gens]
 
     async def _raw(self, msgs: list[dict], model: str | None, sampling, structure=None,
                    logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
@@ -475,25 +528,23 @@ class MoL:
                          msgs + [{"role": "assistant", "content": gen.text}], logprobs=gen.logprobs,
                          loop_period=gen.loop_period, constrained=structure.kind if structure else None)
 
+    async def _afinish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
+                       tools: list[dict] | None, structure=None, parallel: bool = True) -> TurnResult:
+        """`_finish`, with the tool calls read off the event loop (a call is checked against the
+        client's schema: its patterns run, each within the regex budget)."""
+        read = None
+        if tools:
+            read = await asyncio.to_thread(read_calls, gen.text, gen.finish_reason, gen.usage.get("completion_tokens"),
+                                           tools, structure, parallel, self.config.budgets.regex_s)
+        return self._finish(msgs, route, view, gen, tools, structure, read)
+
     def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
-                tools: list[dict] | None, structure=None) -> TurnResult:
+                tools: list[dict] | None, structure=None, read: tuple | None = None) -> TurnResult:
         text, content, calls, tool_error, genui = gen.text, gen.text, [], None, None
         finish = gen.finish_reason
         if tools:
-            from macaronic.substrate.toolcalls import CLOSE, OPEN, parse_tool_calls
-
-            if structure is not None and structure.kind == "tools" and finish == "length" and (
-                    text.count(OPEN) > text.count(CLOSE) or structure.calls_required):
-                # the grammar admits only given tools with valid arguments; a call the token cap cut
-                # off is reported, never completed by guesswork
-                content = text.split(OPEN)[0].strip() or None
-                tool_error = f"the tool call did not complete within max_tokens ({gen.usage.get('completion_tokens')})"
-            else:
-                parsed = parse_tool_calls(text, tools)
-                if parsed.error:
-                    tool_error = parsed.error
-                elif parsed.tool_calls:
-                    calls, content, finish = [dict(c) for c in parsed.tool_calls], parsed.content or None, "tool_calls"
+            content, calls, tool_error, finish = read or read_calls(
+                text, finish, gen.usage.get("completion_tokens"), tools, structure, True, self.config.budgets.regex_s)
         if route.specialist == "genui" and not (structure is not None and structure.kind != "genui"):
             from macaronic.genui.output import parse_genui_output
 

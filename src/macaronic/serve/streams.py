@@ -24,13 +24,35 @@ from macaronic.serve.mol import TurnError, TurnResult
 log = logging.getLogger("macaronic.serve")
 
 
-async def prime(gen):
-    """The first item, so request errors become HTTP statuses before any streaming starts."""
+GONE = object()  # prime's answer when the client went away first
+
+
+async def prime(gen, request: Request | None = None):
+    """The first item, so request errors become HTTP statuses before any streaming starts. Until it
+    comes (a grammar may still be compiling) a client that goes away cancels the work: `GONE`."""
+    me, gone = asyncio.current_task(), []
+
+    async def watch():
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.25)
+        gone.append(True)
+        me.cancel()
+
+    watcher = asyncio.ensure_future(watch()) if request is not None else None
     try:
         return await gen.__anext__()
+    except asyncio.CancelledError:
+        await gen.aclose()
+        if not gone:
+            raise
+        me.uncancel()
+        return GONE
     except BaseException:
         await gen.aclose()
         raise
+    finally:
+        if watcher is not None:
+            watcher.cancel()
 
 
 async def collect(request: Request, gen, metrics: Metrics) -> TurnResult | None:

@@ -4,7 +4,7 @@ One function, `structure_for(...)`, turns a request's `tools` + `tool_choice`, i
 `response_format` and the answering role into a `Structure`: the grammar spec (plain data for
 `macaronic.engine.constraints`) and what the harness must expect of the text.
 
-- Tools (`tool_choice` auto): free text, and wherever the model opens `<tool_call>` the call is
+- Tools (`tool_choice` auto; `parallel_tool_calls` false: at most one call): free text, and wherever the model opens `<tool_call>` the call is
   forced to `{"name": <a given name>, "arguments": <that tool's schema>}` in the canonical layout
   the agent specialist is trained on (`substrate.toolcalls.format_tool_call`: keys sorted, `", "`
   and `": "`). `required`: one or more calls and nothing else; a named function: exactly one
@@ -40,7 +40,10 @@ ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", 
 CHECKED_AFTER = {"uniqueItems", "multipleOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
                  "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "allOf",
                  "unevaluatedProperties", "unevaluatedItems"}
-MAX_SCHEMA_BYTES = 64 * 1024
+# Backstops for callers that bypass the server's budgets (serve/budgets.py, set by `macaronic serve`
+# flags, are the served limits and are measured first); the depth also bounds `walk`'s recursion.
+MAX_SCHEMA_BYTES = 8 << 20
+MAX_SCHEMA_DEPTH = 64
 CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes them
 
 
@@ -73,8 +76,8 @@ def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
         raise StructureError(f"{where} is larger than {MAX_SCHEMA_BYTES} bytes", where)
 
     def walk(node: Any, path: str, depth: int) -> None:
-        if depth > 32:
-            raise StructureError(f"{where}: schema nested deeper than 32 levels at {path}", where)
+        if depth > MAX_SCHEMA_DEPTH:
+            raise StructureError(f"{where}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels at {path}", where)
         if isinstance(node, bool):
             return
         if not isinstance(node, dict):
@@ -98,8 +101,79 @@ def check_schema(schema: Any, where: str, lenient: bool = False) -> None:
                 walk(value, f"{path}/{key}", depth + 1)
             elif key == "required" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                 raise StructureError(f"{where}: 'required' must be a list of names at {path or '/'}", where)
+            elif key == "$ref" and not (isinstance(value, str) and value.startswith("#")):
+                raise StructureError(f"{where}: $ref {str(value)[:80]!r} at {path or '/'} is not local; only "
+                                     "references into the same schema (\"#...\") are allowed", where)
 
     walk(schema, "", 0)
+    dead = endless(sorted_schema(schema))
+    if dead is not None:
+        raise StructureError(f"{where}: the schema at {dead} refers to itself with no way to end (every choice "
+                             "leads back to it), so no value can match it", where)
+
+
+def endless(schema: Any) -> str | None:
+    """The path of the first subschema no finite value can match (a reference cycle with no base
+    case, e.g. {"anyOf": [{"$ref": "#"}]}), or None. A grammar compiled from such a schema has
+    a rule that can never end; decoding under it fails. Least fixed point over the subschemas."""
+    nodes: dict[str, Any] = {}
+    stack = [("#", schema)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict) or path in nodes:
+            continue
+        nodes[path] = node
+        for key in ("properties", "$defs", "definitions"):
+            if isinstance(node.get(key), dict):
+                stack += [(f"{path}/{key}/{_escape(k)}", v) for k, v in node[key].items()]
+        for key in ("anyOf", "oneOf", "prefixItems"):
+            if isinstance(node.get(key), list):
+                stack += [(f"{path}/{key}/{i}", v) for i, v in enumerate(node[key])]
+        for key in ("items", "additionalProperties"):
+            stack.append((f"{path}/{key}", node.get(key)))
+
+    def target(ref: str) -> str:
+        return "#" if ref in ("#", "#/") else ref.rstrip("/")
+
+    def ok(node: Any, path: str, live: set) -> bool:
+        def sub(x: Any, at: str) -> bool:
+            return x is not False and (not isinstance(x, dict) or at in live)
+
+        if isinstance(node.get("$ref"), str) and target(node["$ref"]) in nodes and target(node["$ref"]) not in live:
+            return False
+        for key in ("anyOf", "oneOf"):
+            alts = node.get(key)
+            if isinstance(alts, list) and alts and not any(sub(a, f"{path}/{key}/{i}") for i, a in enumerate(alts)):
+                return False
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        for name in node.get("required") or ():
+            if name in props and not sub(props[name], f"{path}/properties/{_escape(name)}"):
+                return False
+        low = node.get("minItems", 0) if isinstance(node.get("minItems"), int) else 0
+        prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
+        for i in range(min(low, len(prefix) + 1)):
+            if i < len(prefix):
+                if not sub(prefix[i], f"{path}/prefixItems/{i}"):
+                    return False
+            elif "items" in node and not sub(node["items"], f"{path}/items"):
+                return False
+        return True
+
+    live: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for path, node in nodes.items():
+            if path not in live and ok(node, path, live):
+                live.add(path)
+                changed = True
+    dead = [p for p in nodes if p not in live]
+    refs = [p for p in dead if "$ref" in nodes[p]]  # name where the cycle closes, not what contains it
+    return min(refs or dead, key=len) if dead else None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def sorted_schema(schema: Any) -> Any:
@@ -190,8 +264,10 @@ def response_schema(response_format: Any, where: str = "response_format") -> dic
 # ---- the one decision --------------------------------------------------------------------------
 
 def structure_for(*, tools: list[dict] | None = None, tool_choice: Any = None, response_format: Any = None,
-                  role: str | None = None, genui_schema: dict | None = None) -> Structure | None:
-    """The grammar one reply decodes under, or None for free text."""
+                  role: str | None = None, genui_schema: dict | None = None,
+                  parallel_tool_calls: bool = True) -> Structure | None:
+    """The grammar one reply decodes under, or None for free text. `parallel_tool_calls=False`
+    (OpenAI's field): the grammar ends the reply after the first call."""
     schema = response_schema(response_format)
     chosen, choice = choose_tools(list(tools or []), tool_choice)
     for t in chosen:
@@ -200,13 +276,14 @@ def structure_for(*, tools: list[dict] | None = None, tool_choice: Any = None, r
     if chosen:
         tags = [call_tag(t) for t in chosen]
         calls = {"type": "tags_with_separator", "tags": tags, "separator": CALL_SEPARATOR, "at_least_one": True,
-                 "stop_after_first": choice == "forced"}
+                 "stop_after_first": choice == "forced" or not parallel_tool_calls}
         if choice != "auto":
             fmt = calls
         elif schema is not None:
             fmt = {"type": "or", "elements": [calls, {"type": "json_schema", "json_schema": schema}]}
         else:
-            fmt = {"type": "triggered_tags", "triggers": [OPEN], "tags": tags}
+            fmt = {"type": "triggered_tags", "triggers": [OPEN], "tags": tags,
+                   "stop_after_first": not parallel_tool_calls}
         spec = GrammarSpec("structural_tag", json.dumps({"type": "structural_tag", "format": fmt}))
         return Structure(spec, "tools", names, calls_required=choice != "auto",
                          json_alternative=choice == "auto" and schema is not None)

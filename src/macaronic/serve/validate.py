@@ -2,6 +2,8 @@
 or engine work, so that bad client input is a 400 naming its `param` and never a 500 later.
 
 What is checked, in order:
+- the budgets (`serve/budgets.py`): tools per request, schema bytes, nodes and depth, and only
+  local `$ref`s in tools and `response_format`, before anything else reads a schema;
 - the whole body: nesting depth (`MAX_DEPTH`) and text that cannot be UTF-8 (a lone surrogate
   such as "\\ud800", which JSON can spell but no tokenizer can encode);
 - `tools`: OpenAI function tools; `parameters` must be a JSON-Schema object (checked against the
@@ -25,6 +27,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from macaronic.serve import views
+from macaronic.serve.budgets import BudgetError, Budgets, check_request
 from macaronic.serve.mol import TurnError
 from macaronic.substrate.tools import depth
 
@@ -178,8 +181,14 @@ def pairing(msgs: list[dict]) -> None:
 
 # ---- one request -------------------------------------------------------------------------
 
-def chat(raw: dict, msgs: Any, tool_list: Any, choice: Any, *, engine_only: bool = False) -> list[dict]:
-    """A whole Chat Completions (or converted Responses) request; returns the normalized messages."""
+def chat(raw: dict, msgs: Any, tool_list: Any, choice: Any, *, engine_only: bool = False,
+         response_format: Any = None, budgets: Budgets = Budgets()) -> list[dict]:
+    """A whole Chat Completions (or converted Responses) request; returns the normalized messages.
+    Slow for a large request (it walks every schema): the app runs it off the event loop."""
+    try:
+        check_request(tool_list, response_format, budgets)
+    except BudgetError as e:
+        raise TurnError(str(e), 400, e.code, e.param) from None
     body(raw)
     checked = tools(tool_list)
     tool_choice(choice, checked)

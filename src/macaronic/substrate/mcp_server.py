@@ -9,8 +9,10 @@ content; substrate errors are tool results with `isError` set, never protocol er
 
 Every request line gets an answer: stdin is screened before the SDK sees it (`screen`), and a
 line the SDK would drop silently (not JSON, not a JSON-RPC message, params of the wrong type,
-nested deeper than `MAX_DEPTH`) gets its JSON-RPC error (-32700 parse error, -32600 invalid
-request, -32602 invalid params), with the request's id when one can be found.
+nested deeper than `MAX_DEPTH`, an id that is not a string or an integer) gets its JSON-RPC
+error (-32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid params),
+with the request's id when one can be found (null when the id itself is invalid). No answer echoes
+more than `MAX_ECHO` characters of what the client sent.
 
 Knows nothing about models, prompts or grading.
 """
@@ -34,7 +36,9 @@ from macaronic.substrate.tools import TOOLS, TOOLS_BY_NAME, depth, schema_errors
 
 log = logging.getLogger("macaronic.mcp")
 MAX_DEPTH = 64  # of one JSON-RPC message; tool arguments are capped lower (tools.MAX_ARGUMENT_DEPTH)
-PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+MAX_ECHO = 64  # characters of a client's method name (or id) quoted back in an error
+MAX_METHOD = 128  # no MCP method name is longer; a longer one is answered here, never echoed whole
 
 EPISODE_ID = text(64, "id returned by start_episode", min_len=1)
 READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
@@ -187,9 +191,16 @@ def screen(line: str) -> dict | None:
         return _error(None, PARSE_ERROR, f"Parse error: {e}")
     if not isinstance(msg, dict):
         return _error(None, INVALID_REQUEST, "a message must be one JSON object (batches are not supported)")
-    rid = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) else None
+    rid = msg.get("id") if _valid_id(msg.get("id")) else None
     if depth(msg, MAX_DEPTH) > MAX_DEPTH:
         return _error(rid, INVALID_REQUEST, f"message nested deeper than {MAX_DEPTH} levels")
+    if "id" in msg and rid is None and "error" not in msg:  # 1.5, true, {...}, 1e400, null: JSON-RPC says null
+        return _error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer, got "
+                      f"{_clip(json.dumps(msg['id'], default=str))}")
+    method = msg.get("method")
+    if isinstance(method, str) and len(method) > MAX_METHOD:
+        return _error(rid, METHOD_NOT_FOUND, f"Method not found: {_clip(method)} ({len(method)} characters)",
+                      notification="id" not in msg)
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         return None
@@ -205,6 +216,14 @@ def screen(line: str) -> dict | None:
             reason = str(e).splitlines()[0][:200]
         return _error(rid, INVALID_REQUEST, f"Invalid Request: {reason}", notification="id" not in msg
                       and isinstance(msg.get("method"), str))
+
+
+def _valid_id(rid) -> bool:
+    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+
+
+def _clip(s: str) -> str:
+    return s if len(s) <= MAX_ECHO else s[:MAX_ECHO] + "..."
 
 
 def _id_in_text(line: str) -> str | int | None:

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from macaronic.substrate.toolbase import Tool
-from macaronic.substrate.tools import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, TOOLS, depth, schema_errors
+from macaronic.substrate.tools import (MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, REGEX_BUDGET_S, TOOLS, depth,
+                                       schema_errors)
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESULT_OPEN, RESULT_CLOSE = "<tool_response>", "</tool_response>"
@@ -90,13 +91,14 @@ def _sorted(obj):
 
 # ---- parsing -----------------------------------------------------------------------------
 
-def parse_tool_calls(text: str, tools: Sequence[Tool | dict] = TOOLS) -> ParseResult:
-    """Find the tool calls in a model's reply and check them against the tools' schemas."""
+def parse_tool_calls(text: str, tools: Sequence[Tool | dict] = TOOLS, regex_s: float = REGEX_BUDGET_S) -> ParseResult:
+    """Find the tool calls in a model's reply and check them against the tools' schemas (each
+    `pattern` within `regex_s` seconds; a `$ref` outside the schema is never fetched)."""
     schemas = {f["name"]: f.get("parameters") or {"type": "object"}
                for f in (_openai(t)["function"] for t in tools)}
     try:
         objs, content = _extract(text)
-        calls = [_check_call(o, schemas) for o in _flatten(objs)]
+        calls = [_check_call(o, schemas, regex_s) for o in _flatten(objs)]
     except _Bad as e:
         return ParseResult(content=text.strip(), tool_calls=(), error=str(e))
     return ParseResult(content=content, tool_calls=tuple(_openai_call(n, a, i) for i, (n, a) in enumerate(calls)))
@@ -197,7 +199,7 @@ def _flatten(objs: list) -> list:
     return out
 
 
-def _check_call(obj, schemas: dict[str, dict]) -> tuple[str, dict]:
+def _check_call(obj, schemas: dict[str, dict], regex_s: float = REGEX_BUDGET_S) -> tuple[str, dict]:
     if not isinstance(obj, dict):
         raise _Bad(f"a tool call must be a JSON object with \"name\" and \"arguments\", got {type(obj).__name__}")
     if isinstance(obj.get("function"), dict):  # OpenAI shape {"type": "function", "function": {...}}
@@ -216,7 +218,7 @@ def _check_call(obj, schemas: dict[str, dict]) -> tuple[str, dict]:
         raise _Bad(f"{name}: arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     if len(json.dumps(args, ensure_ascii=False).encode()) > MAX_ARGUMENT_BYTES:
         raise _Bad(f"{name}: arguments exceed {MAX_ARGUMENT_BYTES} bytes")
-    errors = schema_errors(schemas[name], args)
+    errors = schema_errors(schemas[name], args, regex_s)
     if errors:
         raise _Bad(f"{name}: " + "; ".join(errors))
     return name, args

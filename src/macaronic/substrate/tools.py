@@ -2,8 +2,10 @@
 
 `TOOLS` is the fixed, ordered list of tools; `validate_call(name, arguments)` resolves the tool,
 parses string arguments, caps their size and validates them against the tool's JSON schema,
-raising `ToolError` with every problem in one message. `openai_tools()` and `mcp_tools()` render
-the list for a chat prompt or an MCP listing.
+raising `ToolError` with every problem in one message. `schema_errors` also checks calls against
+client-written schemas (served tools): it never fetches a `$ref` (only references inside the
+schema resolve) and matches each `pattern` with a time budget (`regex` module, `REGEX_BUDGET_S`).
+`openai_tools()` and `mcp_tools()` render the list for a chat prompt or an MCP listing.
 
 Knows nothing about episodes, transactions or confirmation.
 """
@@ -14,7 +16,10 @@ import json
 from collections.abc import Iterable
 from functools import lru_cache
 
-from jsonschema import Draft202012Validator
+import regex
+from jsonschema import Draft202012Validator, ValidationError, validators
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 from macaronic.substrate import tools_calendar, tools_commerce, tools_personal
 from macaronic.substrate.toolbase import Tool, ToolError
@@ -27,6 +32,7 @@ assert len(TOOLS_BY_NAME) == len(TOOLS), "duplicate tool names"
 # megabyte string must not reach the schema validator, the database or the log.
 MAX_ARGUMENT_BYTES = 16 * 1024
 MAX_ARGUMENT_DEPTH = 16  # no schema nests deeper than 3; deep nesting only probes recursion limits
+REGEX_BUDGET_S = 0.1  # one `pattern` against one value; a catastrophic pattern stops here
 
 
 def get_tool(name: str, tools: dict[str, Tool] | None = None) -> Tool:
@@ -78,16 +84,68 @@ def depth(value, limit: int = MAX_ARGUMENT_DEPTH) -> int:
     return deepest
 
 
+def _refuse(uri: str):
+    raise NoSuchResource(ref=uri)  # nothing outside the schema is ever fetched or opened
+
+
+NO_REMOTE = Registry(retrieve=_refuse)
+
+
+def _search(pattern: str, text: str, budget_s: float) -> bool:
+    try:
+        return regex.search(pattern, text, timeout=budget_s, concurrent=True) is not None
+    except TimeoutError:
+        raise ValidationError(f"the pattern {pattern[:80]!r} took longer than its budget of {budget_s:g} s "
+                              f"on {text[:40]!r}") from None
+    except regex.error as e:
+        raise ValidationError(f"the pattern {pattern[:80]!r} is not a valid regular expression: {e}") from None
+
+
+def _budgeted(budget_s: float):
+    """Draft 2020-12 whose `pattern` and `patternProperties` match under a time budget."""
+
+    def pattern(validator, patrn, instance, schema):
+        if validator.is_type(instance, "string"):
+            try:
+                ok = _search(patrn, instance, budget_s)
+            except ValidationError as e:
+                yield e
+                return
+            if not ok:
+                yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator, patterns, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for k, v in instance.items():
+                try:
+                    ok = _search(patrn, k, budget_s)
+                except ValidationError as e:
+                    yield e
+                    return
+                if ok:
+                    yield from validator.descend(v, subschema, path=k, schema_path=patrn)
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern, "patternProperties": pattern_properties})
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+def _validator(schema_json: str, budget_s: float = REGEX_BUDGET_S):
+    return _budgeted(budget_s)(json.loads(schema_json), registry=NO_REMOTE)
 
 
-def schema_errors(parameters: dict, arguments: dict) -> list[str]:
+def schema_errors(parameters: dict, arguments: dict, regex_budget_s: float = REGEX_BUDGET_S) -> list[str]:
     """Every violation of a JSON schema as a short line naming the argument, in a stable order."""
-    validator = _validator(json.dumps(parameters, sort_keys=True))
+    validator = _validator(json.dumps(parameters, sort_keys=True), regex_budget_s)
+    try:
+        found = list(validator.iter_errors(arguments))
+    except Unresolvable as e:
+        return [f"the schema refers to {str(getattr(e, 'ref', ''))[:80]!r}, which is not in it (nothing is fetched)"]
+    except RecursionError:
+        return ["the schema refers to itself without end"]
     out = []
-    for err in sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)), e.message)):
+    for err in sorted(found, key=lambda e: (list(map(str, e.path)), e.message)):
         where = ".".join(map(str, err.path))
         msg = err.message if len(err.message) <= 200 else err.message[:200] + "..."
         out.append(f"{where}: {msg}" if where else msg)
