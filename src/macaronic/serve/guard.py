@@ -25,7 +25,7 @@ from macaronic.serve import api
 from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
-ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
+ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/v1/feedback", "/metrics", "/")
 PROTECTED = ("/v1/", "/metrics")
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout", 413: "request_too_large"}
 # absolute paths in engine messages (an adapter's directory): logged, never sent to a client

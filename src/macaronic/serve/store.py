@@ -7,6 +7,9 @@
   the raw generated text. Chat Completions clients resend history without saying which adapter
   produced each assistant message; the harness looks it up here. Rows past `max_segments` are
   pruned oldest first (a miss only means the message counts as foreign: shown verbatim).
+- `feedback`: what a user said of a reply (POST /v1/feedback: up/down, the specialist that should
+  have answered, a comment), keyed by the reply's response id. Append-only: a changed vote is a
+  new row, the latest per response id is what the user now thinks. Read by the loop.
 
 One connection per thread, WAL mode, writes serialised by a lock. Knows nothing about HTTP.
 """
@@ -30,6 +33,11 @@ MIGRATIONS: list[str] = [
     CREATE TABLE IF NOT EXISTS segments (
         key TEXT PRIMARY KEY, adapter TEXT, specialist TEXT, summary TEXT, raw TEXT, created REAL NOT NULL);
     CREATE INDEX IF NOT EXISTS segments_created ON segments(created)""",
+    # 2: user feedback on replies (the web chat's up/down and "wrong specialist")
+    """CREATE TABLE feedback (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, response_id TEXT NOT NULL,
+        rating TEXT, expected_specialist TEXT, comment TEXT);
+    CREATE INDEX feedback_response ON feedback(response_id)""",
 ]
 
 
@@ -104,6 +112,27 @@ class Store:
             n = db.execute("DELETE FROM responses WHERE id = ?", (rid,)).rowcount
             db.commit()
         return n > 0
+
+    # ---- feedback ----
+
+    def record_feedback(self, response_id: str, rating: str | None = None, expected_specialist: str | None = None,
+                        comment: str | None = None) -> dict:
+        with self._lock:
+            db = self._db()
+            created = time.time()
+            cur = db.execute("INSERT INTO feedback (created, response_id, rating, expected_specialist, comment) "
+                             "VALUES (?, ?, ?, ?, ?)", (created, response_id, rating, expected_specialist, comment))
+            db.commit()
+        return {"id": cur.lastrowid, "created": created, "response_id": response_id, "rating": rating,
+                "expected_specialist": expected_specialist, "comment": comment}
+
+    def feedback(self, response_id: str | None = None) -> list[dict]:
+        """Feedback rows, oldest first; only those on `response_id` when given."""
+        sql = "SELECT id, created, response_id, rating, expected_specialist, comment FROM feedback"
+        rows = self._db().execute(sql + (" WHERE response_id = ? ORDER BY id" if response_id else " ORDER BY id"),
+                                  (response_id,) if response_id else ()).fetchall()
+        keys = ("id", "created", "response_id", "rating", "expected_specialist", "comment")
+        return [dict(zip(keys, r)) for r in rows]
 
     def close(self) -> None:
         db = self._shared or getattr(self._local, "db", None)
