@@ -4,6 +4,7 @@ turn renders an A2UI card inline, and clicking its button sends a userAction tur
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -49,8 +50,13 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     page.wait_for_selector(".msg.assistant .badge")
     first = page.locator(".msg.assistant").nth(0)
     assert first.locator(".text").inner_text() == "Hello from the chat specialist."
-    badge = first.locator(".badge").inner_text()
-    assert "chat" in badge and "forced" in badge and "prefill" in badge and "reused" in badge
+    badge = first.locator(".badge .plain").inner_text()
+    assert re.fullmatch(r"Answered by the chat specialist · you chose it · [\d.]+ tok/s · [\d.]+ s", badge), badge
+    details = first.locator(".badge details")  # the technical details, one click away
+    assert details.get_attribute("open") is None and not details.locator("dl").is_visible()
+    details.locator("summary").click()
+    tech = details.locator("dl").inner_text()
+    assert "policy forced" in tech and "tokens computed" in tech and "reused" in tech and mol.pair_id in tech
 
     # 2. a forced GenUI turn renders the card inline
     page.select_option("#adapter", "genui")
@@ -66,7 +72,7 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     second.locator("a2ui-button button").click()
     page.wait_for_selector(".msg.assistant:nth-of-type(6) .badge")
     third = page.locator(".msg.assistant").nth(2)
-    assert "sticky-action" in third.locator(".badge").inner_text()
+    assert "kept for the card's button" in third.locator(".badge .plain").inner_text()
     adapter, view = next((a, v) for a, v in reversed(script.seen) if "userAction" in v[-1]["content"])
     action = json.loads(view[-1]["content"])["userAction"]
     assert adapter == "genui" and action["name"] == "confirm" and action["context"] == {"slot": "noon"}
@@ -140,7 +146,7 @@ def test_chat_renders_markdown_safely_and_tool_calls_as_collapsible_blocks(chrom
     call.locator("summary").click()
     assert json.loads(call.locator("pre").inner_text()) == {"text": "buy milk"}
     sent = [v for a, v in script.seen if a == "agent"]
-    assert sent and page.evaluate("MacaronicChat.state.messages.at(-1).tool_calls[0].function.name") == "add_reminder"
+    assert sent and page.evaluate("MacaronicChat.history().at(-1).tool_calls[0].function.name") == "add_reminder"
     page.locator("#tools-box summary").click()  # fold the box again for the screenshot
     why = snapshot_check("chat-markdown-tools", page.locator("#log").screenshot(animations="disabled"))
     assert why is None, why
@@ -168,16 +174,17 @@ def test_chat_draws_a_card_the_harness_closed_with_a_note(chromium, inproc):
     page.click("#send")
     page.wait_for_selector(".msg.assistant .badge")
     reply = page.locator(".msg.assistant").nth(0)
-    assert "closed by the harness" in reply.locator(".closed-note").inner_text()
+    assert "completed by the harness" in reply.locator(".badge dl").text_content()
     assert reply.locator(".refused").count() == 0
     page.wait_for_selector(".msg.assistant a2ui-button button")
     assert reply.locator(".text").inner_text() == "Here is a card."
-    # the same surface rendered anew (beginRendering) in a later reply: a new card there, the old one kept
+    # the same surface rendered anew (beginRendering) in a later reply: drawn there, and only there
     page.fill("#input", "again please")
     page.click("#send")
     page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge")
     assert page.locator(".msg.assistant").nth(1).locator("a2ui-surface").count() == 1
-    assert page.locator(".msg.assistant").nth(0).locator("a2ui-surface").count() == 1
+    assert page.locator(".msg.assistant").nth(0).locator("a2ui-surface").count() == 0
+    assert "drawn again in a later reply" in page.locator(".msg.assistant").nth(0).inner_text()
     page.close()
 
 
@@ -206,3 +213,83 @@ def test_chat_refuses_a_card_that_did_not_validate(chromium, scripted):
     assert reply.locator("macaronic-a2ui, a2ui-surface").count() == 0  # never handed to the renderer
     page.close()
     srv.stop()
+
+
+# ---- issue 42: cards that draw, conversations that last, the plain badge, feedback ----
+
+# The official renderer's <a2ui-surface> sets style attributes (vendor/a2ui-lit.js), which only
+# style-src-attr admits; the chat's own files need no inline script or style.
+CSP = "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:"
+
+
+def chat_page(chromium, url, **kw):
+    """A fresh page on the chat under a strict CSP (what the server is to send), with every
+    console error, page error and outside request collected in `page.problems`."""
+    context = chromium.new_context(**kw)
+    page = context.new_page()
+    page.problems = []
+
+    def only_ours(route):
+        if not route.request.url.startswith(url):
+            page.problems.append("outside request: " + route.request.url)
+            return route.abort()
+        if route.request.url.rstrip("/") == url:  # the page itself, with the policy
+            response = route.fetch()
+            return route.fulfill(response=response, headers={**response.headers, "content-security-policy": CSP})
+        return route.continue_()
+
+    page.route("**/*", only_ours)
+    page.on("pageerror", lambda e: page.problems.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.problems.append(m.text))
+    page.goto(url + "/")
+    page.wait_for_selector("#adapter option[value=genui]", state="attached")
+    return page
+
+
+def ask(page, text, adapter=None):
+    n = page.locator(".msg.assistant .badge, .msg.assistant .note").count()
+    if adapter is not None:
+        page.select_option("#adapter", adapter)
+    page.fill("#input", text)
+    page.click("#send")
+    page.wait_for_function("n => document.querySelectorAll('.msg.assistant .badge, .msg.assistant .note').length > n"
+                           " && !document.body.classList.contains('busy')", arg=n)
+
+
+# Records what every streaming bubble showed, at each change; clicks Stop once `stop_when` is seen.
+WATCH = """stopWhen => { window.shown = []; window.pending = 0;
+  new MutationObserver(() => { for (const b of document.querySelectorAll('.msg.streaming')) {
+      const t = b.querySelector('.text').textContent; window.shown.push(t);
+      if (b.querySelector('.card-pending')) window.pending++;
+      if (stopWhen && t.includes(stopWhen) && b.querySelector('.card-pending')) { stopWhen = null;
+        document.getElementById('stop').click(); } } })
+    .observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true}); }"""
+
+
+def test_a_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_it(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["genui"] = card_reply()
+    page = chat_page(chromium, url)
+    page.evaluate(WATCH, None)
+    ask(page, "a lunch card please", "genui")
+    shown = page.evaluate("window.shown")
+    assert shown and page.evaluate("window.pending") > 0  # the placeholder was up while it decoded
+    assert not [t for t in shown if t.lstrip().startswith("{") or "surfaceUpdate" in t or "a2ui" in t], shown
+    assert any(t.strip() == "Here is a card." for t in shown)  # its text_response, as it decoded
+    reply = page.locator(".msg.assistant").nth(0)
+    assert reply.locator(".text").inner_text() == "Here is a card." and reply.locator(".card-pending").count() == 0
+    page.wait_for_selector("a2ui-button button")
+    assert page.locator("a2ui-surface").count() == 1  # drawn once
+
+    # Stop while the next card decodes: its text stays, the unfinished card leaves the history
+    page.evaluate(WATCH, "Here is a card.")
+    ask(page, "another one")
+    cut = page.locator(".msg.assistant").nth(1)
+    assert "the unfinished card was dropped" in cut.inner_text() and "error" not in cut.get_attribute("class")
+    assert cut.locator(".text").inner_text() == "Here is a card." and cut.locator(".card, a2ui-surface").count() == 0
+    history = page.evaluate("MacaronicChat.history()")
+    assert history[-1] == {"role": "assistant", "content": "Here is a card."}
+    assert not [m for m in history if m["role"] == "assistant" and "surfaceUpdate" in m["content"][:20]]
+    assert page.locator("a2ui-surface").count() == 1
+    assert not page.problems, page.problems
+    page.context.close()

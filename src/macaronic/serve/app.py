@@ -37,7 +37,7 @@ STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html"
           "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8", "favicon.svg": "image/svg+xml",
           "conversations.js": "text/javascript", "badge.js": "text/javascript", "cardstream.js": "text/javascript",
-          "settings.js": "text/javascript"}
+          "feedback.js": "text/javascript", "settings.js": "text/javascript"}
 
 __all__ = ["ServeConfig", "create_app"]
 
