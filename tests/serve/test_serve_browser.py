@@ -57,6 +57,7 @@ def test_chat_streams_shows_badge_renders_card_and_sends_user_action(chromium, i
     details.locator("summary").click()
     tech = details.locator("dl").inner_text()
     assert "policy forced" in tech and "tokens computed" in tech and "reused" in tech and mol.pair_id in tech
+    assert "first token after" in tech
 
     # 2. a forced GenUI turn renders the card inline
     page.select_option("#adapter", "genui")
@@ -291,5 +292,118 @@ def test_a_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_
     assert history[-1] == {"role": "assistant", "content": "Here is a card."}
     assert not [m for m in history if m["role"] == "assistant" and "surfaceUpdate" in m["content"][:20]]
     assert page.locator("a2ui-surface").count() == 1
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+CODE_REPLY = "Like this:\n\n```python\nprint(1)\n```"
+
+
+def test_conversations_last_across_a_reload_with_the_controls_a_chat_ui_has(chromium, inproc):
+    url, mol, script = inproc
+    script.replies["chat"] = CODE_REPLY
+    script.replies["genui"] = card_reply()
+    page = chat_page(chromium, url, color_scheme="dark")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    sent = []
+    page.on("request", lambda r: r.url.endswith("/v1/chat/completions") and sent.append(json.loads(r.post_data)))
+    # the welcome screen: one example per specialist; a click fills the input
+    assert page.locator("#welcome").is_visible()
+    assert page.locator("#examples button").evaluate_all("bs => bs.map(b => b.dataset.role)") == mol.bundle.role_names
+    page.locator("#examples button[data-role=coding]").click()
+    assert "palindrome" in page.input_value("#input")
+    # dark by prefers-color-scheme, light by the toggle (kept)
+    background = "() => getComputedStyle(document.body).backgroundColor"
+    assert page.evaluate(background) == "rgb(22, 24, 29)"
+    page.click("#theme")
+    assert page.evaluate(background) == "rgb(246, 247, 249)"
+    # settings go with each request
+    page.locator("#settings-box summary").click()
+    page.fill("#temperature", "0.3")
+    page.fill("#max-tokens", "600")
+    page.fill("#system", "Be terse.")
+    ask(page, "show me code", "chat")
+    assert sent[-1]["temperature"] == 0.3 and sent[-1]["max_tokens"] == 600
+    assert sent[-1]["messages"][0] == {"role": "system", "content": "Be terse."}
+    # code: a language label and a copy button
+    head = page.locator(".msg.assistant .code-head")
+    assert head.locator(".lang").inner_text() == "python"
+    head.locator("button").click()
+    assert page.evaluate("navigator.clipboard.readText()") == "print(1)\n"
+    ask(page, "a lunch card please", "genui")
+    page.wait_for_selector("a2ui-button button")
+    before = page.evaluate("MacaronicChat.history()")
+
+    page.reload()  # the conversation, its card (once), the theme and the settings survive
+    page.wait_for_selector("a2ui-button button")
+    assert page.evaluate("MacaronicChat.history()") == before and page.locator("a2ui-surface").count() == 1
+    assert page.locator(".msg.assistant .badge").count() == 2 and not page.locator("#welcome").is_visible()
+    assert page.evaluate(background) == "rgb(246, 247, 249)" and page.input_value("#max-tokens") == "600"
+    items = page.locator("#conversations li")
+    assert items.count() == 1 and items.locator(".open").inner_text() == "show me code"
+
+    # regenerate the last reply: answered again, same number of replies
+    seen = len(script.seen)
+    page.locator(".msg.assistant .regen").click()
+    page.wait_for_function("() => !document.body.classList.contains('busy') && document.querySelector('.regen')")
+    assert len(script.seen) > seen and page.locator(".msg.assistant").count() == 2
+    # edit the first message: everything after it goes, the edited one is sent
+    page.select_option("#adapter", "chat")
+    page.locator(".msg.user").nth(0).get_by_role("button", name="Edit").click()
+    page.fill(".edit-box", "show me code again")
+    page.locator(".msg.user.editing").get_by_role("button", name="Send").click()
+    page.wait_for_function("() => !document.body.classList.contains('busy') && document.querySelector('.regen')")
+    assert [m["content"] for m in page.evaluate("MacaronicChat.history()") if m["role"] == "user"] == ["show me code again"]
+    assert sent[-1]["messages"][-1] == {"role": "user", "content": "show me code again"}
+
+    # rename, export, a new chat, open the old one again, delete
+    items.locator(".rename").click()
+    page.fill("#conversations .rename-box", "My code chat")
+    page.press("#conversations .rename-box", "Enter")
+    assert items.locator(".open").inner_text() == "My code chat"
+    with page.expect_download() as download:
+        page.click("#export")
+    exported = json.loads(open(download.value.path()).read())
+    assert exported["title"] == "My code chat" and exported["entries"][0]["content"] == "show me code again"
+    page.click("#clear")
+    assert page.locator("#welcome").is_visible() and page.locator(".msg").count() == 0 and items.count() == 1
+    items.locator(".open").click()
+    assert page.locator(".msg.assistant").count() == 1 and "print(1)" in page.locator(".msg.assistant").inner_text()
+    items.locator(".delete").click()
+    items.locator(".delete").click()  # the second click confirms
+    assert items.count() == 0 and page.locator("#welcome").is_visible()
+    page.reload()
+    page.wait_for_selector("#welcome")
+    assert items.count() == 0
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+def test_the_badge_speaks_plainly_and_feedback_reaches_the_store(chromium, server):
+    """Against the `macaronic serve` subprocess (tiny random models, the prompted router, a store file)."""
+    import sqlite3
+
+    page = chat_page(chromium, server.url)
+    page.locator("#settings-box summary").click()
+    page.fill("#max-tokens", "8")
+    ask(page, "hello, how are you today?", "")  # routed
+    reply = page.locator(".msg.assistant").nth(0)
+    line = reply.locator(".badge .plain").inner_text()
+    assert re.fullmatch(r"Answered by the (chat|agent|coding|genui) specialist · chosen in \d+ ms · [\d.]+ tok/s · [\d.]+ s",
+                        line), line
+    # up, then "wrong specialist": each one a row in the server's store, kept by the page
+    rid = page.evaluate("MacaronicChat.state.conv.entries.at(-1).id")
+    assert rid.startswith("chatcmpl-")
+    reply.locator(".fb-up").click()
+    page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '1'")
+    reply.locator(".fb-specialist").select_option("coding")
+    page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '2'")
+    rows = sqlite3.connect(server.store).execute(
+        "SELECT rating, expected_specialist FROM feedback WHERE response_id = ? ORDER BY id", (rid,)).fetchall()
+    assert rows == [("up", None), (None, "coding")]
+    page.reload()
+    page.wait_for_selector(".msg.assistant .feedback")
+    assert reply.locator(".fb-up").get_attribute("aria-pressed") == "true"
+    assert reply.locator(".fb-specialist").input_value() == "coding"
     assert not page.problems, page.problems
     page.context.close()

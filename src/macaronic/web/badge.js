@@ -37,7 +37,8 @@ function details(meta, stats, responseId) {
   const conf = meta.confidence == null ? "" : `, confidence ${(100 * meta.confidence).toFixed(0)}%`;
   rows.push(["Routing", `policy ${meta.policy}${conf}` + (meta.reason ? ` (${meta.reason})` : "") +
     `, ${Number(meta.route_ms || 0).toFixed(0)} ms`]);
-  rows.push(["Prompt", `${meta.prefill_tokens ?? "?"} tokens computed, ${meta.reused_tokens ?? "?"} reused from the cache`]);
+  rows.push(["Prompt", `${meta.prefill_tokens ?? "?"} tokens computed, ${meta.reused_tokens ?? "?"} reused from the cache` +
+    (meta.ttft_ms != null ? `; first token after ${Math.round(meta.ttft_ms)} ms` : "")]);
   if (stats) {
     const tps = tokensPerSecond(stats);
     rows.push(["Reply", `${stats.tokens ?? "?"} tokens` + (stats.decodeMs != null ? ` in ${(stats.decodeMs / 1000).toFixed(2)} s` : "") +

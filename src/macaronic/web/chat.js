@@ -420,9 +420,11 @@ import { initSettings, initTheme } from "./settings.js";
         }
       }
       const tEnd = performance.now();
+      // decode time from the server's clock when it sends one (text held back, e.g. while a
+      // reply may still turn into a tool call, reaches the page all at once)
+      const decodeMs = meta && meta.decode_ms != null ? meta.decode_ms : tFirst == null ? null : tEnd - tFirst;
       Object.assign(entry, { content: text || null, id, meta,
-        stats: { tokens: usage ? usage.completion_tokens : deltas, decodeMs: tFirst == null ? null : tEnd - tFirst,
-          elapsedMs: tEnd - t0 } });
+        stats: { tokens: usage ? usage.completion_tokens : deltas, decodeMs, elapsedMs: tEnd - t0 } });
       if (calls.length) entry.tool_calls = calls;
       if (meta) entry.adapter = meta.adapter;
     } catch (e) {

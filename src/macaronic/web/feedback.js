@@ -20,6 +20,7 @@ export function feedbackBar(responseId, { roles, current = {}, post, onChange })
       Object.assign(state, next);
       paint();
       status.textContent = "thanks";
+      status.dataset.sent = String(Number(status.dataset.sent || 0) + 1);
       onChange && onChange({ ...state });
     } catch (e) {
       status.textContent = "feedback not sent: " + e.message;
