@@ -325,9 +325,10 @@ def test_conversations_last_across_a_reload_with_the_controls_a_chat_ui_has(chro
     ask(page, "show me code", "chat")
     assert sent[-1]["temperature"] == 0.3 and sent[-1]["max_tokens"] == 600
     assert sent[-1]["messages"][0] == {"role": "system", "content": "Be terse."}
-    # code: a language label and a copy button
+    # code: highlighted, with a language label and a copy button
     head = page.locator(".msg.assistant .code-head")
     assert head.locator(".lang").inner_text() == "python"
+    assert page.locator(".msg.assistant pre code.hljs .hljs-built_in").inner_text() == "print"  # highlighted
     head.locator("button").click()
     assert page.evaluate("navigator.clipboard.readText()") == "print(1)\n"
     ask(page, "a lunch card please", "genui")

@@ -18,7 +18,8 @@ def test_the_bundle_is_pinned_by_the_lockfile():
     assert packages["node_modules/@a2ui/lit"]["version"] == "0.11.0"
     assert packages["node_modules/@a2ui/lit"]["integrity"].startswith("sha512-")
     licenses = (ROOT / "src/macaronic/web/vendor/LICENSES.txt").read_text()
-    for name in ("@a2ui/lit 0.11.0", "@a2ui/web_core 0.11.0", "lit 3.", "markdown-it 14.", "dompurify 3."):
+    for name in ("@a2ui/lit 0.11.0", "@a2ui/web_core 0.11.0", "lit 3.", "markdown-it 14.", "dompurify 3.",
+                 "highlight.js 11."):
         assert f"==== {name}" in licenses, name
 
 

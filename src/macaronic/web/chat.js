@@ -3,7 +3,8 @@
  *
  * Streams replies from POST /v1/chat/completions (SSE) and draws each finished message from its
  * entry, so a reload (conversations.js keeps them in localStorage) draws the same page: sanitised
- * markdown (markdown.js) with a language label and a copy button on code, tool calls as
+ * markdown (markdown.js) with code highlighted (highlight.js, vendored), a language label and a
+ * copy button on each block, tool calls as
  * collapsible blocks, GenUI cards that passed the server's validator drawn by the official
  * renderer (a2ui-card.js), a plain-words badge (badge.js) and feedback buttons (feedback.js).
  * While a card decodes the bubble shows its text_response and a placeholder (cardstream.js),
@@ -14,6 +15,7 @@
  */
 import { renderCard } from "./a2ui-card.js";
 import { renderMarkdownInto } from "./markdown.js";
+import { hljs } from "./vendor/a2ui-lit.js";
 import { badge } from "./badge.js";
 import { looksLikeCard, partialTextResponse } from "./cardstream.js";
 import * as store from "./conversations.js";
@@ -103,11 +105,13 @@ import { initSettings, initTheme } from "./settings.js";
     setTimeout(() => { btn.textContent = label; }, 1200);
   }
 
-  // Each fenced block gets a header with its language (markdown-it's language-x class) and Copy.
+  // Each fenced block gets a header with its language (markdown-it's language-x class) and Copy,
+  // and is highlighted when highlight.js knows the language (it escapes the text itself).
   function decorateCode(textEl) {
     for (const pre of textEl.querySelectorAll("pre")) {
       const code = pre.querySelector("code");
       const lang = ((code && code.className.match(/language-([\w+#.-]+)/)) || [])[1] || "text";
+      if (code && hljs.getLanguage(lang)) hljs.highlightElement(code);
       const wrap = document.createElement("div");
       wrap.className = "code";
       const head = document.createElement("div");
