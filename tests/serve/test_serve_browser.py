@@ -267,9 +267,25 @@ WATCH = """stopWhen => { window.shown = []; window.pending = 0;
     .observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true}); }"""
 
 
+def icon_card() -> str:
+    from macaronic.genui.build import Card, bound
+
+    c = Card("s1")
+    icon = c.add("when", "Icon", name=bound("calendarToday"))
+    c.column("root", icon, c.text("title", "Lunch?"), c.button("ok", "Confirm", "confirm", {"slot": "noon"}))
+    return json.dumps({"text_response": "Here is a card.", "a2ui": c.messages("root")}, separators=(",", ":"))
+
+
+# What each drawn A2UI icon's content needs (scrollWidth: its box is 1em wide, overflow hidden):
+# about 24 px for a glyph, far more for its name drawn as text.
+ICON_WIDTHS = """() => { const out = []; const walk = n => { if (n.classList && n.classList.contains('g-icon'))
+  out.push([n.textContent, n.scrollWidth]); if (n.shadowRoot) walk(n.shadowRoot);
+  for (const c of n.children || []) walk(c); }; walk(document.body); return out; }"""
+
+
 def test_a_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_it(chromium, inproc):
     url, mol, script = inproc
-    script.replies["genui"] = card_reply()
+    script.replies["genui"] = icon_card()
     page = chat_page(chromium, url)
     page.evaluate(WATCH, None)
     ask(page, "a lunch card please", "genui")
@@ -281,6 +297,8 @@ def test_a_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_
     assert reply.locator(".text").inner_text() == "Here is a card." and reply.locator(".card-pending").count() == 0
     page.wait_for_selector("a2ui-button button")
     assert page.locator("a2ui-surface").count() == 1  # drawn once
+    page.evaluate("document.fonts.ready")
+    assert [(name, w <= 30) for name, w in page.evaluate(ICON_WIDTHS)] == [("calendar_today", True)]  # a glyph
 
     # Stop while the next card decodes: its text stays, the unfinished card leaves the history
     page.evaluate(WATCH, "Here is a card.")

@@ -19,7 +19,7 @@ def test_the_bundle_is_pinned_by_the_lockfile():
     assert packages["node_modules/@a2ui/lit"]["integrity"].startswith("sha512-")
     licenses = (ROOT / "src/macaronic/web/vendor/LICENSES.txt").read_text()
     for name in ("@a2ui/lit 0.11.0", "@a2ui/web_core 0.11.0", "lit 3.", "markdown-it 14.", "dompurify 3.",
-                 "highlight.js 11."):
+                 "highlight.js 11.", "material-icons 1."):
         assert f"==== {name}" in licenses, name
 
 
@@ -30,6 +30,7 @@ def test_serve_ships_the_renderer_and_refuses_other_paths(inproc):
     for name, kind in [("chat.js", "javascript"), ("a2ui-card.js", "javascript"), ("markdown.js", "javascript"),
                        ("vendor/a2ui-lit.js", "javascript"), ("vendor/LICENSES.txt", "text/plain"),
                        ("a2ui-demo.html", "text/html"), ("favicon.svg", "image/svg+xml"),
+                       ("vendor/material-icons-outlined.woff2", "font/woff2"),
                        *[(m, "javascript") for m in ("badge.js", "cardstream.js", "conversations.js", "feedback.js",
                                                       "settings.js")]]:
         r = httpx.get(f"{url}/static/{name}")

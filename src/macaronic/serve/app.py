@@ -35,7 +35,8 @@ log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
           "a2ui-card.js": "text/javascript", "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
-          "vendor/LICENSES.txt": "text/plain; charset=utf-8", "favicon.svg": "image/svg+xml",
+          "vendor/LICENSES.txt": "text/plain; charset=utf-8",
+          "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
           "conversations.js": "text/javascript", "badge.js": "text/javascript", "cardstream.js": "text/javascript",
           "feedback.js": "text/javascript", "settings.js": "text/javascript"}
 
