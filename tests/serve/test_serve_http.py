@@ -10,7 +10,7 @@ import pytest
 
 from serve_helpers import ServerProcess, model_args
 
-KEYS = {"adapter", "policy", "confidence", "route_ms", "prefill_tokens", "reused_tokens", "pair_id"}
+KEYS = {"adapter", "policy", "confidence", "route_ms", "prefill_tokens", "reused_tokens", "pair_id", "ttft_ms", "decode_ms"}
 
 
 @pytest.fixture(scope="module")

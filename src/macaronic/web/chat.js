@@ -288,6 +288,7 @@ import { initSettings, initTheme } from "./settings.js";
   // ---- the conversation list ----
 
   function open(conv) {
+    document.body.classList.remove("show-sidebar"); // on a phone the list covers the chat
     state.conv = conv;
     localStorage.setItem(CURRENT, conv.id);
     renderAll();
@@ -522,7 +523,8 @@ import { initSettings, initTheme } from "./settings.js";
   stopBtn.addEventListener("click", () => state.abort && state.abort.abort());
   $("clear").addEventListener("click", newChat);
   $("export").addEventListener("click", () => store.download(state.conv));
-  $("menu").addEventListener("click", () => document.body.classList.toggle("show-sidebar"));
+  $("menu").addEventListener("click", (e) => { e.stopPropagation(); document.body.classList.toggle("show-sidebar"); });
+  $("main").addEventListener("click", () => document.body.classList.remove("show-sidebar"));
 
   window.MacaronicChat = { state, send, history: () => store.history(state.conv.entries) };
   const last = store.loadAll().find((c) => c.id === localStorage.getItem(CURRENT));
