@@ -252,7 +252,7 @@ import { initSettings, initTheme } from "./settings.js";
     if (i === conv.entries.length - 1) acts.appendChild(button("Regenerate", "answer the last message again", regenerate, "quiet regen"));
     if (entry.id && !entry.stopped) {
       acts.appendChild(feedbackBar(entry.id, { roles: state.roles, current: entry.feedback, post: postFeedback,
-        onChange: (fb) => { entry.feedback = fb; store.save(conv); } }));
+        onChange: (fb) => { entry.feedback = fb; persist(conv); } }));
     }
     div.appendChild(acts);
     return div;
@@ -286,6 +286,10 @@ import { initSettings, initTheme } from "./settings.js";
   }
 
   // ---- the conversation list ----
+
+  function persist(conv) {
+    if (!store.save(conv)) $("status").textContent = "this conversation could not be saved (browser storage full?)";
+  }
 
   function open(conv) {
     document.body.classList.remove("show-sidebar"); // on a phone the list covers the chat
@@ -443,14 +447,14 @@ import { initSettings, initTheme } from "./settings.js";
     } finally {
       if (frame) cancelAnimationFrame(frame);
       if (state.abort === abort) state.abort = null;
+      setBusy(false);
       conv.entries.push(entry);
-      store.save(conv);
+      persist(conv);
+      paintList();
       if (state.conv === conv) {
         div.replaceWith(drawEntry(entry, conv.entries.length - 1));
         scrollDown();
       }
-      paintList();
-      setBusy(false);
       input.focus();
     }
   }
@@ -465,7 +469,7 @@ import { initSettings, initTheme } from "./settings.js";
       ? { role: "user", content: JSON.stringify(what), label: `▶ ${what.userAction.name} ${JSON.stringify(what.userAction.context || {})}` }
       : { role: "user", content: what };
     state.conv.entries.push(entry);
-    store.save(state.conv);
+    persist(state.conv);
     localStorage.setItem(CURRENT, state.conv.id);
     log.querySelectorAll(".regen").forEach((b) => b.remove());
     log.appendChild(drawEntry(entry, state.conv.entries.length - 1));
@@ -484,7 +488,7 @@ import { initSettings, initTheme } from "./settings.js";
     while (end > 0 && entries[end - 1].role === "assistant") end--;
     if (!end) return;
     state.conv.entries = entries.slice(0, end);
-    store.save(state.conv);
+    persist(state.conv);
     renderAll();
     await reply(toolList);
   }
@@ -501,7 +505,7 @@ import { initSettings, initTheme } from "./settings.js";
       const text = box.value.trim();
       if (!text || state.busy) return;
       state.conv.entries = state.conv.entries.slice(0, i);
-      store.save(state.conv);
+      persist(state.conv);
       renderAll();
       send(text);
     }, "primary"), button("Cancel", "keep the message as it was", renderAll));

@@ -16,8 +16,13 @@ export function loadAll() {
   }
 }
 
-function writeAll(list) {
-  localStorage.setItem(KEY, JSON.stringify(list));
+function writeAll(list) { // false when the browser refuses (storage full or disabled)
+  try {
+    localStorage.setItem(KEY, JSON.stringify(list));
+    return true;
+  } catch (e) {
+    return false;
+  }
 }
 
 export function create() {
@@ -26,16 +31,17 @@ export function create() {
     entries: [] };
 }
 
-/** Store `conv` (an empty one is not listed: it is stored once it has a message). */
+/** Store `conv` (an empty one is not listed: it is stored once it has a message); false when the
+ * browser would not keep it. */
 export function save(conv) {
   const list = loadAll().filter((c) => c.id !== conv.id);
-  if (!conv.entries.length) { writeAll(list); return; }
+  if (!conv.entries.length) return writeAll(list);
   conv.updated = Date.now();
   if (!conv.title) {
     const first = conv.entries.find((e) => e.role === "user" && !e.label);
     conv.title = first ? first.content.replace(/\s+/g, " ").trim().slice(0, 48) : "Conversation";
   }
-  writeAll([conv, ...list]);
+  return writeAll([conv, ...list]);
 }
 
 export function remove(id) {

@@ -7,7 +7,8 @@
 const KEY = "macaronic-settings", THEME = "macaronic-theme";
 
 export function initSettings({ temperature, maxTokens, system }) {
-  const saved = JSON.parse(localStorage.getItem(KEY) || "{}");
+  let saved = {};
+  try { saved = JSON.parse(localStorage.getItem(KEY) || "{}") || {}; } catch (e) { /* unreadable: defaults */ }
   temperature.value = saved.temperature ?? "";
   maxTokens.value = saved.max_tokens ?? "";
   system.value = saved.system ?? "";
