@@ -410,7 +410,7 @@ def test_the_badge_speaks_plainly_and_feedback_reaches_the_store(chromium, serve
     line = reply.locator(".badge .plain").inner_text()
     assert re.fullmatch(r"Answered by the (chat|agent|coding|genui) specialist · chosen in \d+ ms · [\d.]+ tok/s · [\d.]+ s",
                         line), line
-    # up, then "wrong specialist": each one a row in the server's store, kept by the page
+    # up, then "wrong specialist": each a row in the server's store, kept by the page
     rid = page.evaluate("MacaronicChat.state.conv.entries.at(-1).id")
     assert rid.startswith("chatcmpl-")
     reply.locator(".fb-up").click()
@@ -419,7 +419,7 @@ def test_the_badge_speaks_plainly_and_feedback_reaches_the_store(chromium, serve
     page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '2'")
     rows = sqlite3.connect(server.store).execute(
         "SELECT rating, expected_specialist FROM feedback WHERE response_id = ? ORDER BY id", (rid,)).fetchall()
-    assert rows == [("up", None), (None, "coding")]
+    assert rows == [("up", None), ("up", "coding")]  # each row the whole verdict so far
     page.reload()
     page.wait_for_selector(".msg.assistant .feedback")
     assert reply.locator(".fb-up").get_attribute("aria-pressed") == "true"

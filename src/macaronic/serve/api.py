@@ -79,7 +79,7 @@ class ChatRequest(BaseModel):
 
 
 class FeedbackRequest(BaseModel):
-    """What a user says of one reply (Macaronic's own route, read by the loop: DESIGN "Served experience")."""
+    """What a user says of one reply (Macaronic's own route, kept for the loop: DESIGN "Served experience")."""
     model_config = ConfigDict(extra="forbid")
     response_id: str = Field(min_length=1, max_length=200, description="the reply's id (a chatcmpl- or resp_ id)")
     rating: Literal["up", "down"] | None = None

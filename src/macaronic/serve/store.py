@@ -8,8 +8,9 @@
   produced each assistant message; the harness looks it up here. Rows past `max_segments` are
   pruned oldest first (a miss only means the message counts as foreign: shown verbatim).
 - `feedback`: what a user said of a reply (POST /v1/feedback: up/down, the specialist that should
-  have answered, a comment), keyed by the reply's response id. Append-only: a changed vote is a
-  new row, the latest per response id is what the user now thinks. Read by the loop.
+  have answered, a comment), keyed by the reply's response id. Append-only: a changed verdict is a
+  new row (the web chat sends its whole verdict each time), so the latest row per response id is
+  what the user now thinks. Kept for the loop (DESIGN "Served experience").
 
 One connection per thread, WAL mode, writes serialised by a lock. Knows nothing about HTTP.
 """
@@ -128,10 +129,9 @@ class Store:
 
     def feedback(self, response_id: str | None = None) -> list[dict]:
         """Feedback rows, oldest first; only those on `response_id` when given."""
-        sql = "SELECT id, created, response_id, rating, expected_specialist, comment FROM feedback"
-        rows = self._db().execute(sql + (" WHERE response_id = ? ORDER BY id" if response_id else " ORDER BY id"),
-                                  (response_id,) if response_id else ()).fetchall()
         keys = ("id", "created", "response_id", "rating", "expected_specialist", "comment")
+        where, args = (" WHERE response_id = ?", (response_id,)) if response_id else ("", ())
+        rows = self._db().execute(f"SELECT {', '.join(keys)} FROM feedback{where} ORDER BY id", args).fetchall()
         return [dict(zip(keys, r)) for r in rows]
 
     def close(self) -> None:

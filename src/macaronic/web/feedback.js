@@ -1,8 +1,9 @@
 /*
  * feedback.js: the up / down buttons and the "wrong specialist: should have been …" picker under a
- * reply. Each choice is sent to POST /v1/feedback ({response_id, rating, expected_specialist}),
- * where the server keeps it for the loop, and is remembered in the reply's entry so a reload shows
- * it. Knows nothing of how the chat stores conversations: `onChange` does.
+ * reply. Each choice sends the whole verdict so far to POST /v1/feedback ({response_id, rating,
+ * expected_specialist}; the server appends it, so its latest row is the verdict) and is remembered
+ * in the reply's entry so a reload shows it. Knows nothing of how the chat stores conversations:
+ * `onChange` does.
  */
 
 /** The feedback bar for a reply whose response id is `responseId`. `roles` are the specialists,
@@ -14,15 +15,17 @@ export function feedbackBar(responseId, { roles, current = {}, post, onChange })
   const status = document.createElement("span");
   status.className = "muted fb-status";
 
-  async function record(body, next) {
+  async function record(change) {
+    const next = { ...state, ...change };
     try {
-      await post({ response_id: responseId, ...body });
+      await post({ response_id: responseId, rating: next.rating, expected_specialist: next.expected });
       Object.assign(state, next);
       paint();
       status.textContent = "thanks";
       status.dataset.sent = String(Number(status.dataset.sent || 0) + 1);
       onChange && onChange({ ...state });
     } catch (e) {
+      paint(); // back to what the server has
       status.textContent = "feedback not sent: " + e.message;
     }
   }
@@ -34,7 +37,7 @@ export function feedbackBar(responseId, { roles, current = {}, post, onChange })
     btn.className = "quiet fb-" + rating;
     btn.textContent = label;
     btn.title = title;
-    btn.addEventListener("click", () => record({ rating }, { rating }));
+    btn.addEventListener("click", () => record({ rating }));
     buttons[rating] = btn;
     bar.appendChild(btn);
   }
@@ -52,7 +55,7 @@ export function feedbackBar(responseId, { roles, current = {}, post, onChange })
     pick.appendChild(opt);
   }
   pick.addEventListener("change", () => {
-    if (pick.value) record({ expected_specialist: pick.value }, { expected: pick.value });
+    if (pick.value) record({ expected: pick.value });
   });
   bar.append(pick, status);
 
