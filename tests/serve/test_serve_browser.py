@@ -310,8 +310,21 @@ def test_a_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_
     assert history[-1] == {"role": "assistant", "content": "Here is a card."}
     assert not [m for m in history if m["role"] == "assistant" and "surfaceUpdate" in m["content"][:20]]
     assert page.locator("a2ui-surface").count() == 1
+    # every prefix of a card, fenced or not, escapes cut anywhere: a card, and a prefix of its text
+    full = "```json\n" + json.dumps({"text_response": 'Say "hi" \u00e9\\', "a2ui": []}) + "\n```"
+    bad = page.evaluate(PREFIXES, full)
+    assert bad == [], bad
+    assert page.evaluate("async () => { const m = await import('/static/cardstream.js'); return"
+                         " ['Hello', '```python\\nprint(1)', '{\"id\": 1}'].map(m.looksLikeCard); }") == [False] * 3
     assert not page.problems, page.problems
     page.context.close()
+
+
+PREFIXES = """async full => { const m = await import('/static/cardstream.js'); const said = JSON.parse(
+  full.slice(full.indexOf('{'), full.lastIndexOf('}') + 1)).text_response; const bad = [];
+  for (let i = 1; i <= full.length; i++) { const t = full.slice(0, i);
+    if (!m.looksLikeCard(t) || !said.startsWith(m.partialTextResponse(t))) bad.push(t); }
+  if (m.partialTextResponse(full) !== said) bad.push('whole'); return bad; }"""
 
 
 CODE_REPLY = "Like this:\n\n```python\nprint(1)\n```"

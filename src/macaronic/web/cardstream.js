@@ -6,11 +6,15 @@
  * streamed text; knows nothing of the page.
  */
 const OPENERS = ['{"text_response"', '{"a2ui"'];
+// A model that decodes without the grammar may fence its card (the server's repair takes it off).
+const FENCE = /^\s*`{1,3}[A-Za-z]*/;
 
-/** True while `text` can be (or is) the start of a card object. */
+/** True while `text` can be (or is) the start of a card object, fenced or not. */
 export function looksLikeCard(text) {
-  const head = String(text || "").replace(/\s+/g, "").slice(0, OPENERS[0].length);
-  return head.length > 0 && OPENERS.some((o) => o.startsWith(head) || head.startsWith(o));
+  const body = String(text || "");
+  const head = body.replace(FENCE, "").replace(/\s+/g, "").slice(0, OPENERS[0].length);
+  if (!head.length) return /^\s*`/.test(body); // an opening fence alone: wait and see
+  return OPENERS.some((o) => o.startsWith(head) || head.startsWith(o));
 }
 
 /** The text_response decoded so far ("" before its first character), its escapes resolved;
