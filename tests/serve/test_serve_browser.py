@@ -4,6 +4,7 @@ turn renders an A2UI card inline, and clicking its button sends a userAction tur
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -333,8 +334,8 @@ CODE_REPLY = "Like this:\n\n```python\nprint(1)\n```"
 def test_conversations_last_across_a_reload_with_the_controls_a_chat_ui_has(chromium, inproc):
     url, mol, script = inproc
     script.replies["chat"] = CODE_REPLY
-    script.replies["genui"] = card_reply()
-    page = chat_page(chromium, url, color_scheme="dark")
+    script.replies["genui"] = icon_card()
+    page = chat_page(chromium, url, color_scheme="dark", viewport={"width": 1100, "height": 760})
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     sent = []
     page.on("request", lambda r: r.url.endswith("/v1/chat/completions") and sent.append(json.loads(r.post_data)))
@@ -373,6 +374,8 @@ def test_conversations_last_across_a_reload_with_the_controls_a_chat_ui_has(chro
     assert page.evaluate(background) == "rgb(246, 247, 249)" and page.input_value("#max-tokens") == "600"
     items = page.locator("#conversations li")
     assert items.count() == 1 and items.locator(".open").inner_text() == "show me code"
+    if os.environ.get("MACARONIC_WEB_SCREENSHOT"):  # the README's picture of the chat
+        page.screenshot(path=os.environ["MACARONIC_WEB_SCREENSHOT"])
 
     # regenerate the last reply: answered again, same number of replies
     seen = len(script.seen)
