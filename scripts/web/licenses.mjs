@@ -1,10 +1,11 @@
-// Print the license text of every npm package that esbuild put into the bundle
-// (read from its metafile), sorted by name, so the committed LICENSES.txt is deterministic.
+// Print the license text of every npm package that esbuild put into the bundle (read from its
+// metafile) and of the packages named after it (files copied as they are, such as a font),
+// sorted by name, so the committed LICENSES.txt is deterministic.
 import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { join } from "node:path";
 
 const meta = JSON.parse(readFileSync(process.argv[2], "utf8"));
-const pkgs = new Set();
+const pkgs = new Set(process.argv.slice(3));
 for (const input of Object.keys(meta.inputs)) {
   const m = input.match(/node_modules\/((?:@[^/]+\/)?[^/]+)\//);
   if (m) pkgs.add(m[1]);

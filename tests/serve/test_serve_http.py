@@ -10,7 +10,7 @@ import pytest
 
 from serve_helpers import ServerProcess, model_args
 
-KEYS = {"adapter", "policy", "confidence", "route_ms", "prefill_tokens", "reused_tokens", "pair_id"}
+KEYS = {"adapter", "policy", "confidence", "route_ms", "prefill_tokens", "reused_tokens", "pair_id", "ttft_ms", "decode_ms"}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,7 @@ def test_api_key_required_and_never_logged(scripted, tmp_path, caplog):
         assert httpx.post(s.url + "/v1/chat/completions", json=hi,
                           headers={"Authorization": "Bearer " + key[:-1] + "8"}).status_code == 401
         assert httpx.get(s.url + "/metrics").status_code == 401
+        assert httpx.post(s.url + "/v1/feedback", json={"response_id": "x", "rating": "up"}).status_code == 401
         assert httpx.get(s.url + "/health").status_code == 200
         c = openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0)
         r = c.chat.completions.create(model="chat", messages=hi["messages"], max_tokens=2)
@@ -154,3 +155,18 @@ def test_web_chat_assets_are_served(server):
         assert httpx.get(f"{server.url}/static/{name}").status_code == 200
     assert httpx.get(server.url + "/static/..%2Fserve%2Fapp.py").status_code == 404
     assert "/v1/chat/completions" in json.dumps(httpx.get(server.url + "/openapi.json").json()["paths"])
+
+
+def test_feedback_is_recorded_in_the_servers_store(server):
+    import sqlite3
+
+    ok = httpx.post(server.url + "/v1/feedback", json={"response_id": "chatcmpl-abc", "rating": "down",
+                                                       "expected_specialist": "coding"})
+    assert ok.status_code == 200 and ok.json()["object"] == "feedback" and ok.json()["id"] >= 1
+    rows = sqlite3.connect(server.store).execute(
+        "SELECT rating, expected_specialist FROM feedback WHERE response_id = 'chatcmpl-abc'").fetchall()
+    assert rows == [("down", "coding")]
+    for bad, param in [({"response_id": "x"}, "rating"), ({"response_id": "x", "expected_specialist": "poet"},
+                       "expected_specialist"), ({"response_id": "x", "rating": "meh"}, "rating")]:
+        r = httpx.post(server.url + "/v1/feedback", json=bad)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (bad, r.text)

@@ -43,3 +43,13 @@ def test_an_appended_migration_runs_once(tmp_path, monkeypatch):
     applied = [v for (v,) in sqlite3.connect(path).execute("SELECT version FROM _migrations ORDER BY version")]
     assert applied == list(range(1, n + 2))
     s.close()
+
+
+def test_feedback_rows_are_appended_and_read_back_per_reply(tmp_path):
+    s = Store(tmp_path / "state.sqlite")
+    s.record_feedback("chatcmpl-a", "up")
+    s.record_feedback("chatcmpl-b", None, "coding", "it was code")
+    s.record_feedback("chatcmpl-a", "down")  # a changed vote is a new row; the latest is the verdict
+    assert [r["rating"] for r in s.feedback("chatcmpl-a")] == ["up", "down"]
+    assert s.feedback("chatcmpl-b")[0]["expected_specialist"] == "coding" and len(s.feedback()) == 3
+    s.close()

@@ -79,6 +79,16 @@ class ChatRequest(BaseModel):
                 "seed": self.seed, "stop": self.stop}
 
 
+class FeedbackRequest(BaseModel):
+    """What a user says of one reply (Macaronic's own route, kept for the loop: DESIGN "Served experience")."""
+    model_config = ConfigDict(extra="forbid")
+    response_id: str = Field(min_length=1, max_length=200, description="the reply's id (a chatcmpl- or resp_ id)")
+    rating: Literal["up", "down"] | None = None
+    expected_specialist: str | None = Field(None, max_length=100,
+                                            description="the specialist that should have answered")
+    comment: str | None = Field(None, max_length=4000)
+
+
 class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str

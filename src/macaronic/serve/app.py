@@ -1,9 +1,10 @@
 """The OpenAI-compatible HTTP routes.
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
-(stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, GET /metrics,
-GET / (the web chat) and /static/ (the files in STATIC); GET /openapi.json only with
-`--api-docs`. Every answer carries `macaronic` metadata (also in the final SSE chunk).
+(stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, POST /v1/feedback
+(a user's verdict on a reply, kept in the store), GET /metrics, GET / (the web chat) and /static/
+(the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
+metadata (also in the final SSE chunk).
 
 `guard.py` is the boundary in front (API key, body limits, request ids, the one exception
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
@@ -37,7 +38,10 @@ WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
           "a2ui-demo.js": "text/javascript", "a2ui-demo.css": "text/css", "a2ui-card.js": "text/javascript",
           "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
-          "vendor/LICENSES.txt": "text/plain; charset=utf-8"}
+          "vendor/LICENSES.txt": "text/plain; charset=utf-8",
+          "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
+          "conversations.js": "text/javascript", "badge.js": "text/javascript", "cardstream.js": "text/javascript",
+          "feedback.js": "text/javascript", "settings.js": "text/javascript"}
 
 __all__ = ["ServeConfig", "create_app"]
 
@@ -240,6 +244,16 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         if not mol.store.delete_response(rid):
             raise TurnError(f"no stored response {rid!r}", 404, "response_not_found")
         return {"id": rid, "object": "response", "deleted": True}
+
+    @app.post("/v1/feedback")
+    async def feedback(req: api.FeedbackRequest):
+        if req.rating is None and req.expected_specialist is None and not req.comment:
+            raise TurnError("feedback needs a rating, an expected_specialist or a comment", param="rating")
+        if req.expected_specialist is not None and req.expected_specialist not in mol.bundle.role_names:
+            raise TurnError(f"expected_specialist {req.expected_specialist!r} is not one of "
+                            f"{', '.join(mol.bundle.role_names)}", param="expected_specialist")
+        row = mol.store.record_feedback(req.response_id, req.rating, req.expected_specialist, req.comment)
+        return {"object": "feedback", **row}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus():

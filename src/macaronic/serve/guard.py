@@ -29,7 +29,7 @@ from macaronic.serve.budgets import BudgetError, Budgets, check_request
 from macaronic.serve.metrics import Metrics
 
 log = logging.getLogger("macaronic.serve")
-ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/metrics", "/")
+ENDPOINTS = ("/health", "/v1/models", "/v1/chat/completions", "/v1/responses", "/v1/feedback", "/metrics", "/")
 PROTECTED = ("/v1/", "/metrics", "/openapi.json")
 # The page is locked to its server: scripts, styles, images and requests only from it (images also
 # as data: URLs), no inline script or style sheet, never framed, no Referer sent out, no MIME

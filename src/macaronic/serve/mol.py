@@ -117,6 +117,10 @@ class TurnResult:
                "reason": r.reason, "confidence": round(r.confidence, 6), "route_ms": round(r.ms, 3),
                "prefill_tokens": self.usage.get("prefill_tokens", 0), "reused_tokens": self.usage.get("reused_tokens", 0),
                "pair_id": self.pair_id}
+        if self.usage.get("ttft_ms") is not None and self.usage.get("total_ms") is not None:
+            # the answer hop's own clock: time to its first token and decode time (a client's tok/s)
+            out["ttft_ms"] = self.usage["ttft_ms"]
+            out["decode_ms"] = round(self.usage["total_ms"] - self.usage["ttft_ms"], 3)
         if self.genui is not None:
             out["genui"] = self.genui
         if self.tool_error:

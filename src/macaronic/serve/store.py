@@ -7,6 +7,10 @@
   the raw generated text. Chat Completions clients resend history without saying which adapter
   produced each assistant message; the harness looks it up here. Rows past `max_segments` are
   pruned oldest first (a miss only means the message counts as foreign: shown verbatim).
+- `feedback`: what a user said of a reply (POST /v1/feedback: up/down, the specialist that should
+  have answered, a comment), keyed by the reply's response id. Append-only: a changed verdict is a
+  new row (the web chat sends its whole verdict each time), so the latest row per response id is
+  what the user now thinks. Kept for the loop (DESIGN "Served experience").
 
 Every row carries a checksum of its other columns (`sum`). Opening a file checks it first
 (store_check.py: header, the `-wal` frames SQLite would silently drop, `quick_check`, schema, row
@@ -43,11 +47,17 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS segments_created ON segments(created)""",
     # 2: a checksum of each row's other columns (store_check.row_sum); older rows get theirs on adoption
     "ALTER TABLE responses ADD COLUMN sum TEXT; ALTER TABLE segments ADD COLUMN sum TEXT",
+    # 3: user feedback on replies (the web chat's up/down and "wrong specialist")
+    """CREATE TABLE feedback (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, response_id TEXT NOT NULL,
+        rating TEXT, expected_specialist TEXT, comment TEXT);
+    CREATE INDEX feedback_response ON feedback(response_id)""",
 ]
 # The columns each table must have (the schema check at open, `macaronic store check`).
 TABLES: dict[str, set[str]] = {
     "responses": {"id", "created", "previous_id", "model", "messages", "response", "sum"},
     "segments": {"key", "adapter", "specialist", "summary", "raw", "created", "sum"},
+    "feedback": {"id", "created", "response_id", "rating", "expected_specialist", "comment"},  # no row sums
     "_migrations": {"version", "applied"},
 }
 RESPONSE_COLS = ("id", "created", "previous_id", "model", "messages", "response")
@@ -167,6 +177,26 @@ class Store:
             n = db.execute("DELETE FROM responses WHERE id = ?", (rid,)).rowcount
             db.commit()
         return n > 0
+
+    # ---- feedback ----
+
+    def record_feedback(self, response_id: str, rating: str | None = None, expected_specialist: str | None = None,
+                        comment: str | None = None) -> dict:
+        with self._lock:
+            db = self._db()
+            created = time.time()
+            cur = db.execute("INSERT INTO feedback (created, response_id, rating, expected_specialist, comment) "
+                             "VALUES (?, ?, ?, ?, ?)", (created, response_id, rating, expected_specialist, comment))
+            db.commit()
+        return {"id": cur.lastrowid, "created": created, "response_id": response_id, "rating": rating,
+                "expected_specialist": expected_specialist, "comment": comment}
+
+    def feedback(self, response_id: str | None = None) -> list[dict]:
+        """Feedback rows, oldest first; only those on `response_id` when given."""
+        keys = ("id", "created", "response_id", "rating", "expected_specialist", "comment")
+        where, args = (" WHERE response_id = ?", (response_id,)) if response_id else ("", ())
+        rows = self._db().execute(f"SELECT {', '.join(keys)} FROM feedback{where} ORDER BY id", args).fetchall()
+        return [dict(zip(keys, r)) for r in rows]
 
     def close(self) -> None:
         """Checkpoint the log into the main file and close every connection: after this the

@@ -1,25 +1,43 @@
 /*
  * chat.js: the Macaronic web chat (an ES module; everything it loads comes from the same server).
  *
- * Streams replies from POST /v1/chat/completions (SSE), shows a badge per turn from the final
- * chunk's `macaronic` metadata (specialist, policy, confidence, prefill/reused tokens), lets the
- * user force an adapter (the model id), renders replies as sanitised markdown (markdown.js), tool
- * calls as collapsible blocks (the Tools box sends an OpenAI `tools` list with each turn),
- * GenUI replies that passed the server's validator as A2UI cards
- * drawn by the official renderer (a2ui-card.js), and sends a card's button clicks back as a
- * userAction turn. A card that did not validate is refused here, never handed to the renderer.
- * The conversation lives here (Chat Completions is stateless); each assistant message carries
- * back the `adapter` that produced it.
+ * Streams replies from POST /v1/chat/completions (SSE) and draws each finished message from its
+ * entry, so a reload (conversations.js keeps them in localStorage) draws the same page: sanitised
+ * markdown (markdown.js) with code highlighted (highlight.js, vendored), a language label and a
+ * copy button on each block, tool calls as
+ * collapsible blocks, GenUI cards that passed the server's validator drawn by the official
+ * renderer (a2ui-card.js), a plain-words badge (badge.js) and feedback buttons (feedback.js).
+ * While a card decodes the bubble shows its text_response and a placeholder (cardstream.js),
+ * never the raw JSON; Stop drops an unfinished card from the history. Each surface is drawn once:
+ * a later reply that draws it anew takes it over. A card's button clicks go back as a userAction
+ * turn. The user can force a specialist, regenerate the last reply, edit a message (the
+ * conversation resends from there) and set sampling options (settings.js).
  */
 import { renderCard } from "./a2ui-card.js";
 import { renderMarkdownInto } from "./markdown.js";
+import { hljs } from "./vendor/a2ui-lit.js";
+import { badge } from "./badge.js";
+import { looksLikeCard, partialTextResponse } from "./cardstream.js";
+import * as store from "./conversations.js";
+import { feedbackBar } from "./feedback.js";
+import { initSettings, initTheme } from "./settings.js";
 
 {
-
+  // One example per specialist on the welcome screen (a click fills the input).
+  const EXAMPLES = {
+    chat: "Explain in two sentences why the sky is blue.",
+    agent: "Remind me to call Sam tomorrow at 9 am.",
+    coding: "Write a Python function that tells whether a string is a palindrome.",
+    genui: "Show me a card to book a table for two at 7 pm.",
+  };
+  const CURRENT = "macaronic-current";
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
   const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools");
-  const state = { messages: [], cards: new Map(), publicName: "macaronic", busy: false, abort: null };
+  const settings = initSettings({ temperature: $("temperature"), maxTokens: $("max-tokens"), system: $("system") });
+  initTheme($("theme"));
+  const state = { conv: store.create(), cards: new Map(), roles: Object.keys(EXAMPLES), publicName: "macaronic",
+    busy: false, abort: null };
 
   keyBox.value = localStorage.getItem("macaronic-key") || "";
   keyBox.addEventListener("change", () => { localStorage.setItem("macaronic-key", keyBox.value); loadModels(); });
@@ -38,84 +56,123 @@ import { renderMarkdownInto } from "./markdown.js";
       while (select.options.length > 1) select.remove(1);
       for (const m of data) {
         const info = m.macaronic || {};
-        if (info.kind === "routed") { state.publicName = m.id; $("pair").textContent = "pair " + info.pair_id.slice(0, 12); }
+        if (info.kind === "routed") { state.publicName = m.id; state.roles = info.roles || state.roles; }
         if (info.kind !== "adapter") continue;
         const opt = document.createElement("option");
         opt.value = m.id;
-        opt.textContent = `${m.id} (${info.role || "no role"}, ${info.mode})`;
+        opt.textContent = info.role && info.role !== m.id ? `${m.id} (${info.role})` : m.id;
         select.appendChild(opt);
       }
+      $("status").textContent = "";
+      welcome();
     } catch (e) {
-      $("pair").textContent = "models: " + e.message;
+      $("status").textContent = "models: " + e.message;
     }
   }
 
-  function bubble(cls, text) {
+  // ---- small pieces ----
+
+  function button(label, title, onClick, cls = "quiet") {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = cls;
+    b.textContent = label;
+    b.title = title;
+    b.addEventListener("click", () => onClick(b));
+    return b;
+  }
+
+  function note(text, cls = "note") {
     const div = document.createElement("div");
-    div.className = "msg " + cls;
-    const span = document.createElement("div");
-    span.className = "text";
-    span.textContent = text || "";
-    div.appendChild(span);
-    log.appendChild(div);
-    log.scrollTop = log.scrollHeight;
+    div.className = cls;
+    div.textContent = text;
     return div;
   }
 
-  function badge(div, meta) {
-    const b = document.createElement("div");
-    b.className = "badge";
-    b.dataset.adapter = meta.adapter || "";
-    const who = document.createElement("b");
-    who.textContent = meta.specialist || meta.adapter || "base";
-    b.appendChild(who);
-    const conf = meta.confidence == null ? "" : ` ${(100 * meta.confidence).toFixed(0)}%`;
-    const bits = [` · ${meta.adapter || "base"} (${meta.mode})`, ` · ${meta.policy}${conf}`,
-      ` · route ${Number(meta.route_ms || 0).toFixed(0)} ms`,
-      ` · prefill ${meta.prefill_tokens} · reused ${meta.reused_tokens} tokens`];
-    b.appendChild(document.createTextNode(bits.join("")));
-    div.appendChild(b);
+  async function copyText(text, btn) {
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (e) { // no clipboard API (an insecure origin): the old way
+      const ta = document.createElement("textarea");
+      ta.value = text;
+      document.body.appendChild(ta);
+      ta.select();
+      document.execCommand("copy");
+      ta.remove();
+    }
+    const label = btn.textContent;
+    btn.textContent = "Copied";
+    setTimeout(() => { btn.textContent = label; }, 1200);
   }
 
-  // A GenUI reply: its text_response as the text, its card drawn only if the server validated it.
-  // Surfaces live for the whole conversation, as in A2UI: updates without a beginRendering for a
-  // surface an earlier reply drew (a dataModelUpdate, a deleteSurface) go to that card; a surface
-  // rendered anew (beginRendering) gets a card in this reply, and the old one stays as it was.
+  // Each fenced block gets a header with its language (markdown-it's language-x class) and Copy,
+  // and is highlighted when highlight.js knows the language (it escapes the text itself).
+  function decorateCode(textEl) {
+    for (const pre of textEl.querySelectorAll("pre")) {
+      const code = pre.querySelector("code");
+      const lang = ((code && code.className.match(/language-([\w+#.-]+)/)) || [])[1] || "text";
+      if (code && hljs.getLanguage(lang)) hljs.highlightElement(code);
+      const wrap = document.createElement("div");
+      wrap.className = "code";
+      const head = document.createElement("div");
+      head.className = "code-head";
+      const label = document.createElement("span");
+      label.className = "lang";
+      label.textContent = lang;
+      head.append(label, button("Copy", "copy the code", (b) => copyText((code || pre).textContent, b)));
+      pre.replaceWith(wrap);
+      wrap.append(head, pre);
+    }
+  }
+
+  function bubble(cls) {
+    const div = document.createElement("div");
+    div.className = "msg " + cls;
+    const text = document.createElement("div");
+    text.className = "text";
+    div.appendChild(text);
+    return div;
+  }
+
+  function scrollDown() { log.scrollTop = log.scrollHeight; }
+
+  // ---- cards ----
+
+  const sidOf = (m) => Object.values(m || {})[0]?.surfaceId;
+
+  // A surface drawn anew later leaves the earlier card (each surface is on the page once).
+  function retire(old, sid) {
+    try { old.handle.process([{ deleteSurface: { surfaceId: sid } }]); } catch (e) { /* already gone */ }
+    if (!old.handle.element.processor.getSurfaces().size && old.box.isConnected) {
+      old.box.replaceWith(note("this card was drawn again in a later reply"));
+    }
+  }
+
+  // A GenUI reply's card, drawn only if the server validated it. Surfaces live for the whole
+  // conversation, as in A2UI: updates without a beginRendering for a surface an earlier reply drew
+  // (a dataModelUpdate, a deleteSurface) go to that card; a surface rendered anew (beginRendering)
+  // is drawn in this reply and leaves the earlier one.
   function card(div, genui) {
-    if (!genui) return;
-    if (!genui.valid) { // its text_response if it has one, else the raw reply stays as streamed
-      if (genui.text_response) renderMarkdownInto(div.querySelector(".text"), genui.text_response);
-      const warn = document.createElement("div");
-      warn.className = "refused";
-      warn.textContent = "card refused (did not validate): " + (genui.errors || []).map((x) => x.message).join("; ");
-      div.appendChild(warn);
+    if (!genui.valid) {
+      const why = (genui.errors || []).map((x) => x.message).join("; ");
+      div.appendChild(note("card refused (did not validate): " + why, "refused"));
       return;
     }
-    renderMarkdownInto(div.querySelector(".text"), genui.text_response || ""); // the card replaces the raw JSON
-    if (genui.closed && genui.closed.length) {
-      const note = document.createElement("div");
-      note.className = "closed-note";
-      note.textContent = `card closed by the harness (${genui.closed.length} fix${genui.closed.length > 1 ? "es" : ""})`;
-      note.title = genui.closed.join(", ");
-      div.appendChild(note);
-    }
     const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
-    const sidOf = (m) => Object.values(m || {})[0]?.surfaceId;
     const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
     const fresh = [];
     let updated = 0;
     for (const m of messages) {
       const sid = sidOf(m), old = state.cards.get(sid);
       if (!old || redrawn.has(sid)) { fresh.push(m); continue; }
-      try { old.process([m]); updated++; } catch (e) { div.appendChild(document.createTextNode("card error: " + e.message)); }
+      try { old.handle.process([m]); updated++; } catch (e) { div.appendChild(note("card error: " + e.message, "refused")); }
       if (m.deleteSurface) state.cards.delete(sid);
     }
-    if (updated && !fresh.length) {
-      const note = document.createElement("div");
-      note.className = "closed-note";
-      note.textContent = "updated a card above";
-      div.appendChild(note);
+    for (const sid of redrawn) {
+      const old = state.cards.get(sid);
+      if (old) { state.cards.delete(sid); retire(old, sid); }
     }
+    if (updated && !fresh.length) div.appendChild(note("updated a card above"));
     if (!fresh.length) return;
     const box = document.createElement("div");
     box.className = "card";
@@ -123,8 +180,7 @@ import { renderMarkdownInto } from "./markdown.js";
     try {
       const handle = renderCard(box, fresh, { onAction: (message) => send(message) });
       for (const m of fresh) {
-        const sid = Object.values(m || {})[0]?.surfaceId;
-        if (m.deleteSurface) state.cards.delete(sid); else state.cards.set(sid, handle);
+        if (m.deleteSurface) state.cards.delete(sidOf(m)); else state.cards.set(sidOf(m), { handle, box });
       }
     } catch (e) {
       box.textContent = "card error: " + e.message;
@@ -149,17 +205,139 @@ import { renderMarkdownInto } from "./markdown.js";
     }
   }
 
-  // Streamed tool calls arrive in pieces keyed by `index` (name first, arguments as they decode).
-  function mergeCalls(calls, deltas) {
-    for (const d of deltas) {
-      const i = d.index ?? calls.length;
-      const c = calls[i] || (calls[i] = { id: "", type: "function", function: { name: "", arguments: "" } });
-      if (d.id) c.id = d.id;
-      if (d.type) c.type = d.type;
-      if (d.function?.name) c.function.name += d.function.name;
-      if (d.function?.arguments) c.function.arguments += d.function.arguments;
+  // ---- entries: one message as drawn; the same code draws a live reply and a reloaded one ----
+
+  // What a reply's bubble says: a card's text_response (never its JSON), else the text.
+  function shownText(entry) {
+    const genui = entry.meta && entry.meta.genui;
+    if (genui) return genui.text_response || "";
+    return entry.content || "";
+  }
+
+  async function postFeedback(body) {
+    const r = await fetch("/v1/feedback", { method: "POST", headers: headers(), body: JSON.stringify(body) });
+    if (!r.ok) throw new Error((await r.json()).error.message);
+  }
+
+  function drawEntry(entry, i) {
+    const conv = state.conv;
+    if (entry.role === "user") {
+      const div = bubble("user" + (entry.label ? " action" : ""));
+      div.dataset.role = "user";
+      div.querySelector(".text").textContent = entry.label || entry.content;
+      const acts = document.createElement("div");
+      acts.className = "actions";
+      acts.appendChild(button("Copy", "copy this message", (b) => copyText(entry.content, b)));
+      if (!entry.label) acts.appendChild(button("Edit", "edit this message and send again from here", () => edit(div, i)));
+      div.appendChild(acts);
+      return div;
+    }
+    const div = bubble("assistant");
+    const textEl = div.querySelector(".text");
+    if (entry.error) {
+      div.classList.add("error");
+      textEl.textContent = "error: " + entry.error;
+      if (i === conv.entries.length - 1) div.appendChild(button("Regenerate", "try the last message again", regenerate, "quiet regen"));
+      return div;
+    }
+    renderMarkdownInto(textEl, shownText(entry));
+    decorateCode(textEl);
+    if (entry.tool_calls && entry.tool_calls.length) toolCalls(div, entry.tool_calls);
+    if (entry.meta && entry.meta.genui) card(div, entry.meta.genui);
+    if (entry.stopped) div.appendChild(note(entry.cut === "card" ? "stopped: the unfinished card was dropped" : "stopped"));
+    if (entry.meta) div.appendChild(badge(entry.meta, entry.stats, entry.id));
+    const acts = document.createElement("div");
+    acts.className = "actions";
+    acts.appendChild(button("Copy", "copy this reply", (b) => copyText(shownText(entry), b)));
+    if (i === conv.entries.length - 1) acts.appendChild(button("Regenerate", "answer the last message again", regenerate, "quiet regen"));
+    if (entry.id && !entry.stopped) {
+      acts.appendChild(feedbackBar(entry.id, { roles: state.roles, current: entry.feedback, post: postFeedback,
+        onChange: (fb) => { entry.feedback = fb; persist(conv); } }));
+    }
+    div.appendChild(acts);
+    return div;
+  }
+
+  function renderAll() {
+    state.cards.clear();
+    log.textContent = "";
+    state.conv.entries.forEach((e, i) => log.appendChild(drawEntry(e, i)));
+    welcome();
+    paintList();
+    scrollDown();
+  }
+
+  function welcome() {
+    const box = $("welcome"), examples = $("examples");
+    box.hidden = state.conv.entries.length > 0;
+    examples.textContent = "";
+    for (const role of state.roles) {
+      if (!EXAMPLES[role]) continue;
+      const b = button("", `fill the input with an example for the ${role} specialist`, () => {
+        input.value = EXAMPLES[role];
+        input.focus();
+      }, "example");
+      b.dataset.role = role;
+      const who = document.createElement("b");
+      who.textContent = role;
+      b.append(who, document.createTextNode(EXAMPLES[role]));
+      examples.appendChild(b);
     }
   }
+
+  // ---- the conversation list ----
+
+  function persist(conv) {
+    if (!store.save(conv)) $("status").textContent = "this conversation could not be saved (browser storage full?)";
+  }
+
+  function open(conv) {
+    document.body.classList.remove("show-sidebar"); // on a phone the list covers the chat
+    state.conv = conv;
+    localStorage.setItem(CURRENT, conv.id);
+    renderAll();
+  }
+
+  function newChat() {
+    if (state.abort) state.abort.abort();
+    open(store.create());
+  }
+
+  function paintList() {
+    const ul = $("conversations");
+    ul.textContent = "";
+    for (const c of store.loadAll()) {
+      const li = document.createElement("li");
+      li.dataset.id = c.id;
+      if (c.id === state.conv.id) li.classList.add("current");
+      const title = button(c.title || "Conversation", "open this conversation", () => { if (!state.busy) open(c); }, "open");
+      const ren = button("✎", "rename", () => {
+        const box = document.createElement("input");
+        box.className = "rename-box";
+        box.value = c.title;
+        const done = () => {
+          if (!box.isConnected) return;
+          const renamed = store.rename(c.id, box.value);
+          if (renamed && c.id === state.conv.id) state.conv.title = renamed.title;
+          paintList();
+        };
+        box.addEventListener("keydown", (e) => { if (e.key === "Enter") done(); if (e.key === "Escape") paintList(); });
+        box.addEventListener("blur", done);
+        title.replaceWith(box);
+        box.focus();
+        box.select();
+      }, "quiet rename");
+      const del = button("✕", "delete", () => {
+        if (!del.classList.contains("confirm")) { del.classList.add("confirm"); del.textContent = "delete?"; return; }
+        store.remove(c.id);
+        if (c.id === state.conv.id) newChat(); else paintList();
+      }, "quiet delete");
+      li.append(title, ren, del);
+      ul.appendChild(li);
+    }
+  }
+
+  // ---- sending ----
 
   async function* sse(response) {
     const reader = response.body.getReader();
@@ -183,65 +361,157 @@ import { renderMarkdownInto } from "./markdown.js";
     }
   }
 
+  // Streamed tool calls arrive in pieces keyed by `index` (name first, arguments as they decode).
+  function mergeCalls(calls, deltas) {
+    for (const d of deltas) {
+      const i = d.index ?? calls.length;
+      const c = calls[i] || (calls[i] = { id: "", type: "function", function: { name: "", arguments: "" } });
+      if (d.id) c.id = d.id;
+      if (d.type) c.type = d.type;
+      if (d.function?.name) c.function.name += d.function.name;
+      if (d.function?.arguments) c.function.arguments += d.function.arguments;
+    }
+  }
+
   function setBusy(busy) {
     state.busy = busy;
     sendBtn.disabled = busy;
     stopBtn.disabled = !busy;
+    document.body.classList.toggle("busy", busy);
+  }
+
+  function tools() { // the Tools box as a list, null when empty; throws when it is not JSON
+    if (!toolsBox.value.trim()) return null;
+    try { return JSON.parse(toolsBox.value); } catch (e) { throw new Error("tools: not JSON: " + e.message); }
+  }
+
+  // While decoding: a card shows its text_response and a placeholder, anything else its markdown.
+  function paintStreaming(div, text) {
+    const textEl = div.querySelector(".text");
+    const cardy = looksLikeCard(text);
+    renderMarkdownInto(textEl, cardy ? partialTextResponse(text) : text);
+    if (cardy && !div.querySelector(".card-pending")) div.appendChild(note("drawing a card…", "card-pending"));
+  }
+
+  // Answer the conversation as it stands: stream a reply, then store and draw it.
+  async function reply(toolList) {
+    const conv = state.conv;
+    const div = bubble("assistant streaming");
+    log.querySelectorAll(".regen").forEach((b) => b.remove());
+    log.appendChild(div);
+    scrollDown();
+    setBusy(true);
+    const abort = state.abort = new AbortController();
+    const t0 = performance.now();
+    let text = "", meta = null, usage = null, id = null, frame = 0, tFirst = null, deltas = 0;
+    const calls = [], entry = { role: "assistant", content: "" };
+    const paint = () => { frame = 0; paintStreaming(div, text); scrollDown(); };
+    try {
+      const messages = store.history(conv.entries);
+      const system = settings.systemMessage();
+      if (system) messages.unshift(system);
+      const r = await fetch("/v1/chat/completions", {
+        method: "POST", headers: headers(), signal: abort.signal,
+        body: JSON.stringify({ model: select.value || state.publicName, messages, stream: true,
+          stream_options: { include_usage: true }, ...settings.requestOptions(), ...(toolList ? { tools: toolList } : {}) }),
+      });
+      if (!r.ok) throw new Error((await r.json()).error.message);
+      for await (const chunk of sse(r)) {
+        if (chunk.error) throw new Error(chunk.error.message);
+        if (chunk.id) id = chunk.id;
+        if (chunk.macaronic) meta = chunk.macaronic;
+        if (chunk.usage) usage = chunk.usage;
+        for (const choice of chunk.choices || []) {
+          const delta = choice.delta || {};
+          if (delta.content || delta.tool_calls) { tFirst = tFirst ?? performance.now(); deltas++; }
+          if (delta.content) { text += delta.content; frame = frame || requestAnimationFrame(paint); }
+          if (delta.tool_calls) mergeCalls(calls, delta.tool_calls);
+        }
+      }
+      const tEnd = performance.now();
+      // decode time from the server's clock when it sends one (text held back, e.g. while a
+      // reply may still turn into a tool call, reaches the page all at once)
+      const decodeMs = meta && meta.decode_ms != null ? meta.decode_ms : tFirst == null ? null : tEnd - tFirst;
+      Object.assign(entry, { content: text || null, id, meta,
+        stats: { tokens: usage ? usage.completion_tokens : deltas, decodeMs, elapsedMs: tEnd - t0 } });
+      if (calls.length) entry.tool_calls = calls;
+      if (meta) entry.adapter = meta.adapter;
+    } catch (e) {
+      if (e.name === "AbortError") { // keep what was said; an unfinished card (or tool call) is dropped
+        entry.stopped = true;
+        if (looksLikeCard(text)) { entry.content = partialTextResponse(text); entry.cut = "card"; } else entry.content = text;
+        if (!entry.content) entry.omit = true;
+      } else {
+        entry.error = e.message;
+      }
+    } finally {
+      if (frame) cancelAnimationFrame(frame);
+      if (state.abort === abort) state.abort = null;
+      setBusy(false);
+      conv.entries.push(entry);
+      persist(conv);
+      paintList();
+      if (state.conv === conv) {
+        div.replaceWith(drawEntry(entry, conv.entries.length - 1));
+        scrollDown();
+      }
+      input.focus();
+    }
   }
 
   // `what` is a string (typed message) or an A2UI {userAction} from a card's button.
   async function send(what) {
     if (state.busy) return;
-    let tools = null;
-    if (toolsBox.value.trim()) {
-      try { tools = JSON.parse(toolsBox.value); } catch (e) { bubble("assistant error", "tools: not JSON: " + e.message); return; }
-    }
+    let toolList;
+    try { toolList = tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
     const isAction = typeof what !== "string";
-    const content = isAction ? JSON.stringify(what) : what;
-    state.messages.push({ role: "user", content });
-    const u = bubble("user" + (isAction ? " action" : ""),
-      isAction ? `▶ ${what.userAction.name} ${JSON.stringify(what.userAction.context || {})}` : what);
-    u.dataset.role = "user";
-    const div = bubble("assistant");
-    const textEl = div.querySelector(".text");
-    setBusy(true);
-    state.abort = new AbortController();
-    let text = "", meta = null, frame = 0;
-    const calls = [];
-    const paint = () => { frame = 0; renderMarkdownInto(textEl, text); log.scrollTop = log.scrollHeight; };
-    try {
-      const r = await fetch("/v1/chat/completions", {
-        method: "POST", headers: headers(), signal: state.abort.signal,
-        body: JSON.stringify({ model: select.value || state.publicName, messages: state.messages, stream: true,
-          stream_options: { include_usage: true }, ...(tools ? { tools } : {}) }),
-      });
-      if (!r.ok) throw new Error((await r.json()).error.message);
-      for await (const chunk of sse(r)) {
-        if (chunk.error) throw new Error(chunk.error.message);
-        if (chunk.macaronic) meta = chunk.macaronic;
-        for (const choice of chunk.choices || []) {
-          const delta = choice.delta || {};
-          if (delta.content) { text += delta.content; frame = frame || requestAnimationFrame(paint); }
-          if (delta.tool_calls) mergeCalls(calls, delta.tool_calls);
-        }
-      }
-      if (frame) cancelAnimationFrame(frame);
-      paint();
-      if (calls.length) toolCalls(div, calls);
-      const reply = { role: "assistant", content: text || null };
-      if (calls.length) reply.tool_calls = calls;
-      if (meta) { reply.adapter = meta.adapter; card(div, meta.genui); badge(div, meta); }
-      state.messages.push(reply);
-    } catch (e) {
-      div.classList.add("error");
-      textEl.textContent = (text ? text + "\n" : "") + (e.name === "AbortError" ? "[stopped]" : "error: " + e.message);
-      if (e.name === "AbortError" && text) state.messages.push({ role: "assistant", content: text });
-      else state.messages.pop();
-    } finally {
-      setBusy(false);
-      state.abort = null;
-      input.focus();
-    }
+    const entry = isAction
+      ? { role: "user", content: JSON.stringify(what), label: `▶ ${what.userAction.name} ${JSON.stringify(what.userAction.context || {})}` }
+      : { role: "user", content: what };
+    state.conv.entries.push(entry);
+    persist(state.conv);
+    localStorage.setItem(CURRENT, state.conv.id);
+    log.querySelectorAll(".regen").forEach((b) => b.remove());
+    log.appendChild(drawEntry(entry, state.conv.entries.length - 1));
+    welcome();
+    paintList();
+    await reply(toolList);
+  }
+
+  // Answer the last user message again (the replies after it are dropped).
+  async function regenerate() {
+    if (state.busy) return;
+    let toolList;
+    try { toolList = tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
+    const entries = state.conv.entries;
+    let end = entries.length;
+    while (end > 0 && entries[end - 1].role === "assistant") end--;
+    if (!end) return;
+    state.conv.entries = entries.slice(0, end);
+    persist(state.conv);
+    renderAll();
+    await reply(toolList);
+  }
+
+  // Edit a user message in place; sending it drops it and everything after, then resends.
+  function edit(div, i) {
+    if (state.busy) return;
+    const box = document.createElement("textarea");
+    box.className = "edit-box";
+    box.value = state.conv.entries[i].content;
+    const row = document.createElement("div");
+    row.className = "actions";
+    row.append(button("Send", "send the edited message", () => {
+      const text = box.value.trim();
+      if (!text || state.busy) return;
+      state.conv.entries = state.conv.entries.slice(0, i);
+      persist(state.conv);
+      renderAll();
+      send(text);
+    }, "primary"), button("Cancel", "keep the message as it was", renderAll));
+    div.classList.add("editing");
+    div.replaceChildren(box, row);
+    box.focus();
   }
 
   $("composer").addEventListener("submit", (e) => {
@@ -255,8 +525,13 @@ import { renderMarkdownInto } from "./markdown.js";
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   stopBtn.addEventListener("click", () => state.abort && state.abort.abort());
-  $("clear").addEventListener("click", () => { state.messages = []; state.cards.clear(); log.textContent = ""; });
+  $("clear").addEventListener("click", newChat);
+  $("export").addEventListener("click", () => store.download(state.conv));
+  $("menu").addEventListener("click", (e) => { e.stopPropagation(); document.body.classList.toggle("show-sidebar"); });
+  $("main").addEventListener("click", () => document.body.classList.remove("show-sidebar"));
 
-  window.MacaronicChat = { state, send };
+  window.MacaronicChat = { state, send, history: () => store.history(state.conv.entries) };
+  const last = store.loadAll().find((c) => c.id === localStorage.getItem(CURRENT));
+  open(last || store.create());
   loadModels();
 }
