@@ -77,3 +77,27 @@ def test_loader_reports_all_errors(copy):
     text = "\n".join(e.value.errors)
     for needle in ("missing summary.md", "router.json: invalid JSON", "roles/chat.md: missing '---'"):
         assert needle in text
+
+
+def test_a_role_marked_bare_adds_no_instruction_where_its_pair_has_no_adapter():
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import conversation
+
+    b = load_bundle()
+    assert {r.name for r in b.roles if r.without_adapter == "base"} == {"chat", "coding"}
+    assert b.served(["chat", "agent", "coding", "genui"]) is b  # every adapter there: nothing changes
+    served = b.served(["agent", "genui"])
+    assert served.id == b.id and served.role("chat").system_prompt == "" == served.role("coding").system_prompt
+    assert served.role("genui").system_prompt == b.role("genui").system_prompt  # its format stays
+    msgs = [{"role": "user", "content": "hi"}]
+    assert conversation(served, "chat", msgs) == [conversation(b, None, msgs)[0], msgs[0]]  # the bare base's layout
+    assert len(conversation(b, "chat", msgs)) == 3
+
+
+def test_a_role_file_with_an_unknown_without_adapter_value_is_refused():
+    from macaronic.harness.bundle import parse_role
+
+    errors = []
+    text = ("---\nname: x\nalias: L9\norder: 9\nwithout_adapter: maybe\ndescription: d\n---\n"
+            "## Boundary rules\n- r\n## System prompt\nbe x\n")
+    assert parse_role(text, "x.md", errors) is None and "without_adapter" in errors[0]

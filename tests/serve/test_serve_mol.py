@@ -192,3 +192,16 @@ def test_without_a_router_turns_take_the_default_route(scripted):
     mol.router = None  # `--router-policy none`
     r = mol.turn([{"role": "user", "content": "hi"}], sampling=GREEDY)
     assert r.route.policy == "default" and r.route.specialist == mol.bundle.router["default_route"] == "coding"
+
+
+def test_a_pair_without_the_chat_adapter_answers_chat_turns_as_the_bare_base():
+    from macaronic.serve import views
+    from macaronic.serve.mol import MoL
+    from macaronic.testing import tiny_llm
+
+    mol = MoL.from_llm(tiny_llm(n_adapters=0))
+    msgs = [{"role": "user", "content": "hi"}]
+    view = views.build_view(msgs, mol.bundle, adapter=None, mode="turn", specialist="chat")
+    assert [m["role"] for m in view] == ["system", "user"]  # identity header only, no chat instruction
+    agent = views.build_view(msgs, mol.bundle, adapter=None, mode="turn", specialist="agent")
+    assert [m["role"] for m in agent] == ["system", "system", "user"]  # the agent's protocol stays
