@@ -134,3 +134,22 @@ def test_agent_engine_generator_mixes_in_the_substrate_train_families():
     sources = [e.source for e in ex]
     assert sum(s.startswith("engine/agent/") for s in sources) == 30
     assert all(s.startswith(("engine/agent/", "agent/")) for s in sources)
+
+
+def test_offtopic_questions_are_answered_in_text_with_the_computed_answer():
+    import random
+
+    from macaronic.datagen.agent import examples, offtopic_question
+
+    rng = random.Random(3)
+    for _ in range(200):
+        q, answer, fact = offtopic_question(rng)
+        assert fact in answer and q.endswith("?")
+    off = [e for e in examples(300, 1) if "/offtopic/" in e.source]
+    assert off
+    for e in off:  # no call anywhere in the turn: the question is not what the tools are for
+        assert not any(m["role"] == "tool" or "<tool_call>" in m["content"] for m in e.messages)
+        q, a = e.messages[-2]["content"], e.messages[-1]["content"]
+        if " times " in q:
+            x, y = (int(w) for w in q.rstrip("?").split() if w.isdigit())
+            assert str(x * y) in a

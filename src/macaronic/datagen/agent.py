@@ -354,6 +354,43 @@ def p_irrelevant(t: Transcript, rng: random.Random) -> None:
                         f"None of my tools can do that; they only work on {d.desc}.")), d.desc)
 
 
+WORDS = ("lantern", "orchard", "pebble", "harbour", "saffron", "quilt", "meadow", "compass", "ember", "walrus",
+         "violin", "thimble", "glacier", "biscuit", "falcon", "mosaic")
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def offtopic_question(rng: random.Random) -> tuple[str, str, str]:
+    """(question, answer, the fact the answer must state): a question no tool is for, answered
+    from the question alone (computed here, so the answer is right)."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        a, b = rng.randint(11, 49), rng.randint(11, 49)
+        return f"What is {a} times {b}?", f"{a} times {b} is {a * b}.", str(a * b)
+    if kind == 1:
+        h = rng.randint(2, 30)
+        return f"How many minutes are there in {h} hours?", f"{h} hours is {h * 60} minutes.", str(h * 60)
+    if kind == 2:
+        w = rng.choice(WORDS)
+        return f"How many letters are in the word '{w}'?", f"'{w}' has {len(w)} letters.", str(len(w))
+    if kind == 3:
+        d = rng.randrange(7)
+        return (f"Which day of the week comes after {WEEKDAYS[d]}?", f"{WEEKDAYS[(d + 1) % 7]} comes after {WEEKDAYS[d]}.",
+                WEEKDAYS[(d + 1) % 7])
+    if kind == 4:
+        ws = rng.sample(WORDS, 3)
+        first = sorted(ws)[0]
+        return (f"Which of these comes first alphabetically: {', '.join(ws)}?", f"'{first}' comes first.", first)
+    a, b = rng.randint(100, 999), rng.randint(100, 999)
+    return f"What is {a} plus {b}?", f"{a} plus {b} is {a + b}.", str(a + b)
+
+
+def p_offtopic(t: Transcript, rng: random.Random) -> None:
+    """A question none of the tools is for: answered in text, no call (tools attached or not)."""
+    q, answer, fact = offtopic_question(rng)
+    t.user(q)
+    t.reply(answer, fact)
+
+
 def p_direct_create(t: Transcript, rng: random.Random) -> None:
     w, d = t.world, t.world.domain
     pool = [k for k in d.keys if w.find(k) is None]
@@ -415,7 +452,7 @@ def p_followup(t: Transcript, rng: random.Random) -> None:
 PATTERNS = {"lookup_act": (p_lookup_act, 4), "lookup_answer": (p_lookup_answer, 3), "conditional": (p_conditional, 2),
             "parallel": (p_parallel, 2), "parallel_create": (p_parallel_create, 1), "chain_message": (p_chain_message, 2),
             "clarify": (p_clarify, 2), "direct_get": (p_direct_get, 1), "not_found": (p_not_found, 1), "error": (p_error, 1),
-            "irrelevant": (p_irrelevant, 2), "direct_create": (p_direct_create, 2), "delete": (p_delete, 1),
+            "irrelevant": (p_irrelevant, 2), "offtopic": (p_offtopic, 2), "direct_create": (p_direct_create, 2), "delete": (p_delete, 1),
             "followup": (p_followup, 2)}
 
 
