@@ -13,9 +13,9 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("macaronic.serve.cli:main", "serve the OpenAI-compatible MoL API and the web chat"),
     "store": ("macaronic.serve.store_cli:main", "check or back up the server's SQLite store"),
-    "chat": ("macaronic.engine.chat:main", "chat in the terminal with the routed MoL"),
-    "generate": ("macaronic.engine.generate_cli:main", "stream one reply from one adapter"),
-    "info": ("macaronic.engine.info:main", "describe the base and the registered adapters"),
+    "chat": ("macaronic.commands.chat:main", "chat in the terminal with the routed MoL"),
+    "generate": ("macaronic.commands.generate:main", "stream one reply from one adapter"),
+    "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
     "route": ("macaronic.router.cli:main", "classify turns, benchmark the routers"),
     "genui": ("macaronic.genui.cli:main", "validate A2UI v0.8 GenUI output"),
     "mcp": ("macaronic.substrate.mcp_server:main", "serve the action substrate's tools over MCP stdio"),
