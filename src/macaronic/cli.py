@@ -11,8 +11,8 @@ import sys
 
 # name -> (module:function, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("macaronic.serve.cli:main", "serve the OpenAI-compatible MoL API and the web chat"),
-    "store": ("macaronic.serve.store_cli:main", "check or back up the server's SQLite store"),
+    "serve": ("macaronic.commands.serve:main", "serve the OpenAI-compatible MoL API and the web chat"),
+    "store": ("macaronic.commands.store:main", "check or back up the server's SQLite store"),
     "chat": ("macaronic.commands.chat:main", "chat in the terminal with the routed MoL"),
     "generate": ("macaronic.commands.generate:main", "stream one reply from one adapter"),
     "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
