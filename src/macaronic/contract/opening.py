@@ -26,7 +26,7 @@ def resolve_pair(ref: str, lineage: str | Path | None):
 
     if ref.endswith(".json") and Path(ref).is_file():
         return PairManifest.load(ref)
-    from macaronic.pairs.cli import default_lineage
+    from macaronic.pairs.lineage import default_lineage
 
     with Lineage(lineage or default_lineage()) as lin:
         return lin.pair(ref)
