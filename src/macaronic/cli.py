@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
     "route": ("macaronic.commands.route:main", "classify turns, benchmark the routers"),
     "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output"),
-    "mcp": ("macaronic.substrate.mcp_server:main", "serve the action substrate's tools over MCP stdio"),
+    "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
     "train": ("macaronic.train.cli:main", "train a specialist LoRA adapter (SFT, GRPO)"),
     "eval": ("macaronic.contract.cli:eval_main", "evaluate a pair under a contract"),
     "contract": ("macaronic.contract.cli:contract_main", "check a contract file"),
