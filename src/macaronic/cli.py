@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pair": ("macaronic.commands.pair:main", "show or diff model-harness pairs"),
     "evolve": ("macaronic.evolve.cli:main", "run generations of the recursive loop"),
     "bench": ("macaronic.bench.cli:main", "benchmark switch cost, adapters and decode speed"),
-    "export": ("macaronic.export:main", "export base and adapters for vLLM"),
+    "export": ("macaronic.commands.export:main", "export base and adapters for vLLM"),
 }
 
 
