@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("macaronic.commands.generate:main", "stream one reply from one adapter"),
     "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
     "route": ("macaronic.commands.route:main", "classify turns, benchmark the routers"),
+    "probe": ("macaronic.commands.probe:main", "the external-suite probes (BFCL, instructions) through the served MoL"),
     "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output"),
     "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
     "train": ("macaronic.train.cli:main", "train a specialist LoRA adapter (SFT, GRPO)"),
