@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("macaronic.commands.probe:main", "the external-suite probes (BFCL, instructions) through the served MoL"),
     "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output"),
     "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
-    "train": ("macaronic.train.cli:main", "train a specialist LoRA adapter (SFT, GRPO)"),
+    "train": ("macaronic.commands.train:main", "train a specialist LoRA adapter (SFT; grpo, compare, check, distill)"),
     "eval": ("macaronic.contract.cli:eval_main", "evaluate a pair under a contract"),
     "contract": ("macaronic.contract.cli:contract_main", "check a contract file"),
     "pair": ("macaronic.commands.pair:main", "show or diff model-harness pairs"),

@@ -46,7 +46,7 @@ def test_first_turn_prompt_ids_agree_everywhere(runner, role):
     from macaronic.evolve.successor import successes
     from macaronic.substrate.tools import openai_tools
     from macaronic.train import builders
-    from macaronic.train.grpo_cli import rollout_prompt
+    from macaronic.train.rollouts import rollout_prompt
 
     tok, llm = runner.llm.tokenizer, runner.llm
     user, reply = "What is on my calendar tomorrow?", "Nothing yet."

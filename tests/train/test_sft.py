@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from macaronic.train.cli import main
+from macaronic.commands.train import main
 from tests.train.conftest import conv
 
 

@@ -75,7 +75,7 @@ def train_cmd(role: str, rule: Rule, out: Path, steps_frac: float) -> list[str]:
     c, data = like["training"]["config"], like["data"]
     gen = data["source"].split(":", 1)[1]
     steps = max(1, int(round(c["steps"] * steps_frac)))
-    cmd = [sys.executable, "-m", "macaronic.train.cli", role, "--generator", gen, "--out", str(out),
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--generator", gen, "--out", str(out),
            "--mode", rule.mode, "--rank", str(c["rank"]), "--alpha", str(c["alpha"]), "--steps", str(steps),
            "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
            "--examples", str(data["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
@@ -101,7 +101,9 @@ def _run(cmd: list[str], env: dict, log) -> int:
 
 
 def _train_one(cmd: list[str], out: Path) -> dict:
-    rec = {"dir": str(out), "command": " ".join(cmd[2:])}
+    from macaronic.train.compare import shown
+
+    rec = {"dir": str(out), "command": shown(cmd)}
     marks = [out.parent / f"{out.name}.log", out / "history.jsonl"]  # the log, and one line per step
     while not (out / "macaronic.json").exists() and \
             time.time() - max((m.stat().st_mtime for m in marks if m.exists()), default=0) < BUSY_S:
