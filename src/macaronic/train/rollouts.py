@@ -4,7 +4,6 @@ reward (the role's grader through the suite registry). `macaronic train grpo` is
 from __future__ import annotations
 
 
-
 def rollout_prompt(tok, role: str, user: str) -> list[int]:
     """The token ids a rollout for `role` starts from: the served prompt of a first turn (the one
     renderer, with the substrate's tools for agent, as the SFT data has them)."""
