@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("macaronic.commands.eval:main", "evaluate a pair under a contract (ablate, report-only, table, toolnames)"),
     "contract": ("macaronic.commands.contract:main", "check, seal or stratify a contract file"),
     "pair": ("macaronic.commands.pair:main", "show or diff model-harness pairs"),
-    "evolve": ("macaronic.evolve.cli:main", "run generations of the recursive loop"),
+    "evolve": ("macaronic.commands.evolve:main", "run generations of the recursive loop (probe: pairs on hand-written requests)"),
     "bench": ("macaronic.bench.cli:main", "benchmark switch cost, adapters and decode speed"),
     "export": ("macaronic.commands.export:main", "export base and adapters for vLLM"),
 }
