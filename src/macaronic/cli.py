@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("macaronic.commands.contract:main", "check, seal or stratify a contract file"),
     "pair": ("macaronic.commands.pair:main", "show or diff model-harness pairs"),
     "evolve": ("macaronic.commands.evolve:main", "run generations of the recursive loop (probe: pairs on hand-written requests)"),
-    "bench": ("macaronic.bench.cli:main", "benchmark switch cost, adapters and decode speed"),
+    "bench": ("macaronic.commands.bench:main", "benchmark switch cost, adapters and decode speed (vllm, modes, bases)"),
     "export": ("macaronic.commands.export:main", "export base and adapters for vLLM"),
 }
 
