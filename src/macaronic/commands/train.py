@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
 
 def load_examples(args) -> tuple[list, str]:
     from macaronic.train.builders import build
-    from macaronic.train.examples import read_jsonl
+    from macaronic.datagen.examples import read_jsonl
 
     if args.data:
         return read_jsonl(args.data), f"file:{args.data.name}"
@@ -100,7 +100,7 @@ def load_examples(args) -> tuple[list, str]:
 def run(args) -> Path:
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.train.examples import encode_all, manifest_hash, user_marker, write_jsonl
+    from macaronic.datagen.examples import encode_all, manifest_hash, user_marker, write_jsonl
     from macaronic.train.output import write_adapter
     from macaronic.train.sft import TrainConfig, dist_info, train
 

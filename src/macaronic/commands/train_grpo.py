@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
 
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.train.examples import user_marker
+    from macaronic.datagen.examples import user_marker
     from macaronic.train.grpo import GRPOConfig, grpo
     from macaronic.train.output import write_adapter
     from macaronic.train.rollouts import prompts_for

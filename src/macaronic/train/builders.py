@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 
-from macaronic.train.examples import Example
+from macaronic.datagen.examples import Example
 
 ROLES = ("chat", "agent", "coding", "genui")
 

@@ -91,7 +91,7 @@ def trained_texts(role: str, variants: dict, extra: frozenset[str] = frozenset()
     grpo` (so both comparisons hold out the same instances), each variant directory's data.jsonl, and `extra`."""
     from macaronic.train.builders import build
     from macaronic.train.devscore import user_texts
-    from macaronic.train.examples import read_jsonl
+    from macaronic.datagen.examples import read_jsonl
 
     like = _meta(shipped_dir(role))
     gen = like["data"]["source"].split(":", 1)[1]

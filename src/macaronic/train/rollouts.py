@@ -15,7 +15,7 @@ def rollout_prompt(tok, role: str, user: str) -> list[int]:
 
 def prompts_for(role: str, llm_tok, n: int, seed: int):
     from macaronic.suites.registry import suite
-    from macaronic.train.examples import TurnRule
+    from macaronic.datagen.examples import TurnRule
 
     rule = TurnRule(llm_tok)
     s = suite(role)
