@@ -1,7 +1,8 @@
-"""The `macaronic` command: a thin dispatcher.
+"""The `macaronic` command: a thin dispatcher over the entry-point layer.
 
-Each subcommand's module owns its `main(argv) -> int` and its imports, so `macaronic --help`
-imports nothing heavy.
+Each command's module in `macaronic.commands` owns its `main(argv) -> int`, its argument parsing
+and its imports, so `macaronic --help` imports nothing heavy. A command's stages (`macaronic train
+grpo`, `macaronic eval ablate`, ...) are listed by that command's --help.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
     "route": ("macaronic.commands.route:main", "classify turns, benchmark the routers"),
     "probe": ("macaronic.commands.probe:main", "the external-suite probes (BFCL, instructions) through the served MoL"),
-    "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output"),
+    "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output (probe: the genui specialist's cards)"),
     "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
     "train": ("macaronic.commands.train:main", "train a specialist LoRA adapter (SFT; grpo, compare, check, distill)"),
     "eval": ("macaronic.commands.eval:main", "evaluate a pair under a contract (ablate, report-only, table, toolnames)"),
