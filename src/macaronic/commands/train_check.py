@@ -11,7 +11,8 @@ from macaronic.train.check import __doc__ as CHECK_DOC
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="macaronic train check", description=CHECK_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="macaronic train check", description=CHECK_DOC,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--roles", default="chat,agent,coding,genui")
     p.add_argument("--n", type=int, default=6)
     p.add_argument("--adapters", type=Path, default=None, help="directory of <role>/ adapters (default: shipped)")
