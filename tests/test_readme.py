@@ -41,3 +41,21 @@ def test_every_quoted_macaronic_subcommand_has_help():
         r = subprocess.run([sys.executable, "-m", "macaronic.cli", name, "--help"], capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0 and "usage" in r.stdout.lower(), (name, r.stderr[-500:])
+
+
+DOCS = [ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md", ROOT / "docs" / "ARCHITECTURE.md",
+        *sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file()), ROOT / ".ci" / "run"]
+
+
+def test_the_docs_invoke_only_what_exists():
+    """`python -m macaronic.X` in the docs and scripts names a module that runs as a script, and every
+    quoted `macaronic COMMAND` (a figure's command line) is a command of `macaronic --help`."""
+    import importlib.util
+
+    for doc in DOCS:
+        text = doc.read_text()
+        for module in re.findall(r"-m (macaronic(?:\.\w+)+)", text):
+            spec = importlib.util.find_spec(module)
+            assert spec and spec.origin and '__name__ == "__main__"' in Path(spec.origin).read_text(), (doc.name, module)
+        for name in re.findall(r"(?:`|^    )(?:\S*/)?macaronic ([a-z][a-z-]*)", text, flags=re.M):
+            assert name in COMMANDS, (doc.name, name)

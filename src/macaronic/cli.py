@@ -1,7 +1,8 @@
-"""The `macaronic` command: a thin dispatcher.
+"""The `macaronic` command: a thin dispatcher over the entry-point layer.
 
-Each subcommand's module owns its `main(argv) -> int` and its imports, so `macaronic --help`
-imports nothing heavy.
+Each command's module in `macaronic.commands` owns its `main(argv) -> int`, its argument parsing
+and its imports, so `macaronic --help` imports nothing heavy. A command's stages (`macaronic train
+grpo`, `macaronic eval ablate`, ...) are listed by that command's --help.
 """
 
 from __future__ import annotations
@@ -11,21 +12,22 @@ import sys
 
 # name -> (module:function, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("macaronic.serve.cli:main", "serve the OpenAI-compatible MoL API and the web chat"),
-    "store": ("macaronic.serve.store_cli:main", "check or back up the server's SQLite store"),
-    "chat": ("macaronic.engine.chat:main", "chat in the terminal with the routed MoL"),
-    "generate": ("macaronic.engine.generate_cli:main", "stream one reply from one adapter"),
-    "info": ("macaronic.engine.info:main", "describe the base and the registered adapters"),
-    "route": ("macaronic.router.cli:main", "classify turns, benchmark the routers"),
-    "genui": ("macaronic.genui.cli:main", "validate A2UI v0.8 GenUI output"),
-    "mcp": ("macaronic.substrate.mcp_server:main", "serve the action substrate's tools over MCP stdio"),
-    "train": ("macaronic.train.cli:main", "train a specialist LoRA adapter (SFT, GRPO)"),
-    "eval": ("macaronic.contract.cli:eval_main", "evaluate a pair under a contract"),
-    "contract": ("macaronic.contract.cli:contract_main", "check a contract file"),
-    "pair": ("macaronic.pairs.cli:main", "show or diff model-harness pairs"),
-    "evolve": ("macaronic.evolve.cli:main", "run generations of the recursive loop"),
-    "bench": ("macaronic.bench.cli:main", "benchmark switch cost, adapters and decode speed"),
-    "export": ("macaronic.export:main", "export base and adapters for vLLM"),
+    "serve": ("macaronic.commands.serve:main", "serve the OpenAI-compatible MoL API and the web chat"),
+    "store": ("macaronic.commands.store:main", "check or back up the server's SQLite store"),
+    "chat": ("macaronic.commands.chat:main", "chat in the terminal with the routed MoL"),
+    "generate": ("macaronic.commands.generate:main", "stream one reply from one adapter"),
+    "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),
+    "route": ("macaronic.commands.route:main", "classify turns, benchmark the routers"),
+    "probe": ("macaronic.commands.probe:main", "the external-suite probes (BFCL, instructions) through the served MoL"),
+    "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output (probe: the genui specialist's cards)"),
+    "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
+    "train": ("macaronic.commands.train:main", "train a specialist LoRA adapter (SFT; grpo, compare, check, distill)"),
+    "eval": ("macaronic.commands.eval:main", "evaluate a pair under a contract (ablate, report-only, table, toolnames)"),
+    "contract": ("macaronic.commands.contract:main", "check, seal or stratify a contract file"),
+    "pair": ("macaronic.commands.pair:main", "show or diff model-harness pairs"),
+    "evolve": ("macaronic.commands.evolve:main", "run generations of the recursive loop (probe: pairs on hand-written requests)"),
+    "bench": ("macaronic.commands.bench:main", "benchmark switch cost, adapters and decode speed (vllm, modes, bases)"),
+    "export": ("macaronic.commands.export:main", "export base and adapters for vLLM"),
 }
 
 

@@ -1,6 +1,6 @@
 """The one prompt renderer: how a turn becomes chat messages and then token ids, for serving
 (`serve/views.py` builds its views from these pieces), the trainers (`train/builders.py`,
-`train/examples.py`), RFT (`evolve/`), GRPO (`train/grpo_cli.py`) and the contract runner
+`datagen/examples.py`), RFT (`evolve/`), GRPO (`train/rollouts.py`) and the contract runner
 (`contract/runner.py`). A prompt that differs between training and serving is a bug nobody sees,
 so there is no second copy of any of this anywhere.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from macaronic.bench import cli, suite
+from macaronic.bench import sections, suite
 from macaronic.engine.base import load_base
 
 
@@ -42,7 +42,7 @@ def test_markdown_section_is_replaced_in_place(tmp_path):
          "machine": {"cpu": "x", "cores": 2, "memory_gb": 1, "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 2},
          "base": {"id": "b", "params": 1e6}, "router": None,
          "prefill": {"prefill512_tok_s": 1.0, "llamacpp_prefill512_tok_s": None}}
-    cli.write_markdown(md, r)
+    sections.write_markdown(md, r)
     text = md.read_text()
     assert "old" not in text and "## Routing\nkept" in text and "Prefill throughput" in text
     assert text.count("<!-- bench:start -->") == 1 and text.count("<!-- bench:end -->") == 1
@@ -126,6 +126,7 @@ def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(t
     from dataclasses import replace
 
     from macaronic.bench import bases as bench_bases
+    from macaronic.commands import bench as bench_command
     from macaronic.engine import bases
 
     monkeypatch.setenv("MACARONIC_HOME", str(tmp_path / "home"))
@@ -133,7 +134,7 @@ def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(t
     monkeypatch.setitem(bases.BASES, "tiny", replace(bases.get(None), name="tiny", packages=()))
     md = tmp_path / "B.md"
     md.write_text("# Benchmarks\n")
-    assert bench_bases.main(["--json", str(tmp_path / "b.json"), "--md", str(md), "--bases", "tiny",
+    assert bench_command.bases(["--json", str(tmp_path / "b.json"), "--md", str(md), "--bases", "tiny",
                              "--history", "96", "--tokens", "4", "--reps", "1", "--threads", "1"]) == 0
     r = json.loads((tmp_path / "b.json").read_text())
     row = r["bases"][0]
@@ -154,8 +155,8 @@ def test_a_run_without_the_peer_keeps_the_peer_section_measured_elsewhere(tmp_pa
     doc.write_text(kept)
     r = {"command": "macaronic bench --only peer", "seconds": 1.0, "peer": {"llamacpp": False, "rows": []},
          "machine": {"cpu": "x", "cores": 2, "memory_gb": 1, "torch": "t"}}
-    cli.write_markdown(doc, r)
+    sections.write_markdown(doc, r)
     assert doc.read_text() == kept and "left as it was" in capsys.readouterr().err
     r["peer"] = {"llamacpp": True, "rows": [], "tokens": 4, "reps": 1}
-    cli.write_markdown(doc, r)
+    sections.write_markdown(doc, r)
     assert "116.37" not in doc.read_text()  # a run with figures replaces them

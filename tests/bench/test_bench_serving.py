@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from macaronic.bench import cli, routing, serving
+from macaronic.bench import routing, sections, serving
+from macaronic.commands import bench as bench_command
 
 MACHINE = {"cpu": "x", "cores": 2, "memory_gb": 1, "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 2}
 
@@ -23,17 +24,17 @@ def test_serving_variants_fill_every_field_and_render(tiny_dirs, tmp_path):
         assert all(r["tokens"] >= r["chunks"] > 0 for r in v["per_round"])
     r = {"command": "macaronic bench --only serve", "seconds": 1.0, "quick": True, "router": None, "serve": sv,
          "machine": MACHINE, "base": {"id": "b", "params": 1e6}}
-    text = cli.own_markdown(json.loads(json.dumps(r)), "serve")
+    text = sections.own_markdown(json.loads(json.dumps(r)), "serve")
     assert "Serving under 4 concurrent streams" in text and "RSS plateau (default)" in text and "| budget 8 | 2 |" in text
     doc = tmp_path / "B.md"
     doc.write_text("# B\n\n<!-- bench:start -->\nengine figures\n<!-- bench:end -->\n")
-    cli.write_markdown(doc, r)  # an --only serve run rewrites its own block, not the engine's
+    sections.write_markdown(doc, r)  # an --only serve run rewrites its own block, not the engine's
     assert "engine figures" in doc.read_text() and "<!-- bench-serve:start -->" in doc.read_text()
 
 
 def test_bench_refuses_an_unknown_section(tmp_path):
     with pytest.raises(SystemExit):
-        cli.main(["--json", str(tmp_path / "x.json"), "--only", "serve,nonsense"])
+        bench_command.main(["--json", str(tmp_path / "x.json"), "--only", "serve,nonsense"])
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from macaronic.contract.ablate import END, START, write_section
-from macaronic.contract.ablate_cli import main
+from macaronic.commands.eval_ablate import main
 
 DRAFT = """\
 contract: tiny-ablate

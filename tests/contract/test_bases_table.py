@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from macaronic.commands import eval_table
 from macaronic.contract import bases_table
 from macaronic.contract.spec import load
 
@@ -33,7 +34,7 @@ def test_gains_are_paired_over_the_same_tasks_and_written_between_markers(tmp_pa
         docs.append(tmp_path / f"{name}.json")
     md = tmp_path / "B.md"
     md.write_text("# Benchmarks\n")
-    assert bases_table.main(["--contract", str(ROOT / "contracts" / "macaronic-core-v4.yaml"), "--ablation", str(docs[0]),
+    assert eval_table.bases(["--contract", str(ROOT / "contracts" / "macaronic-core-v4.yaml"), "--ablation", str(docs[0]),
                              "--ablation", str(docs[1]), "--md", str(md), "--json", str(tmp_path / "t.json")]) == 0
     t = json.loads((tmp_path / "t.json").read_text())["suites"]
     assert list(t) == ["chat"]
@@ -45,7 +46,7 @@ def test_gains_are_paired_over_the_same_tasks_and_written_between_markers(tmp_pa
     text = md.read_text()
     assert bases_table.START in text and "| chat | 0.500 | 0.750 | 0.750 | 1.000 |" in text
     # a second section under its own markers leaves the first one alone
-    assert bases_table.main(["--contract", str(ROOT / "contracts" / "macaronic-core-v4.yaml"), "--ablation", str(docs[0]),
+    assert eval_table.bases(["--contract", str(ROOT / "contracts" / "macaronic-core-v4.yaml"), "--ablation", str(docs[0]),
                              "--ablation", str(docs[1]), "--md", str(md), "--key", "other", "--title", "Other"]) == 0
     text = md.read_text()
     assert text.count(bases_table.START) == 1 and "<!-- other:start -->\n## Other\n" in text

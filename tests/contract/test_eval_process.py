@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 
-from macaronic.contract.cli import eval_main
+from macaronic.commands.eval import main as eval_main
 
 REPORT_KEYS = {"contract", "pair", "parent", "suites", "strata", "decision", "failed_rules", "cost"}
 

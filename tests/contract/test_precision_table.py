@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from macaronic.commands import eval_table
 from macaronic.contract import precision_table
 from macaronic.contract.spec import load
 
@@ -42,7 +43,7 @@ def test_the_fastest_precision_not_below_fp32s_interval_on_any_suite_is_the_defa
     md = tmp_path / "B.md"
     md.write_text("# Benchmarks\n")
     out = tmp_path / "t.json"
-    assert precision_table.main(["--contract", str(CONTRACT), "--ablation", str(fp32), "--ablation", str(int4),
+    assert eval_table.precision(["--contract", str(CONTRACT), "--ablation", str(fp32), "--ablation", str(int4),
                                  "--ablation", str(int8), "--speed", str(speed), "--json", str(out), "--md", str(md)]) == 0
     t = json.loads(out.read_text())
     assert t["rows"]["int8"]["chat"]["delta"] == -0.75 and not t["rows"]["int8"]["chat"]["not_below"]

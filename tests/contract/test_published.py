@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from macaronic.contract.cli import contract_main
+from macaronic.commands.contract import main as contract_main
 
 ROOT = Path(__file__).resolve().parents[2] / "contracts"
 SUMS = [line.split() for line in (ROOT / "SHA256SUMS").read_text().splitlines() if line.strip()]

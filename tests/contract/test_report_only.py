@@ -1,4 +1,4 @@
-"""`python -m macaronic.contract.report_only` on the tiny pair: a report-only suite beyond the
+"""`macaronic eval report-only` on the tiny pair: a report-only suite beyond the
 contract's limit, under base / a forced adapter / routed, resumable, paired vs base."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from macaronic.contract.report_only import main, parse_limits, widen
+from macaronic.commands.eval_report_only import main
+from macaronic.contract.report_only import parse_limits, widen
 
 
 def test_limits_and_widen(contract_file):

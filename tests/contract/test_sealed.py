@@ -8,7 +8,8 @@ import json
 import pytest
 
 from macaronic.contract import spec as cspec
-from macaronic.contract.cli import CONTAMINATED, eval_main
+from macaronic.commands.eval import CONTAMINATED
+from macaronic.commands.eval import main as eval_main
 from macaronic.contract.sealed import SealedSplitError, SplitLoader, contamination, read_audit
 
 

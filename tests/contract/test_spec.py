@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from macaronic.contract import spec as cspec
-from macaronic.contract.cli import contract_main
+from macaronic.commands.contract import main as contract_main
 
 
 def test_sealed_contract_checks_ok(contract_file, capsys):

@@ -91,7 +91,7 @@ def test_verifier_catches_an_action_the_condition_forbids():
 
 def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.train.examples import encode
+    from macaronic.datagen.examples import encode
 
     tok = load_tokenizer(tiny_dirs["qwen2"])
     for e in sample[:40]:

@@ -47,3 +47,40 @@ def test_generate_streams_and_rejects_unknown_adapter(tiny_dirs):
     assert stats["completion_tokens"] <= 5
     r = run("generate", "--base", str(tiny_dirs["llama"]), "--prompt", "hi", "--adapter", "nope")
     assert r.returncode == 2 and "unknown adapter" in r.stderr
+
+
+# every command and every stage under one (`macaronic train grpo`, ...): the parent's --help names the stage
+STAGES = {"serve": [], "store": [], "chat": [], "generate": [], "info": [], "route": [], "mcp": [], "pair": [],
+          "export": [], "genui": ["validate", "probe"], "probe": ["bfcl", "instructions"],
+          "train": ["grpo", "compare", "check", "distill"], "contract": ["check", "seal", "strata"],
+          "eval": ["ablate", "report-only", "table", "toolnames"], "evolve": ["probe"],
+          "bench": ["vllm", "modes", "bases"]}
+HELP = """
+import contextlib, io, json, sys
+from macaronic.cli import main
+out = {}
+for argv in json.loads(sys.argv[1]):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            rc = main(argv + ["--help"])
+        except SystemExit as e:
+            rc = e.code
+    out[" ".join(argv)] = [rc, buf.getvalue()]
+print(json.dumps(out))
+"""
+
+
+def test_every_command_and_stage_answers_help():
+    from macaronic.cli import COMMANDS
+
+    assert set(STAGES) == set(COMMANDS)
+    argvs = [[c] for c in STAGES] + [[c, s] for c, stages in STAGES.items() for s in stages] + [["eval", "table", t]
+                                                                                               for t in ("bases", "precision")]
+    r = subprocess.run([sys.executable, "-c", HELP, json.dumps(argvs)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    for cmd, (rc, text) in got.items():
+        assert rc in (0, None) and "usage: macaronic " + cmd in text, (cmd, rc, text[:300])
+    for c, stages in STAGES.items():
+        assert all(s in got[c][1] for s in stages), (c, got[c][1][-600:])

@@ -70,7 +70,7 @@ def argv(root, contract, pair):
 
 
 def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(setup):
-    from macaronic.evolve.cli import main as evolve_main
+    from macaronic.commands.evolve import main as evolve_main
 
     root, contract, pair = setup
     work = root / "work"
@@ -134,7 +134,7 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     # The probe: generation 0 and the champion on hand-written requests, graded, paired, in JSON.
     from importlib import resources
 
-    from macaronic.evolve.probe import main as probe_main
+    from macaronic.commands.evolve import probe as probe_main
 
     doc = json.loads(resources.files("macaronic").joinpath("data/agent_requests.json").read_text())
     (root / "req.json").write_text(json.dumps({**doc, "requests": doc["requests"][:4]}))
@@ -153,7 +153,7 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
 
 
 def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
-    from macaronic.evolve.cli import main as evolve_main
+    from macaronic.commands.evolve import main as evolve_main
 
     root, contract, pair = setup
     if not (root / "work" / "lineage.sqlite").exists():  # run alone: record the published contract first

@@ -35,7 +35,7 @@ def test_the_hand_written_requests_replay_cleanly():
 
 
 def test_a_bad_pair_or_missing_lineage_is_a_clear_error(tmp_path, capsys):
-    from macaronic.evolve.probe import main
+    from macaronic.commands.evolve import probe as main
 
     assert main(["--workdir", str(tmp_path), "--contract", "contracts/macaronic-core-v5.yaml",
                  "--json", str(tmp_path / "p.json")]) == 2

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from macaronic.cli import main as macaronic_main
-from macaronic.genui.cli import main
+from macaronic.commands.genui import main
 from macaronic.genui.tasks import make_task
 
 
@@ -60,7 +60,7 @@ def test_the_genui_probe_answers_with_a_given_adapter_directory(tmp_path, capsys
     """`macaronic genui probe --adapter-dir DIR` answers with that adapter (an evolve candidate's
     genui) on the small base; a directory that is not an adapter is refused."""
     from macaronic.engine.llm import shipped_adapters_dir
-    from macaronic.genui.probe import main
+    from macaronic.commands.genui import probe as main
 
     genui = shipped_adapters_dir("smollm2-135m-instruct") / "genui"
     out = tmp_path / "p.json"

@@ -10,7 +10,7 @@ import pytest
 
 from macaronic.harness import DEFAULT_BUNDLE
 from macaronic.pairs import Lineage, LineageError, PairManifest, pair_id
-from macaronic.pairs.cli import main as pair_main
+from macaronic.commands.pair import main as pair_main
 from macaronic.pairs.ids import diff
 from macaronic.pairs.lineage import MIGRATIONS
 

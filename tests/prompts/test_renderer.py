@@ -33,7 +33,7 @@ def runner(tmp_path_factory):
 
 def _prompt_part(tok, messages: list[dict]) -> list[int]:
     """The SFT trainer's ids before its last target (what the model is trained to continue)."""
-    from macaronic.train.examples import Example, encode
+    from macaronic.datagen.examples import Example, encode
 
     enc = encode(tok, Example(tuple(messages)), 100_000)
     last = max(i for i, t in enumerate(enc.labels) if t and not enc.labels[i - 1])
@@ -46,7 +46,7 @@ def test_first_turn_prompt_ids_agree_everywhere(runner, role):
     from macaronic.evolve.successor import successes
     from macaronic.substrate.tools import openai_tools
     from macaronic.train import builders
-    from macaronic.train.grpo_cli import rollout_prompt
+    from macaronic.train.rollouts import rollout_prompt
 
     tok, llm = runner.llm.tokenizer, runner.llm
     user, reply = "What is on my calendar tomorrow?", "Nothing yet."
@@ -56,7 +56,7 @@ def test_first_turn_prompt_ids_agree_everywhere(runner, role):
                              sampling={"max_tokens": 1, "seed": 0})
     serve_ids = llm.encode_chat(served.view)
     assert served.usage["prompt_tokens"] == len(serve_ids)
-    # the SFT trainer (train/builders + train/examples)
+    # the SFT trainer (train/builders + datagen/examples)
     train_ids = _prompt_part(tok, list(builders._conv(role, user, {"role": "assistant", "content": reply})))
     # RFT: a graded success from experience, rendered by the successor builder
     contract = _Contract(role)
@@ -133,7 +133,7 @@ def test_shipped_chat_data_still_renders_as_recorded(monkeypatch):
     from macaronic.harness import load_bundle
     from macaronic.train import builders
     from macaronic.train.builders import build
-    from macaronic.train.examples import manifest_hash
+    from macaronic.datagen.examples import manifest_hash
 
     def trained_bundle():
         b = load_bundle()

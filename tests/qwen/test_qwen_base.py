@@ -66,7 +66,7 @@ def test_agent_training_turn_contains_the_tool_call(qwen_dir):
     from transformers import AutoTokenizer
 
     from macaronic.train.builders import build
-    from macaronic.train.examples import encode_all
+    from macaronic.datagen.examples import encode_all
 
     tok = AutoTokenizer.from_pretrained(qwen_dir)
     examples = [e for e in build("agent", 64) if any(m["role"] == "tool" for m in e.messages)]

@@ -121,7 +121,7 @@ def test_api_key_required_and_never_logged(scripted, tmp_path, caplog):
     import logging
 
     from macaronic.serve.app import ServeConfig, create_app
-    from macaronic.serve.cli import api_key_from, parser
+    from macaronic.commands.serve import api_key_from, parser
     from serve_helpers import InProcessServer
 
     key = "sk-test-" + "7" * 24

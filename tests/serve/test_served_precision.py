@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from macaronic.engine.bases import BASES, DEFAULT_BASE
-from macaronic.serve.cli import parser, served_precision
+from macaronic.commands.serve import parser, served_precision
 
 
 @pytest.fixture(autouse=True)

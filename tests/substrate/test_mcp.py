@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from macaronic.substrate.episode import EpisodeConfig, Episodes
-from macaronic.substrate.mcp_server import dispatch, main, tool_listing
+from macaronic.commands.mcp import main
+from macaronic.substrate.mcp_server import dispatch, tool_listing
 from macaronic.substrate.tools import TOOLS
 
 

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.real_model
 
 
 def test_instructions_probe_rows(tmp_path):
-    from macaronic.suites.instructions_probe import main
+    from macaronic.commands.probe import instructions as main
 
     out = tmp_path / "instr.json"
     assert main(["--base", "smollm2-135m-instruct", "--limit", "3", "--max-tokens", "12", "--json", str(out)]) == 0
@@ -23,7 +23,7 @@ def test_instructions_probe_rows(tmp_path):
 
 
 def test_bfcl_probe_rows(tmp_path):
-    from macaronic.suites.bfcl_probe import main
+    from macaronic.commands.probe import bfcl as main
 
     out = tmp_path / "bfcl.json"
     assert main(["--base", "smollm2-135m-instruct", "--categories", "simple,irrelevance", "--limit", "2",

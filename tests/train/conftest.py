@@ -28,7 +28,7 @@ def conv(i: int = 0):
 
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
-    from macaronic.train.examples import Example, write_jsonl
+    from macaronic.datagen.examples import Example, write_jsonl
 
     path = tmp_path_factory.mktemp("train-data") / "data.jsonl"
     return write_jsonl(path, [Example(tuple(conv(i)), "chat", "test") for i in range(6)])

@@ -23,11 +23,11 @@ def test_torchrun_two_processes_match_single(tiny_base, tiny_data, tmp_path):
     common = ["chat", "--data", str(tiny_data), "--base", str(tiny_base), "--steps", "3", "--batch", "4",
               "--lr", "5e-2", "--dtype", "float32", "--no-progress", "--save-every", "0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, "-m", "macaronic.train.cli", *common, "--out", str(tmp_path / "one")],
+    single = subprocess.run([sys.executable, "-m", "macaronic.cli", "train", *common, "--out", str(tmp_path / "one")],
                             env=env, capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                          "--master_port", str(_free_port()), "-m", "macaronic.train.cli", *common,
+                          "--master_port", str(_free_port()), "-m", "macaronic.cli", "train", *common,
                           "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
     assert ddp.returncode == 0, ddp.stderr[-2000:]
     args = ModelArgs.from_dir(tiny_base)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from macaronic.train.examples import Example, encode, manifest_hash, read_jsonl, user_marker
+from macaronic.datagen.examples import Example, encode, manifest_hash, read_jsonl, user_marker
 from tests.train.conftest import conv
 
 

@@ -28,7 +28,7 @@ def test_reward_goes_up_on_toy_task(tmp_path, tiny_tok):
     msgs = [{"role": "user", "content": "write letters"}]
     ids = tiny_tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
     ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-    from macaronic.train.examples import user_marker
+    from macaronic.datagen.examples import user_marker
 
     m = user_marker(tiny_tok)
     start = max(i for i in range(len(ids) - len(m) + 1) if ids[i:i + len(m)] == m)
@@ -50,7 +50,7 @@ def test_reward_goes_up_on_toy_task(tmp_path, tiny_tok):
 
 def test_batched_group_matches_the_one_sequence_twins(tiny_base, tiny_tok):
     """sample_group's log-probs == group_logprobs == completion_logprobs, turn and full mode."""
-    from macaronic.train.examples import user_marker
+    from macaronic.datagen.examples import user_marker
     from macaronic.train.grpo import completion_logprobs, group_logprobs, sample_group
 
     msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},

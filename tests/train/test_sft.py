@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from macaronic.train.cli import main
+from macaronic.commands.train import main
 from tests.train.conftest import conv
 
 
@@ -57,8 +57,8 @@ def test_adapter_loads_and_engine_matches_trainer(tiny_base, tiny_data, tmp_path
 def test_trainer_forward_matches_engine_turn_mode(tiny_base, tiny_data, tmp_path):
     """The trainer's turn rule (history by the bare base, adapter from the user header) is the engine's."""
     from macaronic.engine.llm import load_llm
-    from macaronic.train.examples import encode_all
-    from macaronic.train.examples import read_jsonl
+    from macaronic.datagen.examples import encode_all
+    from macaronic.datagen.examples import read_jsonl
     from macaronic.train.sft import TrainConfig, train, turn_logits
 
     llm = load_llm(tiny_base, [])
@@ -67,7 +67,7 @@ def test_trainer_forward_matches_engine_turn_mode(tiny_base, tiny_data, tmp_path
         cfg = TrainConfig(role="chat", steps=2, batch=2, lr=5e-2, save_every=0)
         pm, _ = train(cfg, enc, tmp_path / "mem", base_dir=tiny_base, progress=False)
         from macaronic.train.output import write_adapter
-        from macaronic.train.examples import user_marker
+        from macaronic.datagen.examples import user_marker
         from dataclasses import replace
 
         write_adapter(tmp_path / "mem", pm, replace(cfg, save_dtype="float32"), tiny_base, user_marker(llm.tokenizer),

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from macaronic.commands import train_compare
 from macaronic.train import compare
 
 
@@ -49,10 +50,10 @@ def test_markdown_between_markers(tmp_path):
     doc = tmp_path / "B.md"
     doc.write_text("# B\n<!-- train:start -->\nprose\n<!-- train:tables:start -->\nold\n<!-- train:tables:end -->\n<!-- train:end -->\n")
     args = ["md", "--modes-json", str(tmp_path / "m.json"), "--grpo-json", str(tmp_path / "none.json"), "--write", str(doc)]
-    assert compare.main(args) == 0
+    assert train_compare.main(args) == 0
     out = doc.read_text()
     assert "old" not in out and "| full_r8 | 420 |" in out and "prose" in out
     assert out.endswith("<!-- train:tables:end -->\n<!-- train:end -->\n")
     doc.write_text("# no markers\n")
     with pytest.raises(SystemExit):
-        compare.main(args)
+        train_compare.main(args)

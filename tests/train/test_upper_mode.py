@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from macaronic.train.cli import main
+from macaronic.commands.train import main
 
 
 def _train(tiny_base, tiny_data, out, extra=()):
@@ -18,7 +18,7 @@ def _train(tiny_base, tiny_data, out, extra=()):
 def test_upper_adapter_has_top_layers_only_and_loads_as_upper(tiny_base, tiny_data, tmp_path):
     from macaronic.engine.adapters import read_adapter
     from macaronic.engine.config import ModelArgs
-    from macaronic.train.examples import encode_all, read_jsonl
+    from macaronic.datagen.examples import encode_all, read_jsonl
     from macaronic.train.sft import TrainConfig, example_loss, init_from, load_model
     from macaronic.testing import tiny_tokenizer
 

@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from macaronic.train.cli import main
+from macaronic.commands.train import main
 
 
 def _train(tiny_base, tiny_data, out, steps=3, extra=()):

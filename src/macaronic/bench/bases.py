@@ -10,7 +10,6 @@ reads (README "Choosing the default base"). Knows nothing about routing, suites 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -136,33 +135,8 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    import os
-
-    from macaronic.engine import bases
-
-    ap = argparse.ArgumentParser(prog="macaronic bench bases", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", required=True, type=Path)
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench-bases section is rewritten ('' to skip)")
-    ap.add_argument("--bases", default=None, help=f"comma list (default: every installed one of {', '.join(bases.BASES)})")
-    ap.add_argument("--threads", type=int, default=2, help="torch (and llama.cpp) threads (default 2, as the rule says)")
-    ap.add_argument("--history", type=int, default=2048)
-    ap.add_argument("--tokens", type=int, default=32, help="decode tokens per timing")
-    ap.add_argument("--reps", type=int, default=2)
-    a = ap.parse_args(argv)
-    names = a.bases.split(",") if a.bases else [n for n, s in bases.BASES.items() if bases.installed(s)]
-    for n in names:
-        bases.get(n)  # an unknown name is a clear error before anything loads
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(a.threads)
-    try:
-        return _run(a, names, argv)
-    finally:
-        torch.set_num_threads(threads_before)
-
-
-def _run(a, names: list[str], argv: list[str]) -> int:
+def run(a, names: list[str], argv: list[str]) -> int:
+    """Measure the bases `names` with the options of `macaronic bench bases` (`a`: commands/bench.py)."""
     import os
     from importlib.util import find_spec
 

@@ -1,4 +1,4 @@
-"""`macaronic bench modes`: what each adapter-switch rule costs in quality and in time.
+"""What each adapter-switch rule costs in quality and in time (`macaronic bench modes`: commands/bench.py).
 
     macaronic bench modes --work runs/modes --json docs/bench/modes.json
     macaronic bench modes --train-only --work runs/modes      # just the specialists, two lanes
@@ -31,7 +31,6 @@ one JSON, a PNG and the table in docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -75,7 +74,7 @@ def train_cmd(role: str, rule: Rule, out: Path, steps_frac: float) -> list[str]:
     c, data = like["training"]["config"], like["data"]
     gen = data["source"].split(":", 1)[1]
     steps = max(1, int(round(c["steps"] * steps_frac)))
-    cmd = [sys.executable, "-m", "macaronic.train.cli", role, "--generator", gen, "--out", str(out),
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--generator", gen, "--out", str(out),
            "--mode", rule.mode, "--rank", str(c["rank"]), "--alpha", str(c["alpha"]), "--steps", str(steps),
            "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
            "--examples", str(data["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
@@ -101,7 +100,9 @@ def _run(cmd: list[str], env: dict, log) -> int:
 
 
 def _train_one(cmd: list[str], out: Path) -> dict:
-    rec = {"dir": str(out), "command": " ".join(cmd[2:])}
+    from macaronic.train.compare import shown
+
+    rec = {"dir": str(out), "command": shown(cmd)}
     marks = [out.parent / f"{out.name}.log", out / "history.jsonl"]  # the log, and one line per step
     while not (out / "macaronic.json").exists() and \
             time.time() - max((m.stat().st_mtime for m in marks if m.exists()), default=0) < BUSY_S:
@@ -498,40 +499,8 @@ def plot(doc: dict, out: Path) -> Path:
     return out
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="macaronic bench modes", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", type=Path, default=Path("runs/modes"), help="adapter sets and evaluations go here")
-    p.add_argument("--steps-frac", type=float, default=0.2,
-                   help="SFT steps per specialist under its rule, as a fraction of the shipped recipe's")
-    p.add_argument("--lanes", type=int, default=3,
-                   help="adapter sets trained and scored at a time (one process each, each in its own session)")
-    p.add_argument("--train-only", action="store_true", help="train the missing specialists and stop")
-    p.add_argument("--cost-only", action="store_true", help="measure the switch cost only (no training, no scores)")
-    p.add_argument("--report-only", action="store_true",
-                   help="no training or scoring: report what the evaluations under --work hold now (a rule still "
-                   "being scored enters with its finished tasks; every comparison is over the tasks all rules have)")
-    p.add_argument("--contract", type=Path, default=ROOT / "contracts/macaronic-core-v4.yaml")
-    p.add_argument("--workers", type=int, default=8, help="units answered concurrently per evaluation")
-    p.add_argument("--router-policy", default="head",
-                   help="routing policy for every rule (default head: it reads the bare base only, so every rule "
-                   "routes alike and the shipped router state, bound to the shipped adapters' ids, still loads)")
-    p.add_argument("--lengths", default="512,2048,4096", help="history lengths of the switch-cost measurement")
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the switch-cost measurement")
-    p.add_argument("--reuse-cost", type=Path, default=None, metavar="JSON",
-                   help="take the switch cost from this earlier `--cost-only` JSON instead of measuring again")
-    p.add_argument("--json", type=Path, default=Path("docs/bench/modes.json"))
-    p.add_argument("--png", type=Path, default=Path("docs/bench/modes.png"))
-    p.add_argument("--md", default="docs/BENCHMARKS.md",
-                   help="markdown file whose section for this JSON (markers named after it) is rewritten ('' to skip)")
-    p.add_argument("--title", default="Adapter-switch rules: quality vs switch cost", help="that section's title")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
+def run(a, argv: list[str]) -> int:
+    """The study with the options of `macaronic bench modes` (`a`: commands/bench.py parses them)."""
     import torch
 
     from macaronic.bench import machine
@@ -609,7 +578,3 @@ def section(doc: dict, a) -> str:
         parts += [f"Served default by the written rule ({d['text']}): **{d['rule']}** "
                   f"(eligible: {', '.join(d['eligible']) or 'none'}).", ""]
     return "\n".join(parts)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -16,7 +16,6 @@ bfloat16). Knows nothing about routing; starts and stops both servers itself.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -215,15 +214,8 @@ def macaronic_load(work: Path, reps: int) -> dict:
     return {"macaronic_register_ms": med(reg), "macaronic_load_ms": med(load)}
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="macaronic bench vllm", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose vLLM section is rewritten ('' to skip)")
-    ap.add_argument("--threads", type=int, default=1, help="cores for each engine (vLLM bound to cores 0..N-1, "
-                                                           "Macaronic pinned there with N torch threads; default 1)")
-    ap.add_argument("--quick", action="store_true", help="512/2k history only, 1 repetition")
-    ap.add_argument("--tokens", type=int, default=64, help="tokens per decode stream (default 64)")
-    a = ap.parse_args(argv)
+def run(a, argv: list[str]) -> int:
+    """vLLM beside Macaronic with the options of `macaronic bench vllm` (`a`: commands/bench.py)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers below are stopped on a kill
     from rich.progress import Progress
 

@@ -18,7 +18,7 @@ batches them) and generations are memoised by (view, adapter, sampling, constrai
 that lands on adapter X reuses forced X's generation of the same view, as the engine would
 reproduce it. `summarize` is pure: rows in, the comparison out (paired bootstrap from
 contract.stats, the contract's gate settings). Printing and files are the caller's
-(contract.ablate_cli).
+(`macaronic eval ablate`, commands/eval_ablate.py).
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """The two-base ablation table: what the base gives and what the adapter scheme gives, per suite.
 
 Reads two `macaronic eval ablate` summaries (one per base, same contract; each names its per-task
-JSONL; or two `contract.report_only` summaries) and pairs their rows over the same sealed tasks: base B alone vs base A alone (what the
+JSONL; or two `macaronic eval report-only` summaries) and pairs their rows over the same sealed tasks: base B alone vs base A alone (what the
 bigger base gives), routed MoL vs the same base alone on each base (what the adapter scheme gives),
 and routed B vs routed A, each with its 95% paired-bootstrap interval (the contract's gate
-settings). Pure apart from `main`, which reads the files and writes the markdown section.
+settings). Pure: `macaronic eval table bases` (commands/eval_table.py) reads the files and writes
+the markdown section.
 
-    python -m macaronic.contract.bases_table --contract contracts/macaronic-core-v4.yaml \\
+    macaronic eval table bases --contract contracts/macaronic-core-v4.yaml \\
         --ablation docs/bench/bases-smollm2.json --ablation docs/bench/bases-qwen.json --md docs/BENCHMARKS.md
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 
 START, END = "<!-- bases-ablation:start -->", "<!-- bases-ablation:end -->"
 
@@ -111,42 +109,3 @@ def markdown(contract, names: tuple[str, str], t: dict, commands: list[str]) -> 
         lines[-1] += (f" {POOLED}: the task scores of every primary suite pooled, as the contract's primary "
                       "metric pools them (each row's mean over the tasks it scored).")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    from macaronic.bench.docs import write_section
-    from macaronic.contract.evaluate import read_rows
-    from macaronic.contract.spec import load
-
-    p = argparse.ArgumentParser(prog="python -m macaronic.contract.bases_table", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--contract", required=True, type=Path)
-    p.add_argument("--ablation", action="append", required=True, type=Path, metavar="JSON",
-                   help="an `eval ablate` summary; give two, the reference base first")
-    p.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
-    p.add_argument("--md", type=Path, default=None)
-    p.add_argument("--key", default="bases-ablation",
-                   help="the <!-- KEY:start/end --> markers of the section written (default bases-ablation)")
-    p.add_argument("--title", default="Two bases: what the base gives, what the adapter scheme gives")
-    a = p.parse_args(argv)
-    if len(a.ablation) != 2:
-        p.error("give exactly two --ablation summaries")
-    contract = load(a.contract, hashes=False)
-    docs = [json.loads(x.read_text()) for x in a.ablation]
-    for x, d in zip(a.ablation, docs):
-        if d["contract"]["sha256"] != contract.sha256:
-            p.error(f"{x} was measured under another contract ({d['contract']['id']})")
-    names = tuple(Path(d["pair"]["base"] or "smollm2-135m-instruct").name for d in docs)
-    scores = tuple(config_scores(contract, d, read_rows(d["tasks"], contract.sha256)) for d in docs)
-    t = table(contract, names, scores)
-    text = markdown(contract, names, t, [d["command"] for d in docs])
-    if a.json:
-        a.json.write_text(json.dumps({"bases": names, "suites": t}, indent=2) + "\n")
-    if a.md:
-        write_section(a.md, f"<!-- {a.key}:start -->", f"<!-- {a.key}:end -->", a.title, text)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

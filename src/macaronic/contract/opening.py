@@ -1,7 +1,8 @@
 """What every contract command does before it evaluates: open the contract (sources and sealed
 hashes checked), resolve and verify the pairs, check training data against the sealed split, and
-show progress. Shared by `macaronic eval` (contract/cli.py), `macaronic eval ablate`
-(contract/ablate_cli.py) and `macaronic evolve`. Knows nothing about how tasks are answered.
+show progress. Shared by `macaronic eval` (commands/eval.py), `macaronic eval ablate`
+(commands/eval_ablate.py), `macaronic eval report-only` and `macaronic evolve`. Knows nothing
+about how tasks are answered.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def resolve_pair(ref: str, lineage: str | Path | None):
 
     if ref.endswith(".json") and Path(ref).is_file():
         return PairManifest.load(ref)
-    from macaronic.pairs.cli import default_lineage
+    from macaronic.pairs.lineage import default_lineage
 
     with Lineage(lineage or default_lineage()) as lin:
         return lin.pair(ref)

@@ -7,19 +7,14 @@ each suite's score with the difference from the reference and its 95% paired-boo
 whose routed score on every primary suite is not below the reference's 95% interval (a score
 above it loses nothing), speed being
 the aggregate tokens/s of `macaronic bench --only precision` (32 concurrent streams through the
-HTTP server, one server per precision) given by --speed. Pure apart from `main`.
+HTTP server, one server per precision) given by --speed. Pure: `macaronic eval table precision` (commands/eval_table.py) reads and writes.
 
-    python -m macaronic.contract.precision_table --contract contracts/macaronic-core-v4.yaml \\
+    macaronic eval table precision --contract contracts/macaronic-core-v4.yaml \\
         --ablation docs/bench/precision-fp32.json --ablation docs/bench/precision-int4.json \\
         --speed docs/bench/serve-precision.json --json docs/bench/precision-table.json --md docs/BENCHMARKS.md
 """
 
 from __future__ import annotations
-
-import argparse
-import json
-from pathlib import Path
-
 
 
 def name_of(doc: dict) -> str:
@@ -89,52 +84,7 @@ def markdown(t: dict, contract, commands: list[str], speed_command: str | None) 
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from macaronic.bench.docs import write_section
-    from macaronic.contract.bases_table import config_scores
-    from macaronic.contract.evaluate import read_rows
-    from macaronic.contract.spec import load as load_contract
-
-    p = argparse.ArgumentParser(prog="python -m macaronic.contract.precision_table", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--contract", required=True, type=Path)
-    p.add_argument("--ablation", action="append", required=True, type=Path,
-                   help="an `eval ablate --configs routed` summary per precision; the first is the reference")
-    p.add_argument("--speed", type=Path, default=None, help="a `macaronic bench --only precision` JSON")
-    p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--md", type=Path, default=None)
-    p.add_argument("--key", default="precision",
-                   help="the <!-- KEY:start/end --> markers of the section written (default precision)")
-    p.add_argument("--title", default="The served precision by the contract", help="the section's heading")
-    a = p.parse_args(argv)
-    contract = load_contract(a.contract, hashes=False)
-    docs = [json.loads(f.read_text()) for f in a.ablation]
-    for f, d in zip(a.ablation, docs):
-        if d["contract"]["sha256"] != contract.sha256:
-            p.error(f"{f} was measured under another contract ({d['contract']['id']})")
-        if d["pair_ids"].get("routed") != docs[0]["pair_ids"].get("routed"):
-            p.error(f"{f} answered with another pair than {a.ablation[0]}: compare precisions of one pair")
-    scores = [config_scores(contract, d, read_rows(d["tasks"], contract.sha256)) for d in docs]
-    speed, speed_cmd = None, None
-    if a.speed:
-        sd = json.loads(a.speed.read_text())
-        speed_cmd = sd.get("command")
-        speed = {n: v["tok_s"] for n, v in speed_of(sd).items()}
-    t = table(contract, docs, scores, speed)
-    if a.json:
-        a.json.write_text(json.dumps(t, indent=2) + "\n")
-    text = markdown(t, contract, [d["command"] for d in docs], speed_cmd)
-    if a.md:
-        write_section(a.md, f"<!-- {a.key}:start -->", f"<!-- {a.key}:end -->", a.title, text)
-    print(text)
-    return 0
-
-
 def speed_of(bench: dict) -> dict[str, dict]:
     """precision -> its row of `macaronic bench --only precision` (32 streams through the server)."""
     return {v["label"]: v for v in (bench.get("serve_precision") or {}).get("variants", [])
             if "tok_s" in v and v["label"] in ("fp32", "bf16", "int8", "int4")}
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

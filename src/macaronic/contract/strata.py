@@ -1,4 +1,4 @@
-"""`macaronic contract strata`: freeze a contract's difficulty strata from a reference pair
+"""Freeze a contract's difficulty strata from a reference pair
 evaluated with k samples per task at the contract's strata temperature (v5: k = 4, T = 0.7).
 
 A task's stratum is its pass rate over the k samples (the mean task score for non-binary
@@ -10,8 +10,6 @@ are a sealed read (purpose `strata`, audited). Resumable: per-unit rows go to a 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,30 +52,3 @@ def freeze(contract_path: Path, pair, out: Path, audit: Path | None = None, task
            "tasks": freeze_strata(view, rows), "rates": rates}
     write_json_atomic(out, doc)
     return doc
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="macaronic contract strata", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--contract", required=True, type=Path)
-    p.add_argument("--pair", required=True, help="the reference pair: manifest .json, id or alias")
-    p.add_argument("--out", required=True, type=Path, help="strata JSON to write")
-    p.add_argument("--lineage", type=Path, default=None)
-    p.add_argument("--audit", type=Path, default=None)
-    p.add_argument("--workers", type=int, default=1, help="units answered at once (one engine batches them)")
-    a = p.parse_args(argv)
-    from macaronic.contract.opening import resolve_pair
-    from macaronic.contract.spec import ContractError
-
-    try:
-        doc = freeze(a.contract, resolve_pair(a.pair, a.lineage), a.out, a.audit, workers=a.workers)
-    except ContractError as e:
-        print(f"macaronic contract strata: {e}", file=sys.stderr)
-        return e.code
-    counts = {s: sum(v == s for v in doc["tasks"].values()) for s in ("easy", "mid", "hard")}
-    print(f"strata of {len(doc['tasks'])} tasks from {doc['k']} samples at T={doc['temperature']}: {counts} -> {a.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

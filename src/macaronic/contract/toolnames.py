@@ -1,4 +1,4 @@
-"""`python -m macaronic.contract.toolnames ROWS.jsonl ...`: tool calls in evaluated episodes.
+"""Tool calls in evaluated episodes (`macaronic eval toolnames ROWS.jsonl ...`: commands/eval_toolnames.py).
 
 Reads per-task rows written by `macaronic eval` / `macaronic eval ablate` (each row keeps its
 conversation) and reports, per file and suite: episodes, the share of episodes with a call to a
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections import defaultdict
 
 SUBSTRATE_SUITES = {"agent", "mixed"}
@@ -57,17 +56,3 @@ def summarize(rows: list[dict]) -> dict:
         if suite in SUBSTRATE_SUITES:
             out[suite] |= {"invented_tool": round(invented / n, 3), "bad_arguments": round(bad_args / n, 3)}
     return out
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv else 2
-    for path in argv:
-        rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
-        print(json.dumps({"file": path, "suites": summarize(rows)}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -3,8 +3,10 @@
 An engine samples a world or an intent, plans the gold answer from what it knows (the world's
 state, the request's values), renders one of many phrasings, and keeps an example only when its
 verifiers pass. Engines never emit a contract family or instance, nor an external-suite item
-(`tests/datagen` proves it). Knows nothing about models or training: it returns
-`macaronic.train.examples.Example`s.
+(`tests/datagen` proves it). The engines know nothing about models or training: they return
+`macaronic.datagen.examples.Example`s. `examples.py` is the example format shared with train/ and
+its encoding into ids + the current-turn loss mask (the renderer's one chat-template call, the
+engine's turn rule); it sits here, below train/, so that both layers read one definition.
 
     macaronic.datagen.agent.examples(n, seed) -> list[Example]
 """

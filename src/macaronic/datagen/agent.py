@@ -573,7 +573,7 @@ def messages_of(w: World, t: Transcript, bundle=None) -> list[dict]:
 def examples(n: int, seed: int = 0) -> list:
     """`n` verified agent conversations (seeded, deterministic), patterns mixed by weight."""
     from macaronic.harness import load_bundle
-    from macaronic.train.examples import Example
+    from macaronic.datagen.examples import Example
 
     bundle = load_bundle()
     rng = random.Random(f"agent-engine:{seed}")

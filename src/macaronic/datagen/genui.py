@@ -338,7 +338,7 @@ def examples(n: int, seed: int = 0) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head."""
     from macaronic.harness import load_bundle
     from macaronic.prompts import prompt_head
-    from macaronic.train.examples import Example
+    from macaronic.datagen.examples import Example
 
     head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
     rng = random.Random(f"genui-engine:{seed}")

@@ -1,4 +1,5 @@
-"""`macaronic evolve probe`: pairs of a lineage on hand-written agent requests, side by side.
+"""Pairs of a lineage on hand-written agent requests, side by side (`macaronic evolve probe`:
+commands/evolve.py).
 
 The contract's dev and test tasks come from task families, and the failure-data skills are
 families too; this asks the pairs something nobody templated. Each request
@@ -12,9 +13,7 @@ difference against the first pair (bootstrap interval, McNemar). Writes JSON wit
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -73,60 +72,3 @@ def compare(rows: list[dict], base: list[dict]) -> dict:
     return {"delta": round(delta, 3), "ci95": [round(v, 3) for v in ci], "gained": m["b"], "lost": m["c"],
             "p_two_sided": round(m["p_two_sided"], 4),
             "gained_ids": [i for i in ids if a[i] > b[i]], "lost_ids": [i for i in ids if a[i] < b[i]]}
-
-
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="macaronic evolve probe", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", type=Path, required=True, help="an evolve work directory (its lineage.sqlite)")
-    p.add_argument("--contract", type=Path, required=True, help="the contract whose agent suite sets steps, caps, grader")
-    p.add_argument("--pairs", default="gen-0,champion",
-                   help="comma-separated: gen-N (the pair generation N ended with), an alias, an id or id prefix; "
-                        "the first is the baseline of the paired comparison (default: gen-0,champion)")
-    p.add_argument("--requests", type=Path, default=None, help="JSON {seed, requests: [{id, skill, request, gold, facts}]}")
-    p.add_argument("--json", type=Path, required=True, help="where to write the rows and the summary")
-    p.add_argument("--workers", type=int, default=8, help="requests answered at once (batched on one engine)")
-    a = p.parse_args(argv)
-    from macaronic.contract import spec as cspec
-    from macaronic.contract.evaluate import run_units
-    from macaronic.contract.runner import make_answerer
-    from macaronic.contract.spec import ContractError
-    from macaronic.pairs.lineage import Lineage, LineageError
-
-    lineage = a.workdir / "lineage.sqlite"
-    if not lineage.is_file():
-        print(f"macaronic evolve probe: no lineage at {lineage}", file=sys.stderr)
-        return 2
-    try:
-        contract = cspec.parse(a.contract)
-        units = load_requests(a.requests)
-        with Lineage(lineage) as lin:
-            refs = [r.strip() for r in a.pairs.split(",") if r.strip()]
-            pairs = [(ref, lin.pair(resolve(lin, ref))) for ref in refs]
-    except (ValueError, KeyError, OSError, LineageError, ContractError) as e:
-        print(f"macaronic evolve probe: {e}", file=sys.stderr)
-        return 2
-    out = {"command": "macaronic evolve probe " + " ".join(argv), "contract": f"{contract.name}@{contract.version}",
-           "n": len(units), "pairs": []}
-    base = None
-    for ref, m in pairs:
-        ans = make_answerer("harness", m)
-        try:
-            rows = sorted(run_units(contract, m.id, units, ans, set(), split="probe", workers=a.workers),
-                          key=lambda r: r["task"])
-        finally:
-            ans.close()
-        entry = {"ref": ref, "pair": m.id, **summarise(rows)}
-        if base is not None:
-            entry["vs_first"] = compare(rows, base)
-        base = rows if base is None else base
-        out["pairs"].append({**entry, "rows": rows})
-        s = entry
-        print(f"{ref:>10} {m.id[:12]}  pass {s['pass']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]  "
-              + " ".join(f"{k}={v}" for k, v in s["by_skill"].items())
-              + (f"  vs {refs[0]}: {s['vs_first']['delta']:+.3f} {s['vs_first']['ci95']} "
-                 f"(+{s['vs_first']['gained']} -{s['vs_first']['lost']})" if "vs_first" in s else ""), flush=True)
-        print(f"{'':>10} failures {s['failures']}", flush=True)
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(out, indent=1) + "\n")
-    return 0

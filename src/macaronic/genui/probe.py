@@ -1,4 +1,5 @@
-"""`macaronic genui probe`: the genui specialist on hand-written requests, through the served harness.
+"""The genui probe's grading: the genui specialist on hand-written requests, through the served harness
+(the command, `macaronic genui probe`, is in commands/genui.py; this module knows no argparse).
 
 Each request (`macaronic/data/genui_requests.json`, written by hand, not from the task
 templates; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
@@ -11,14 +12,10 @@ answers without grammars or closing, the comparison row. Writes JSON; prints a s
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
-import sys
-import time
 from importlib import resources
-from pathlib import Path
 
 
 def components_of(card: dict) -> set[str]:
@@ -73,41 +70,7 @@ def summary(rows: list[dict]) -> dict:
             "length_cut": round(sum(r["finish_reason"] == "length" for r in rows) / n, 3)}
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="macaronic genui probe", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--requests", type=Path, default=None, help="JSON {requests: [{id, text, expects}]}")
-    p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
-    p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
-    p.add_argument("--max-tokens", type=int, default=768)
-    p.add_argument("--limit", type=int, default=None, help="only the first N requests")
-    p.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
-    p.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
-                   help="answer with this adapter directory instead of the shipped specialists (repeatable; an "
-                        "adapter is named by its directory, so the one answering is a directory called genui, "
-                        "e.g. an evolve candidate's adapters/genui)")
-    a = p.parse_args(argv)
-    src = a.requests.read_text() if a.requests else \
-        resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
-    requests = json.loads(src)["requests"][: a.limit]
-    from macaronic.engine.llm import EngineConfig, load_base_llm
-    from macaronic.serve.mol import HarnessConfig, MoL
-
-    t0 = time.perf_counter()
-    llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
-    try:
-        mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
-        results = asyncio.run(answer_all(mol, requests, a.max_tokens))
-    finally:
-        llm.close()
-    rows = [score(r, res) for r, res in zip(requests, results)]
-    out = {"command": "macaronic genui probe " + " ".join(argv), "constrained": not a.no_constraints,
-           "seconds": round(time.perf_counter() - t0, 1), "summary": summary(rows), "rows": rows}
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(out["summary"]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def load_requests(path=None, limit: int | None = None) -> list[dict]:
+    """The hand-written requests (`macaronic/data/genui_requests.json`), or those of the file at `path`."""
+    src = path.read_text() if path else resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
+    return json.loads(src)["requests"][:limit]

@@ -15,6 +15,7 @@ models, contracts or how decisions are made.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -57,6 +58,13 @@ MIGRATIONS: list[str] = [
     """,
 ]
 ALIASES = ("champion", "challenger")
+
+
+def default_lineage() -> Path:
+    """$MACARONIC_LINEAGE, else lineage.sqlite under the Macaronic home."""
+    from macaronic.engine.base import home
+
+    return Path(os.environ.get("MACARONIC_LINEAGE", home() / "lineage.sqlite"))
 
 
 class LineageError(LookupError):

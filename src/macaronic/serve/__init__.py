@@ -6,9 +6,9 @@
     remote.py    the same interface over a remote OpenAI-compatible multi-LoRA engine
     store.py     SQLite: Responses API state and which adapter produced each assistant message
     store_check.py  is a store file whole (header, -wal frames, integrity, schema, row checksums)
-    store_cli.py    `macaronic store check|backup`
     metrics.py   Prometheus text exposition
     api.py       OpenAI request schemas and response/SSE builders
     app.py       FastAPI app and web chat
-    build.py     `macaronic serve`: command line, assembly (router fitted in the background), uvicorn
+
+The commands `macaronic serve` and `macaronic store` are in `macaronic.commands` (serve.py, store.py).
 """

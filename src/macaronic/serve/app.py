@@ -11,7 +11,7 @@ boundary); every error here (404, 405, unparsable bodies, validation) answers th
 `validate.py` checks every field before the harness runs (off the event loop, within the
 budgets of `budgets.py`); `streams.py` turns a turn generator into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
-`serve/cli.py`.
+`commands/serve.py`.
 """
 
 from __future__ import annotations

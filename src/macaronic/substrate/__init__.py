@@ -10,7 +10,7 @@ Modules, one idea each:
 - `replay`: rebuild a state from a log, run gold actions;
 - `toolcalls`: the text format of tool calls, the parser, the tool prompt;
 - `tasks`: agent-suite task families, splits, `grade`, `pass_hat_k`;
-- `mcp_server`: `macaronic mcp`, the tools over MCP stdio.
+- `mcp_server`: the tools over MCP stdio (`macaronic mcp`).
 
 This package knows nothing about models, adapters or routing.
 """

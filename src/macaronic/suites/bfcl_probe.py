@@ -1,4 +1,5 @@
-"""`python -m macaronic.suites.bfcl_probe`: BFCL v4's single-turn categories through the served harness.
+"""The BFCL probe's rows (`macaronic probe bfcl`, commands/probe.py): BFCL v4's single-turn categories
+through the served harness.
 
 Each problem of `bfcl-eval`'s data (simple python, multiple, parallel, parallel_multiple,
 irrelevance; `macaronic.suites.bfcl`) is one turn with the problem's functions as `tools`
@@ -16,12 +17,8 @@ without the tool grammar. Report only, outside any contract: these problems are 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import sys
-import time
-from pathlib import Path
 
 MODELS = ("base", "agent", "macaronic")
 
@@ -58,47 +55,3 @@ async def run(mol, category: str, probs: list[dict], model: str | None, max_toke
                 "tool_error": r.tool_error, "finish_reason": r.finish_reason}
 
     return await asyncio.gather(*[one(p) for p in probs])
-
-
-def main(argv: list[str]) -> int:
-    from macaronic.suites.bfcl import CATEGORIES
-
-    ap = argparse.ArgumentParser(prog="python -m macaronic.suites.bfcl_probe", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", type=Path, required=True, help="where the per-problem rows and scores go")
-    ap.add_argument("--categories", default=",".join(CATEGORIES), help=f"comma-separated, of {', '.join(CATEGORIES)}")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, agent, macaronic")
-    ap.add_argument("--limit", type=int, default=None, help="first N problems of each category (default: all)")
-    ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--no-constraints", action="store_true")
-    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
-    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
-                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
-    a = ap.parse_args(argv)
-    models = a.models.split(",")
-    if bad := [m for m in models if m not in MODELS]:
-        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
-    from macaronic.suites.bfcl import problems
-    from macaronic.suites.probe import scores, served, write
-
-    t0 = time.perf_counter()
-    llm, mol = served(a.base, a.adapter_dir, constrain=not a.no_constraints)
-    out: dict = {"command": "python -m macaronic.suites.bfcl_probe " + " ".join(argv),
-                 "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
-                 "categories": {}}
-    try:
-        names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
-        for cat in a.categories.split(","):
-            probs = problems(cat, a.limit)
-            rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
-            out["categories"][cat] = {"n": len(probs), "rows": rows, "score": scores(rows, len(probs))}
-            print(cat, out["categories"][cat]["score"], f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
-    finally:
-        llm.close()
-    out["seconds"] = round(time.perf_counter() - t0, 1)
-    write(out, a.json)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 
-from macaronic.train.examples import Example
+from macaronic.datagen.examples import Example
 
 ROLES = ("chat", "agent", "coding", "genui")
 
@@ -226,7 +226,7 @@ def coding_examples(n: int, seed: int = 0) -> list[Example]:
 
 
 def coding_distill_examples(n: int, seed: int = 0, refs_per_family: int = 3) -> list[Example]:
-    """The bare base's own passing solutions to train-family tasks (`macaronic.train.distill`,
+    """The bare base's own passing solutions to train-family tasks (`macaronic train distill`,
     checked in as train/data/coding_distill.jsonl), code only, plus the reference solution for
     the first `refs_per_family` distinct prompts of each train family the base never solved;
     under the served prompt head, shuffled by `seed`, repeated in order when `n` exceeds them."""
@@ -298,7 +298,7 @@ def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Exa
 
     if name == "coding_distill" and registered(base) != "smollm2-135m-instruct":
         raise ValueError("coding_distill is SmolLM2-135M's own passing solutions; for another base use "
-                         "--generator coding or regenerate the file with python -m macaronic.train.distill --base")
+                         "--generator coding or regenerate the file with macaronic train distill --base")
     if name == "chat":
         k = n // 4
         mixed = chat_examples(n - k, seed, base) + route_examples(k, seed)

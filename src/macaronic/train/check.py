@@ -5,15 +5,13 @@ with the role's grader (chat/coding suites, genui grader, agent first tool call 
 is checked on its first step only (a parseable call naming the gold tool with the gold
 arguments), not on whole episodes. Prints and returns a dict; never reads test families.
 
-    python -m macaronic.train.check --roles coding,agent --n 6 [--adapters DIR]
+    macaronic train check --roles coding,agent --n 6 [--adapters DIR]   (commands/train_check.py)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 from macaronic.suites.registry import SUITES, suite
 
@@ -49,28 +47,3 @@ def check(llm, roles: list[str], n: int, seed: int = 0, with_base: bool = True) 
         out[role] = {"n": len(rows), "summary": summary, "rows": rows}
         print(f"{role}: {json.dumps(summary)}", file=sys.stderr)
     return out
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--roles", default="chat,agent,coding,genui")
-    p.add_argument("--n", type=int, default=6)
-    p.add_argument("--adapters", type=Path, default=None, help="directory of <role>/ adapters (default: shipped)")
-    p.add_argument("--json", type=Path, default=None)
-    p.add_argument("--base", default=None, help="a registered base (default: the default base)")
-    a = p.parse_args(argv)
-    from macaronic.engine.llm import load_default_llm, load_llm
-
-    roles = a.roles.split(",")
-    llm = load_llm(a.base, [a.adapters / r for r in roles]) if a.adapters else load_default_llm(base=a.base)
-    try:
-        res = check(llm, roles, a.n)
-    finally:
-        llm.close()
-    if a.json:
-        a.json.write_text(json.dumps(res, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

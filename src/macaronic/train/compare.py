@@ -1,4 +1,5 @@
-"""`macaronic train compare modes|grpo`: the two training comparisons of issue 6, reproducible.
+"""The two training comparisons of issue 6, reproducible (`macaronic train compare modes|grpo|md`:
+commands/train_compare.py).
 
     macaronic train compare modes --roles coding,agent --work runs/modes --json docs/bench/train-modes.json
     macaronic train compare grpo --role agent --work runs/grpo --json docs/bench/train-grpo.json
@@ -17,7 +18,6 @@ each mode is quoted from the engine benchmark (docs/bench/engine.json), not re-m
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -54,12 +54,18 @@ def _run(cmd: list[str], log: Path) -> float:
     return round(time.time() - t0, 1)
 
 
+def shown(cmd: list[str]) -> str:
+    """A training subprocess's command as a reader runs it: `macaronic train ...` for
+    `python -m macaronic.cli train ...`."""
+    return " ".join(["macaronic", *cmd[3:]] if cmd[1:3] == ["-m", "macaronic.cli"] else cmd)
+
+
 def sft_cmd(role: str, out: Path, *, mode: str, rank: int, steps: int, like: dict, extra: tuple = ()) -> list[str]:
     """The `macaronic train` command that reproduces `like` (a shipped macaronic.json) but for mode/rank/steps."""
     c = like["training"]["config"]
     source = like["data"].get("source", "")
     data = ["--generator", source.split(":", 1)[1]] if source.startswith("generator:") else []
-    cmd = [sys.executable, "-m", "macaronic.train.cli", role, *data, "--base", BASE, "--out", str(out), "--mode", mode, "--rank", str(rank),
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, *data, "--base", BASE, "--out", str(out), "--mode", mode, "--rank", str(rank),
            "--steps", str(steps), "--batch", str(c["batch"]), "--lr", str(c["lr"]), "--seed", str(c["seed"]),
            "--examples", str(like["data"]["examples"]), "--max-turn", str(c["max_turn"]), "--save-every", "10",
            "--threads", "1", "--no-progress", *extra]
@@ -68,7 +74,7 @@ def sft_cmd(role: str, out: Path, *, mode: str, rank: int, steps: int, like: dic
 
 def ensure(out: Path, cmd: list[str]) -> dict:
     """Train unless out/ already holds a finished adapter; returns what it measured."""
-    rec = {"dir": str(out), "command": " ".join(cmd[2:] if cmd[1] == "-m" else cmd)}
+    rec = {"dir": str(out), "command": shown(cmd)}
     if not (out / "macaronic.json").exists():
         out.mkdir(parents=True, exist_ok=True)
         rec["wall_s_this_run"] = _run(cmd, out.parent / (out.name + ".log"))
@@ -85,7 +91,7 @@ def trained_texts(role: str, variants: dict, extra: frozenset[str] = frozenset()
     grpo` (so both comparisons hold out the same instances), each variant directory's data.jsonl, and `extra`."""
     from macaronic.train.builders import build
     from macaronic.train.devscore import user_texts
-    from macaronic.train.examples import read_jsonl
+    from macaronic.datagen.examples import read_jsonl
 
     like = _meta(shipped_dir(role))
     gen = like["data"]["source"].split(":", 1)[1]
@@ -227,7 +233,7 @@ def modes(a) -> int:
 
 
 def grpo_texts(role: str, n: int, seed: int) -> frozenset[str]:
-    """The user messages GRPO samples from (grpo_cli.prompts_for without a tokenizer)."""
+    """The user messages GRPO samples from (rollouts.prompts_for without a tokenizer)."""
     if role == "agent":
         from macaronic.substrate.tasks import generate_tasks
 
@@ -245,11 +251,11 @@ def grpo(a) -> int:
     c = like["training"]["config"]
     doc = {"command": "macaronic train compare grpo " + " ".join(a.argv), "role": a.role, "date": time.strftime("%Y-%m-%d")}
     g_out = a.work / f"{a.role}-grpo"
-    g_cmd = [sys.executable, "-m", "macaronic.train.cli", "grpo", a.role, "--init", str(ship), "--out", str(g_out),
+    g_cmd = [sys.executable, "-m", "macaronic.cli", "train", "grpo", a.role, "--init", str(ship), "--out", str(g_out),
              "--rank", str(c["rank"]), "--steps", str(a.steps), "--prompts", str(a.prompts), "--per-step", str(a.per_step),
              "--group", str(a.group), "--max-new", str(a.max_new), "--lr", str(a.grpo_lr), "--seed", str(a.seed),
              "--threads", "1", "--base", BASE]
-    g = {"dir": str(g_out), "command": " ".join(g_cmd[2:])}
+    g = {"dir": str(g_out), "command": shown(g_cmd)}
     if not (g_out / "macaronic.json").exists():
         if (g_out / "history.jsonl").exists():
             (g_out / "history.jsonl").unlink()  # grpo has no --resume: a cut run starts over
@@ -353,60 +359,3 @@ def md(a) -> int:
     else:
         print(text)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="macaronic train compare", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="what", required=True)
-    m = sub.add_parser("modes", help="turn vs full vs tuned turn, per role, on dev families")
-    m.add_argument("--roles", default="coding,agent")
-    m.add_argument("--work", type=Path, default=Path("runs/modes"))
-    m.add_argument("--tuned-rank", type=int, default=16)
-    m.add_argument("--tuned-steps", type=float, default=2.0, help="tuned steps = this x the shipped steps")
-    m.add_argument("--n", type=int, default=None, help="dev-family tasks per role (default 24 coding, 20 agent)")
-    m.add_argument("--n-heldout", type=int, default=20, help="unseen train-family instances per role")
-    m.add_argument("--seed", type=int, default=0, help="task seed")
-    m.add_argument("--engine-json", type=Path, default=ROOT / "docs/bench/engine.json")
-    m.add_argument("--json", type=Path, default=Path("docs/bench/train-modes.json"))
-    m.add_argument("--reuse", type=Path, default=None,
-                   help="take rows of the same labels on identical tasks from this JSON instead of rescoring")
-    m.add_argument("--extra", action="append", default=[], metavar="LABEL=DIR",
-                   help="also score this adapter (for the role its directory name contains), e.g. "
-                   "grpo=runs/grpo/agent-grpo, so every variant is scored in one process on the same tasks")
-    g = sub.add_parser("grpo", help="GRPO vs continued SFT from the shipped adapter, same wall time")
-    g.add_argument("--role", default=GRPO_ROLE, choices=("agent", "coding"))
-    g.add_argument("--work", type=Path, default=Path("runs/grpo"))
-    g.add_argument("--steps", type=int, default=20, help="GRPO steps")
-    g.add_argument("--prompts", type=int, default=GRPO_PROMPTS)
-    g.add_argument("--per-step", type=int, default=2)
-    g.add_argument("--group", type=int, default=4)
-    g.add_argument("--max-new", type=int, default=48)
-    g.add_argument("--grpo-lr", type=float, default=5e-4, help="GRPO learning rate (the shipped SFT used 1e-3)")
-    g.add_argument("--sft-lr", type=float, default=3e-4)
-    g.add_argument("--sft-seed", type=int, default=SFT_SEED,
-                   help="data seed of the continued SFT: train-family instances from this seed on (the shipped "
-                   "adapter used 0..; GRPO's prompts are 1000..)")
-    g.add_argument("--sft-steps", type=int, default=120,
-                   help="the continued SFT's schedule length; it stops at GRPO's wall time (--max-seconds)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--n", type=int, default=None, help="dev-family tasks (default 24 coding, 20 agent)")
-    g.add_argument("--n-heldout", type=int, default=20)
-    g.add_argument("--seed-eval", type=int, default=0)
-    g.add_argument("--reuse", type=Path, default=Path("docs/bench/train-modes.json"),
-                   help="take rows of the same labels on identical tasks from the modes JSON (scored there, in one "
-                   "process with the mode variants) instead of rescoring")
-    g.add_argument("--json", type=Path, default=Path("docs/bench/train-grpo.json"))
-    d = sub.add_parser("md", help="render both JSONs as markdown tables (to stdout, or between markers)")
-    d.add_argument("--modes-json", type=Path, default=Path("docs/bench/train-modes.json"))
-    d.add_argument("--grpo-json", type=Path, default=Path("docs/bench/train-grpo.json"))
-    d.add_argument("--write", type=Path, default=None,
-                   help="replace the text between <!-- train:tables:start/end --> in this file (the prose around stays)")
-    a = p.parse_args(argv)
-    a.argv = argv[1:]
-    return {"modes": modes, "grpo": grpo, "md": md}[a.what](a)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -69,7 +69,7 @@ def tasks_for(role: str, split: str, n: int, seed: int = 0, exclude: frozenset[s
 
 def user_texts(examples) -> frozenset[str]:
     """The current-turn user messages of training examples: what `tasks_for(..., exclude=)` skips."""
-    from macaronic.train.examples import current_turn
+    from macaronic.datagen.examples import current_turn
 
     return frozenset(ex.messages[current_turn(ex.messages)]["content"] for ex in examples)
 

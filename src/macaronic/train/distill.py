@@ -1,7 +1,7 @@
 """Rejection-sampled coding data: the bare base's own solutions to TRAIN-family coding tasks that
 pass the suite's unit tests (the data of the `coding_distill` generator, `builders.build`).
 
-    python -m macaronic.train.distill --out src/macaronic/train/data/coding_distill.jsonl
+    macaronic train distill --out src/macaronic/train/data/coding_distill.jsonl   (commands/train_distill.py)
 
 Why: SFT on the suite's reference solutions (the first shipped coding adapter) memorised twelve
 one-liner shapes (loss 0.002) and then wrote confident, wrong one-liners for unseen functions,
@@ -16,10 +16,7 @@ Dev and test families are never read.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
 from pathlib import Path
 
 
@@ -91,45 +88,3 @@ def write(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m macaronic.train.distill", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=DATA)
-    p.add_argument("--per-family", type=int, default=10, help="distinct train prompts per family")
-    p.add_argument("--samples", type=int, default=3, help="sampled replies per prompt (plus one greedy)")
-    p.add_argument("--per-prompt", type=int, default=3, help="passing solutions kept per prompt")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--seed", type=int, default=0, help="task seed and sampling seed")
-    p.add_argument("--base", default="smollm2-135m-instruct",
-                   help="a registered base or model directory (default smollm2-135m-instruct: its coding_distill data)")
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(argv)
-    import torch
-
-    from macaronic.engine.llm import load_llm
-
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    tasks = train_prompts(a.per_family, a.seed)
-    t0 = time.time()
-    llm = load_llm(a.base, [])
-    try:
-        recs = sample(llm, tasks, a.samples, temperature=a.temperature, seed=a.seed)
-    finally:
-        llm.close()
-    kept = select(recs, a.per_prompt)
-    write(a.out, kept)
-    fams = sorted({t.family for t in tasks})
-    for f in fams:
-        rs = [r for r in recs if r["family"] == f]
-        print(f"{f}: {sum(r['passed'] for r in rs)}/{len(rs)} replies pass, "
-              f"{len({r['prompt'] for r in kept if r['family'] == f})} prompts kept", file=sys.stderr)
-    print(f"distill: {len(kept)} solutions from {len(tasks)} prompts, {time.time() - t0:.0f} s -> {a.out}",
-          file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

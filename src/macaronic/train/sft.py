@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from macaronic.train.examples import Encoded
+from macaronic.datagen.examples import Encoded
 
 MODES = ("turn", "full", "upper")
 AUTOCAST = ("none", "bfloat16")

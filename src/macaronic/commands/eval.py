@@ -1,25 +1,27 @@
-"""`macaronic eval` and `macaronic contract`: the caller side of the evaluator.
+"""`macaronic eval`: the caller side of the evaluator (`eval ablate`, `eval report-only`, `eval table`
+and `eval toolnames` are commands/eval_*.py).
 
 Everything with side effects lives here: progress bars, the per-task JSONL, the report file,
 exit codes (0 ok, 1 bad contract, 2 environment: missing source, unknown pair, changed files,
-3 contaminated training data). The evaluation itself is contract.evaluate + contract.report.
+3 contaminated training data). The evaluation itself is contract/evaluate.py + contract/report.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import sys
 from pathlib import Path
 
 from macaronic.contract.opening import Refused, contamination_of, prepare, progress
-from macaronic.contract.spec import ENVIRONMENT, ContractError
+from macaronic.contract.spec import ENVIRONMENT
 
 CONTAMINATED = 3
 
 
-def eval_parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="macaronic eval",
         description="Evaluate a model-harness pair on a contract's sealed test split, in this process. "
@@ -28,8 +30,10 @@ def eval_parser() -> argparse.ArgumentParser:
                     "With --parent the parent is evaluated too (or read from --prior logs) and the "
                     "contract's gate decides accept/reject. Exit codes: 0 ok, 1 bad contract, "
                     "2 environment, 3 training data contaminated with test prompts. "
-                    "`macaronic eval ablate --help`: the MoL ablation (base, each adapter forced, "
-                    "routed, oracle) on one pair.")
+                    "Other stages, each with its own --help: `macaronic eval ablate` (the MoL ablation: base, "
+                    "each adapter forced, routed, oracle, on one pair), `macaronic eval report-only` (a contract's "
+                    "report-only suites beyond the contract's slice), `macaronic eval table bases|precision` (tables "
+                    "from ablation summaries), `macaronic eval toolnames` (tool calls in evaluated episodes).")
     p.add_argument("--pair", required=True, help="pair id, id prefix, alias, or a pair manifest .json")
     p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
     p.add_argument("--json", required=True, type=Path, help="where to write the final report")
@@ -68,12 +72,14 @@ def load_strata(path: Path | None, contract) -> tuple[dict | None, str | None]:
     return doc.get("tasks", doc), hashlib.sha256(data).hexdigest()
 
 
-def eval_main(argv: list[str] | None = None) -> int:
-    if argv and argv[0] == "ablate":
-        from macaronic.contract.ablate_cli import main
+STAGES = {"ablate": "eval_ablate", "report-only": "eval_report_only", "table": "eval_table",
+          "toolnames": "eval_toolnames"}  # commands/<module>.py
 
-        return main(argv[1:])
-    args = eval_parser().parse_args(argv)
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in STAGES:
+        return importlib.import_module(f"macaronic.commands.{STAGES[argv[0]]}").main(argv[1:])
+    args = parser().parse_args(argv)
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
     try:
@@ -167,53 +173,3 @@ def summary(report: dict) -> str:
                      + (f"  delta={fmt(s['delta'])} [{fmt(s['delta_ci95'][0])}, {fmt(s['delta_ci95'][1])}]"
                         if s.get("delta_ci95") else ""))
     return "\n".join(lines)
-
-
-def contract_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="macaronic contract",
-        description="Check or seal a contract file. `check` runs the layers parse, schema, sources, "
-                    "hashes and exits 0 (ok), 1 (bad contract) or 2 (environment: a source is missing "
-                    "here). `seal` fills in the sealed test manifests of a draft; publish the result "
-                    "and never edit it again (a change is a new version). `macaronic contract strata --help`: "
-                    "freeze the strata from a k-sample reference evaluation.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("check", help="run every check layer")
-    c.add_argument("file", type=Path)
-    c.add_argument("--audit", type=Path, default=None, help="split-read audit log")
-    s = sub.add_parser("seal", help="write a copy of a draft with its sealed manifests filled in")
-    s.add_argument("file", type=Path)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--audit", type=Path, default=None)
-    return p
-
-
-def contract_main(argv: list[str] | None = None) -> int:
-    if argv and argv[0] == "strata":
-        from macaronic.contract.strata import main
-
-        return main(argv[1:])
-    args = contract_parser().parse_args(argv)
-    from macaronic.contract import spec as cspec
-    from macaronic.contract.sealed import SplitLoader
-
-    try:
-        if args.cmd == "seal":
-            out = cspec.seal(args.file, args.out)
-            c = cspec.parse(out)
-            print(f"sealed {c.id} -> {out}  sha256 {c.sha256}")
-            return 0
-        c = cspec.parse(args.file)
-        cspec.check_sources(c)
-        cspec.check_hashes(c, SplitLoader(c, "check", args.audit))
-    except ContractError as e:
-        print(f"macaronic contract: {e}", file=sys.stderr)
-        return e.code
-    print(f"ok {c.id} sha256 {c.sha256}")
-    for s in c.suites:
-        tag = "report-only" if s.report_only else ("primary" if s.name in c.primary else "")
-        print(f"  {s.name:<12} kind={s.kind:<11} grader={s.grader:<20} test n={s.sealed.get('n')} {tag}")
-    return 0
-
-
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from macaronic.engine.generate_cli import add_model_args, load_from_args
+from macaronic.commands.generate import add_model_args, load_from_args
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 """`macaronic evolve`: run generations of the recursive loop in a work directory.
 
 The caller side: argument parsing, progress bars, report.json and report.png. The loop is
-loop.py; rerunning the same command after a crash resumes where it stopped.
+evolve/loop.py; rerunning the same command after a crash resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -59,12 +59,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def main(argv: list[str]) -> int:
     if argv[:1] == ["probe"]:
-        from macaronic.evolve.probe import main as probe_main
-
-        return probe_main(argv[1:])
+        return probe(argv[1:])
     args = parser().parse_args(argv)
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
@@ -124,5 +121,62 @@ def write_reports(contract_path: Path, workdir: Path, summary: dict) -> None:
     plot(summary, tr, workdir / "report.png")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def probe(argv: list[str]) -> int:
+    """`macaronic evolve probe`."""
+    from macaronic.evolve import probe as module
+    from macaronic.evolve.probe import compare, load_requests, resolve, summarise
+
+    p = argparse.ArgumentParser(prog="macaronic evolve probe", description=module.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", type=Path, required=True, help="an evolve work directory (its lineage.sqlite)")
+    p.add_argument("--contract", type=Path, required=True, help="the contract whose agent suite sets steps, caps, grader")
+    p.add_argument("--pairs", default="gen-0,champion",
+                   help="comma-separated: gen-N (the pair generation N ended with), an alias, an id or id prefix; "
+                        "the first is the baseline of the paired comparison (default: gen-0,champion)")
+    p.add_argument("--requests", type=Path, default=None, help="JSON {seed, requests: [{id, skill, request, gold, facts}]}")
+    p.add_argument("--json", type=Path, required=True, help="where to write the rows and the summary")
+    p.add_argument("--workers", type=int, default=8, help="requests answered at once (batched on one engine)")
+    a = p.parse_args(argv)
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.evaluate import run_units
+    from macaronic.contract.runner import make_answerer
+    from macaronic.contract.spec import ContractError
+    from macaronic.pairs.lineage import Lineage, LineageError
+
+    lineage = a.workdir / "lineage.sqlite"
+    if not lineage.is_file():
+        print(f"macaronic evolve probe: no lineage at {lineage}", file=sys.stderr)
+        return 2
+    try:
+        contract = cspec.parse(a.contract)
+        units = load_requests(a.requests)
+        with Lineage(lineage) as lin:
+            refs = [r.strip() for r in a.pairs.split(",") if r.strip()]
+            pairs = [(ref, lin.pair(resolve(lin, ref))) for ref in refs]
+    except (ValueError, KeyError, OSError, LineageError, ContractError) as e:
+        print(f"macaronic evolve probe: {e}", file=sys.stderr)
+        return 2
+    out = {"command": "macaronic evolve probe " + " ".join(argv), "contract": f"{contract.name}@{contract.version}",
+           "n": len(units), "pairs": []}
+    base = None
+    for ref, m in pairs:
+        ans = make_answerer("harness", m)
+        try:
+            rows = sorted(run_units(contract, m.id, units, ans, set(), split="probe", workers=a.workers),
+                          key=lambda r: r["task"])
+        finally:
+            ans.close()
+        entry = {"ref": ref, "pair": m.id, **summarise(rows)}
+        if base is not None:
+            entry["vs_first"] = compare(rows, base)
+        base = rows if base is None else base
+        out["pairs"].append({**entry, "rows": rows})
+        s = entry
+        print(f"{ref:>10} {m.id[:12]}  pass {s['pass']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]  "
+              + " ".join(f"{k}={v}" for k, v in s["by_skill"].items())
+              + (f"  vs {refs[0]}: {s['vs_first']['delta']:+.3f} {s['vs_first']['ci95']} "
+                 f"(+{s['vs_first']['gained']} -{s['vs_first']['lost']})" if "vs_first" in s else ""), flush=True)
+        print(f"{'':>10} failures {s['failures']}", flush=True)
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0

@@ -1,4 +1,4 @@
-"""`macaronic eval ablate`: the caller side of contract.ablate (engine, router, files, progress)."""
+"""`macaronic eval ablate`: the caller side of contract/ablate.py (engine, router, files, progress)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def default_pair(base: str | None = None):
     return PairManifest.build(base, ads, DEFAULT_BUNDLE)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     import torch
 
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"
             and r["suite"] in {s.name for s in contract.suites}]  # a --suites run may share a file with a wider one
     summary = ablate.summarize(contract, rows, cfgs)
-    command = "macaronic eval ablate " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "macaronic eval ablate " + " ".join(argv)
     doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),

@@ -2,18 +2,23 @@
 
     macaronic train agent --generator agent --out runs/agent --steps 100
     macaronic train chat --data my.jsonl --out runs/chat --mode full --rank 16
-    torchrun --nproc_per_node 2 -m macaronic.train.cli coding --generator coding --out runs/coding
+    torchrun --nproc_per_node 2 -m macaronic.cli train coding --generator coding --out runs/coding
 
 Writes DIR/adapter_config.json, DIR/adapter_model.safetensors, DIR/macaronic.json (provenance),
 DIR/data.jsonl (the exact examples) and DIR/history.jsonl (loss per step); checkpoints go to
-DIR/checkpoint every --save-every steps and `--resume` continues from there. `macaronic train
-grpo ...` runs the RL stage instead (see `macaronic train grpo --help`); `macaronic train compare
-modes|grpo` reruns the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md).
+DIR/checkpoint every --save-every steps and `--resume` continues from there. Other stages, each
+with its own --help:
+
+    macaronic train grpo ROLE ...          the RL stage (GRPO) from an SFT adapter
+    macaronic train compare modes|grpo|md  the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md)
+    macaronic train check ...              trained specialists vs the bare base on dev-family prompts
+    macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -23,6 +28,8 @@ from macaronic.engine.bases import BASE_HELP
 ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is skipped
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
+
+STAGES = ("grpo", "compare", "check", "distill")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
 
 def load_examples(args) -> tuple[list, str]:
     from macaronic.train.builders import build
-    from macaronic.train.examples import read_jsonl
+    from macaronic.datagen.examples import read_jsonl
 
     if args.data:
         return read_jsonl(args.data), f"file:{args.data.name}"
@@ -93,7 +100,7 @@ def load_examples(args) -> tuple[list, str]:
 def run(args) -> Path:
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.train.examples import encode_all, manifest_hash, user_marker, write_jsonl
+    from macaronic.datagen.examples import encode_all, manifest_hash, user_marker, write_jsonl
     from macaronic.train.output import write_adapter
     from macaronic.train.sft import TrainConfig, dist_info, train
 
@@ -144,16 +151,10 @@ def run(args) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "grpo":
-        from macaronic.train.grpo_cli import main as grpo_main
-
-        return grpo_main(argv[1:])
-    if argv and argv[0] == "compare":
-        from macaronic.train.compare import main as compare_main
-
-        return compare_main(argv[1:])
+def main(argv: list[str]) -> int:
+    argv = list(argv)
+    if argv and argv[0] in STAGES:
+        return importlib.import_module(f"macaronic.commands.train_{argv[0]}").main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)
@@ -162,6 +163,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,24 +1,18 @@
 """`macaronic pair`: register, show and diff model-harness pairs recorded in a lineage database.
 
-Prints only; the lineage and manifest logic lives in lineage.py and ids.py.
+Prints only; the lineage and manifest logic lives in pairs/lineage.py and pairs/ids.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from macaronic.engine.bases import BASE_HELP
 from macaronic.pairs.ids import PairManifest, diff
-from macaronic.pairs.lineage import Lineage, LineageError
-
-def default_lineage() -> Path:
-    from macaronic.engine.base import home
-
-    return Path(os.environ.get("MACARONIC_LINEAGE", home() / "lineage.sqlite"))
+from macaronic.pairs.lineage import Lineage, LineageError, default_lineage
 
 
 def parser() -> argparse.ArgumentParser:

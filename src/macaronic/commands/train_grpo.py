@@ -15,40 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from macaronic.engine.bases import BASE_HELP
 
 
-def rollout_prompt(tok, role: str, user: str) -> list[int]:
-    """The token ids a rollout for `role` starts from: the served prompt of a first turn (the one
-    renderer, with the substrate's tools for agent, as the SFT data has them)."""
-    from macaronic.prompts import encode
-    from macaronic.train import builders
-
-    return encode(tok, builders._conv(role, user), add_generation_prompt=True)
-
-
-def prompts_for(role: str, llm_tok, n: int, seed: int):
-    from macaronic.suites.registry import suite
-    from macaronic.train.examples import TurnRule
-
-    rule = TurnRule(llm_tok)
-    s = suite(role)
-    tasks = s.rl_tasks(n, seed)
-    user = [s.user(t) for t in tasks]
-    rew = [lambda text, t=t: s.reward(s.grade(t, text)) for t in tasks]
-    from macaronic.train.grpo import Prompt
-
-    out = []
-    for u, r, t in zip(user, rew, tasks):
-        ids = rollout_prompt(llm_tok, role, u)
-        start = rule.start(ids)
-        out.append(Prompt(tuple(ids), start, r, getattr(t, "id", "")))
-    return out
-
-
-def main(argv=None) -> int:
+def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="macaronic train grpo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role")
@@ -69,11 +39,14 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from dataclasses import replace
 
+    import torch
+
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.train.examples import user_marker
+    from macaronic.datagen.examples import user_marker
     from macaronic.train.grpo import GRPOConfig, grpo
     from macaronic.train.output import write_adapter
+    from macaronic.train.rollouts import prompts_for
     from macaronic.train.sft import TrainConfig, init_from, load_model
 
     torch.set_num_threads(a.threads) if a.threads else None

@@ -1,15 +1,14 @@
-"""`macaronic bench`: run the engine benchmarks, write JSON and the table in docs/BENCHMARKS.md."""
+"""The sections of `macaronic bench` (commands/bench.py): run the engine benchmarks, write JSON and the
+tables in docs/BENCHMARKS.md."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from macaronic.engine.bases import BASES, SMALL_BASE
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
@@ -17,43 +16,9 @@ SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["vllm"]:  # vLLM as a peer: its own module and options
-        from macaronic.bench.vllm_peer import main as vllm_main
-
-        return vllm_main(argv[1:])
-    if argv[:1] == ["modes"]:  # the adapter-switch rules study: trains, scores, measures
-        from macaronic.bench.modes import main as modes_main
-
-        return modes_main(argv[1:])
-    if argv[:1] == ["bases"]:  # every registered base's fast path, side by side
-        from macaronic.bench.bases import main as bases_main
-
-        return bases_main(argv[1:])
-    ap = argparse.ArgumentParser(
-        prog="macaronic bench",
-        description="Measure switched-turn TTFT (turn mode vs per-adapter cache vs cleared cache vs "
-        "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
-        "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
-        "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
-        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls. "
-        "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
-        "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
-        "registered bases side by side.",
-    )
-    ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
-    ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
-    ap.add_argument("--base", default=SMALL_BASE,
-                    help=f"a registered base ({', '.join(BASES)}) or a model directory; default {SMALL_BASE}, the base "
-                         "of every published engine figure and of the llama.cpp peer (another base's llama.cpp rows are "
-                         "left out; `macaronic bench bases` compares the bases with their own GGUFs)")
-    ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
-    ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
-                         "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
-    a = ap.parse_args(argv)
+def run(a, argv: list[str], sections: set[str]) -> int:
+    """Measure `sections` with the options of `macaronic bench` (`a`: commands/bench.py parses them),
+    write the JSON and the markdown, print the tables."""
     if a.threads:
         import torch
 
@@ -64,12 +29,6 @@ def main(argv: list[str]) -> int:
     from macaronic.bench import machine, serving, suite
     from macaronic.engine.base import load_base
 
-    sections = set((a.only or ",".join(SECTIONS)).split(","))
-    if "load" in sections:  # the two 32-stream benchmarks are one section now
-        sections = (sections - {"load"}) | {"serve"}
-    unknown = sections - set(SECTIONS)
-    if unknown:
-        ap.error(f"unknown sections {sorted(unknown)}; choose from {','.join(SECTIONS)}")
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
@@ -283,6 +242,3 @@ def write_markdown(path: Path, r: dict) -> None:
         if r.get(key):
             write_section(path, start, end, title, own_markdown(r, key))
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

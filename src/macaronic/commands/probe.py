@@ -1,0 +1,183 @@
+"""`macaronic probe bfcl|instructions`: the external-suite probes through the served MoL, report only.
+
+Each probe answers its suite once per model row (the bare base, one specialist forced, routed) on
+the MoL `macaronic serve` would build (a registered base or given adapter directories, with the
+shipped router), writes every row to --json and prints a table with each row's score and its
+paired difference from `base`. The rows are built in suites/ (bfcl_probe.py,
+instructions_probe.py); `macaronic genui probe` is the genui specialist's probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+BFCL_DOC = """BFCL v4's single-turn categories through the served harness.
+
+Each problem of `bfcl-eval`'s data (simple python, multiple, parallel, parallel_multiple,
+irrelevance; `macaronic.suites.bfcl`) is one turn with the problem's functions as `tools`
+(tool_choice auto), greedy, answered concurrently, once per model row:
+
+- `base`: the bare base, no adapter (the row every specialist must beat);
+- `agent`: forced to the agent specialist;
+- `macaronic`: routed, as a client that names no specialist gets it.
+
+Graded by the package's own AST checker (irrelevance: no call). Prints a table with each row's
+score per category and its paired difference from `base` (95% bootstrap interval), and writes
+every per-problem row to --json so the intervals can be recomputed. `--no-constraints` answers
+without the tool grammar. Report only, outside any contract: these problems are public.
+"""
+
+INSTRUCTIONS_DOC = """The hand-written instruction suite (`macaronic.suites.instructions`, 104 prompts)
+through the served harness, once per row:
+
+- `base`: the bare base, no adapter (the row every specialist must beat);
+- `chat`: forced to the chat specialist;
+- `macaronic`: routed, as a client that names no specialist gets it.
+
+Greedy, 512 tokens, answered concurrently. Prints each row's strict prompt-level accuracy (every
+instruction of a prompt followed) with its paired difference from `base` (95% bootstrap
+interval), and writes every per-prompt row (reply included) to --json. Report only.
+"""
+
+PROBES = {"bfcl": "BFCL v4's single-turn categories (bfcl-eval's data and AST checker)",
+          "instructions": "the hand-written instruction suite (104 prompts, strict prompt-level accuracy)"}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="macaronic probe",
+                                description="The external-suite probes through the served MoL, report only.")
+    sub = p.add_subparsers(dest="probe", required=True, metavar="PROBE")
+    for name, help_ in PROBES.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    if argv[:1] and argv[0] in PROBES:
+        return {"bfcl": bfcl, "instructions": instructions}[argv[0]](argv[1:])
+    p.parse_args(argv)
+    return 2
+
+
+def served(base: str | None, adapter_dirs: list, **harness):
+    """(llm, MoL) as `macaronic serve` would build them for this base; the caller closes the llm."""
+    from macaronic.engine.llm import EngineConfig, load_base_llm
+    from macaronic.harness import load_bundle
+    from macaronic.router.shipped import router_for
+    from macaronic.serve.mol import HarnessConfig, MoL
+
+    llm = load_base_llm(base, adapter_dirs, EngineConfig.from_env(max_batch=16))
+    # the router serve builds: without one, "macaronic" would take the default route
+    return llm, MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(summaries=False, **harness))
+
+
+def table(out: dict) -> str:
+    """Markdown: per category, each row's score and its paired difference from base."""
+    from macaronic.contract.stats import paired_bootstrap
+
+    cats = list(out["categories"])
+    lines = ["| model | " + " | ".join(f"{c} (n={out['categories'][c]['n']})" for c in cats) + " |",
+             "|---|" + "---|" * len(cats)]
+    for m in out["models"]:
+        cells = []
+        for c in cats:
+            rows = out["categories"][c]["rows"]
+            s = [r["passed"] for r in rows[m]]
+            cell = f"{sum(s) / len(s):.3f}"
+            if m != "base" and "base" in rows:
+                d, ci = paired_bootstrap(s, [r["passed"] for r in rows["base"]])
+                cell += f" ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
+            cells.append(cell)
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def scores(rows: dict, n: int) -> dict:
+    return {m: round(sum(r["passed"] for r in rs) / n, 3) for m, rs in rows.items()}
+
+
+def write(out: dict, path: Path) -> None:
+    """The rows as JSON at `path`, the table on stdout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out) + "\n")
+    print(table(out))
+
+
+def bfcl(argv: list[str]) -> int:
+    from macaronic.suites.bfcl import CATEGORIES
+    from macaronic.suites.bfcl_probe import MODELS, run
+
+    ap = argparse.ArgumentParser(prog="macaronic probe bfcl", description=BFCL_DOC,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", type=Path, required=True, help="where the per-problem rows and scores go")
+    ap.add_argument("--categories", default=",".join(CATEGORIES), help=f"comma-separated, of {', '.join(CATEGORIES)}")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, agent, macaronic")
+    ap.add_argument("--limit", type=int, default=None, help="first N problems of each category (default: all)")
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--no-constraints", action="store_true")
+    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
+    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
+    a = ap.parse_args(argv)
+    models = a.models.split(",")
+    if bad := [m for m in models if m not in MODELS]:
+        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
+    from macaronic.suites.bfcl import problems
+
+    t0 = time.perf_counter()
+    llm, mol = served(a.base, a.adapter_dir, constrain=not a.no_constraints)
+    out: dict = {"command": "macaronic probe bfcl " + " ".join(argv),
+                 "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
+                 "categories": {}}
+    try:
+        names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
+        for cat in a.categories.split(","):
+            probs = problems(cat, a.limit)
+            rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
+            out["categories"][cat] = {"n": len(probs), "rows": rows, "score": scores(rows, len(probs))}
+            print(cat, out["categories"][cat]["score"], f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    finally:
+        llm.close()
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    write(out, a.json)
+    return 0
+
+
+def instructions(argv: list[str]) -> int:
+    from macaronic.suites.instructions_probe import MODELS, run
+
+    ap = argparse.ArgumentParser(prog="macaronic probe instructions", description=INSTRUCTIONS_DOC,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", type=Path, required=True, help="where the per-prompt rows and scores go")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, chat, macaronic")
+    ap.add_argument("--limit", type=int, default=None, help="first N prompts (default: all)")
+    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
+    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
+    a = ap.parse_args(argv)
+    models = a.models.split(",")
+    if bad := [m for m in models if m not in MODELS]:
+        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
+    from macaronic.suites.instructions import load
+
+    prompts = load()[: a.limit]
+    t0 = time.perf_counter()
+    llm, mol = served(a.base, a.adapter_dir)
+    try:
+        names = {"base": mol.backend.base()["id"], "chat": "chat", "macaronic": None}
+        rows = {}
+        for m in models:
+            rows[m] = asyncio.run(run(mol, prompts, names[m], a.max_tokens))
+            print(m, round(sum(r["passed"] for r in rows[m]) / len(prompts), 3), f"{time.perf_counter() - t0:.0f}s",
+                  file=sys.stderr, flush=True)
+        adapters = sorted(llm.adapters.names())
+    finally:
+        llm.close()
+    out = {"command": "macaronic probe instructions " + " ".join(argv), "models": models,
+           "adapters": adapters, "seconds": round(time.perf_counter() - t0, 1),
+           "categories": {"instructions": {"n": len(prompts), "rows": rows, "score": scores(rows, len(prompts))}}}
+    write(out, a.json)
+    return 0
+
