@@ -43,7 +43,8 @@ STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html"
           "vendor/LICENSES.txt": "text/plain; charset=utf-8",
           "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
           "conversations.js": "text/javascript", "badge.js": "text/javascript", "cardstream.js": "text/javascript",
-          "feedback.js": "text/javascript", "settings.js": "text/javascript"}
+          "feedback.js": "text/javascript", "settings.js": "text/javascript",
+          "toolrun.js": "text/javascript"}
 
 __all__ = ["ServeConfig", "create_app"]
 

@@ -1,0 +1,121 @@
+"""Tools that run, in headless Chromium under the strict CSP: with built-in tools on, the agent's
+call executes on the server's substrate, the page shows the call and its result (collapsed) and
+sends the result back until the agent answers in text; a call nothing runs, an agent without
+tools, and an agent that never stops calling each end the turn with a note, never an endless "…"."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from test_serve_browser import TOOLS, chat_page, chromium  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.browser
+CALL = '<tool_call>{"name": "add_reminder", "arguments": {"title": "call Sam", "due": "2031-05-04"}}</tool_call>'
+
+
+def agent(view):
+    return "Done: I will remind you to call Sam." if view[-1]["role"] == "tool" else "On it. " + CALL
+
+
+def turn_over(page, n_notes_or_badges):
+    page.wait_for_function("n => document.querySelectorAll('.msg.assistant .badge, .msg .note').length >= n"
+                           " && !document.body.classList.contains('busy')", arg=n_notes_or_badges, timeout=60000)
+
+
+def reminders_only(page, url):
+    """The tiny test model's context (2,048 tokens) holds a few tools, not all 23 (the real bases
+    hold them all): the page gets the server's own reminder schemas, nothing else."""
+    full = httpx.get(url + "/v1/tools").json()
+
+    def few(route):
+        data = [t for t in full["data"] if "reminder" in t["function"]["name"] or t["function"]["name"] == "get_today"]
+        route.fulfill(json={"object": "list", "data": data})
+
+    page.route(url + "/v1/tools", few)
+
+
+def ask(page, text):
+    page.fill("#input", text)
+    page.click("#send")
+
+
+def test_builtin_tools_run_on_the_server_and_the_agent_goes_on(chromium, inproc):  # noqa: F811
+    url, mol, script = inproc
+    script.replies["agent"] = agent
+    page = chat_page(chromium, url)
+    reminders_only(page, url)
+    page.select_option("#adapter", "agent")
+    page.locator("#tools-box summary").click()
+    page.check("#builtin-tools")
+    ask(page, "remind me to call Sam on 4 May 2031")
+    page.wait_for_selector(".msg.assistant:last-child .text:has-text('Done: I will remind you')", timeout=60000)
+    turn_over(page, 2)
+
+    call = page.locator(".msg.assistant").nth(0).locator("details.tool-call")
+    assert "add_reminder" in call.locator("summary").inner_text()
+    result = page.locator(".msg.tool details.tool-result")
+    assert result.count() == 1 and result.get_attribute("open") is None  # collapsed
+    assert result.locator("summary").inner_text() == "tool result · add_reminder"
+    result.locator("summary").click()
+    shown = json.loads(result.locator("pre").inner_text())
+    assert "error" not in shown and "call Sam" in json.dumps(shown)
+
+    # the call ran on the server's substrate: the reminder is there
+    listed = httpx.post(url + "/v1/tools/execute", json={"name": "list_reminders", "arguments": {"query": "call Sam"}})
+    assert [r["title"] for r in listed.json()["result"]["reminders"]] == ["call Sam"]
+    # the agent saw the built-in schemas, then the result
+    views = [v for a, v in script.seen if a == "agent"]
+    assert any(v[-1]["role"] == "tool" and "call Sam" in v[-1]["content"] for v in views)
+    roles = page.evaluate("MacaronicChat.history().map(m => m.role)")
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert page.evaluate("MacaronicChat.history()[2].tool_call_id") == page.evaluate(
+        "MacaronicChat.history()[1].tool_calls[0].id")
+    assert page.locator(".msg.assistant .text:has-text('…')").count() == 0
+
+    page.reload()  # the same page from storage: the result block and the toggle stay
+    page.wait_for_selector(".msg.tool details.tool-result")
+    assert page.locator(".msg.tool").count() == 1 and page.is_checked("#builtin-tools")
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+def test_what_nothing_runs_ends_the_turn_with_a_note(chromium, inproc):  # noqa: F811
+    url, mol, script = inproc
+    script.replies["agent"] = agent
+    page = chat_page(chromium, url)
+    reminders_only(page, url)
+    page.select_option("#adapter", "agent")
+
+    # tools off: the agent can only write a call as text; the page says tools are off
+    ask(page, "remind me to call Sam")
+    turn_over(page, 2)
+    last = page.locator(".msg.assistant").last
+    assert "tools are off" in last.locator(".tool-note").inner_text()
+
+    # a tool typed into the Tools box: the call is shown, nothing runs it, the turn ends with a note
+    page.locator("#tools-box summary").click()
+    page.fill("#tools", json.dumps(TOOLS))
+    ask(page, "remind me again")
+    page.wait_for_selector(".tool-note:has-text('nothing on this page runs add_reminder')", timeout=60000)
+    turn_over(page, 4)
+    last = page.locator(".msg.assistant").last
+    assert last.locator("details.tool-call").count() == 1 and page.locator(".msg.tool").count() == 0
+    before = last.locator(".text").evaluate("el => getComputedStyle(el, '::before').content")
+    assert before in ("none", "normal", ""), before  # no endless "…"
+    assert not page.is_disabled("#send")
+
+    # an agent that never stops calling: bounded rounds, then a note (in a new chat: the tiny
+    # model's context is short)
+    page.click("#clear")
+    page.fill("#tools", "")
+    page.check("#builtin-tools")
+    script.replies["agent"] = '<tool_call>{"name": "get_today", "arguments": {}}</tool_call>'
+    ask(page, "what day is it")
+    page.wait_for_selector(".tool-note:has-text('stopped after 5 tool rounds')", timeout=120000)
+    turn_over(page, 1)
+    assert page.locator(".msg.tool").count() == 5 and page.locator(".msg.assistant").count() == 5
+    assert not page.problems, page.problems
+    page.context.close()
