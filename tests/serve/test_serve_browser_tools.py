@@ -119,3 +119,41 @@ def test_what_nothing_runs_ends_the_turn_with_a_note(chromium, inproc):  # noqa:
     assert page.locator(".msg.tool").count() == 5 and page.locator(".msg.assistant").count() == 5
     assert not page.problems, page.problems
     page.context.close()
+
+
+@pytest.mark.real_model
+def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path):  # noqa: F811
+    """The real default base and its shipped agent adapter behind `macaronic serve`, at temperature
+    0: with built-in tools on, the routed turn calls add_reminder, the call runs on the server's
+    substrate file (a real row in SQLite), and the agent answers in text after the result; with
+    tools off, the page says so under the reply."""
+    import sqlite3
+
+    from serve_helpers import ServerProcess
+
+    s = ServerProcess(["--store", str(tmp_path / "state.sqlite")], timeout=300)
+    try:
+        page = chat_page(chromium, s.url)
+        page.locator("#settings-box summary").click()
+        page.fill("#temperature", "0")
+        page.locator("#settings-box summary").click()
+        page.locator("#tools-box summary").click()
+        page.check("#builtin-tools")
+        ask(page, "Remind me to call Sam tomorrow at 9 am.")
+        page.wait_for_selector(".msg.tool", timeout=120000)
+        turn_over(page, 2)
+        assert page.locator(".msg.tool summary").first.inner_text() == "tool result · add_reminder"
+        last = page.locator(".msg.assistant").last
+        assert last.locator(".text").inner_text().strip() and last.locator("details.tool-call").count() == 0
+        rows = sqlite3.connect(tmp_path / "substrate.sqlite").execute(
+            "SELECT title FROM reminders WHERE id > 12").fetchall()  # the seeded world has 12
+        assert len(rows) == 1 and "Sam" in rows[0][0], rows
+
+        page.uncheck("#builtin-tools")
+        page.click("#clear")
+        ask(page, "Remind me to call Sam tomorrow at 9 am.")
+        page.wait_for_selector(".tool-note:has-text('tools are off')", timeout=120000)
+        assert not page.problems, page.problems
+        page.context.close()
+    finally:
+        s.stop()

@@ -20,7 +20,7 @@ export function unrunNote(calls) {
 
 // A reply that acts without tools: the agent specialist, or tool-call markup written as text.
 export function pretendsToAct(entry) {
-  return (entry.meta && entry.meta.adapter === "agent") || /<\/?tool_call>/.test(entry.content || "");
+  return (entry.meta && entry.meta.adapter === "agent") || /<\/?tool(_call)?>/.test(entry.content || "");
 }
 
 export function initToggle(box) {
