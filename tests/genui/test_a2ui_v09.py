@@ -77,3 +77,21 @@ def test_v09_integrity_and_schema_faults_are_refused(edit, needle):
     result = validate(card)
     assert not result.valid
     assert any(needle in e["message"] for e in result.errors), result.errors
+
+
+@pytest.mark.parametrize("edit,fix", [
+    (lambda c: c[1]["updateComponents"]["components"][0]["children"].append("ghost"), "child_dropped:ghost"),
+    (lambda c: c[1]["updateComponents"]["components"][1].update(text={"literalString": "x"}), "component_dropped:t"),
+    (lambda c: c.pop(0), "create_surface_set"),
+    (lambda c: c[1]["updateComponents"]["components"][0].update(id="top"), "root_set:top"),
+    (lambda c: c[1]["updateComponents"].update(components=[{"id": "root", "component": "Nope"}]), "fallback_text_card"),
+])
+def test_a_broken_v09_card_is_closed_as_v09(edit, fix):
+    from macaronic.genui.close import close_card
+
+    assert close_card({"text_response": "hi", "a2ui": CARD}, "hi") == ({"text_response": "hi", "a2ui": CARD}, [])
+    card = json.loads(json.dumps(CARD))
+    edit(card)
+    out, fixes = close_card({"text_response": "hi", "a2ui": card}, "hi")
+    assert fix in fixes and validate(out).valid, (fixes, out)
+    assert all(m.get("version") == "v0.9" for m in out["a2ui"])

@@ -40,7 +40,7 @@ def _load(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=3)
 def validator(schema: str = "server_to_client.json"):
     """jsonschema validator of an official v0.9 schema (`server_to_client.json` or
     `client_to_server.json`), its `catalog.json` reference bound to the basic catalog."""
@@ -60,7 +60,7 @@ def validator(schema: str = "server_to_client.json"):
     # client_to_server.json names no `$schema`; every v0.9 file is draft 2020-12.
     registry = Registry().with_resources(
         (uri, Resource.from_contents(doc, default_specification=DRAFT202012)) for uri, doc in resources.items())
-    root = resources[BASE_URI + schema]
+    root = resources.get(BASE_URI + schema) or {"$ref": BASE_URI + schema}  # or a `file#/$defs/x` pointer
     return jsonschema.Draft202012Validator(root, registry=registry, format_checker=format_checker())
 
 
@@ -85,6 +85,11 @@ def message_errors(message: Any, where: str = "", schema: str = "server_to_clien
     """The official schema's verdict on one message, as `{path, message}` errors."""
     return [{"path": where + ptr(*err.absolute_path), "message": f"schema: {err.message[:300]}"}
             for err in validator(schema).iter_errors(message)]
+
+
+def component_ok(comp: Any) -> bool:
+    """Whether one component passes the basic catalog (where a message-level schema error is)."""
+    return validator("catalog.json#/$defs/anyComponent").is_valid(comp)
 
 
 def child_refs(comp: dict[str, Any]) -> list[tuple[str, str]]:
