@@ -157,3 +157,29 @@ def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path): 
         page.context.close()
     finally:
         s.stop()
+
+
+def test_a_v09_card_is_shown_as_json_with_a_note_not_fed_to_the_v08_renderer(chromium, inproc):  # noqa: F811
+    """The validator accepts A2UI v0.9; the vendored Lit renderer draws v0.8 only, so a stored v0.9
+    card is shown as its JSON under a note (the page never hands v0.9 messages to the renderer)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "genui"))
+    from test_a2ui_v09 import CARD
+
+    url, _, _ = inproc
+    page = chat_page(chromium, url)
+    conv = {"id": "cv09", "title": "v0.9", "created": 1, "updated": 2, "entries": [
+        {"role": "user", "content": "a card"},
+        {"role": "assistant", "content": "{}", "meta": {"adapter": "genui", "genui": {
+            "valid": True, "text_response": "Here it is.", "a2ui": CARD, "errors": []}}}]}
+    page.evaluate("c => { localStorage.setItem('macaronic-conversations', JSON.stringify([c]));"
+                  " localStorage.setItem('macaronic-current', c.id); }", conv)
+    page.reload()
+    page.wait_for_selector(".note.v09")
+    assert page.locator(".msg.assistant .text").inner_text().strip() == "Here it is."
+    assert page.locator(".msg.assistant .card").count() == 0
+    assert "createSurface" in page.locator(".msg.assistant details.tool-call pre").text_content()  # collapsed
+    assert not page.problems, page.problems
+    page.context.close()

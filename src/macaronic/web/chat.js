@@ -163,6 +163,12 @@ import * as toolrun from "./toolrun.js";
       return;
     }
     const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
+    if (messages.some((m) => m && m.version === "v0.9")) { // validated as v0.9; the renderer is v0.8
+      div.appendChild(note("an A2UI v0.9 card (it validated): this page's renderer draws v0.8 only, so here is its JSON",
+        "note v09"));
+      toolCalls(div, [{ function: { name: "A2UI v0.9 messages", arguments: JSON.stringify(messages) } }], "card json");
+      return;
+    }
     const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
     const fresh = [];
     let updated = 0;
@@ -192,12 +198,12 @@ import * as toolrun from "./toolrun.js";
   }
 
   // Tool calls as collapsible blocks: the name in the summary, the arguments (pretty JSON) inside.
-  function toolCalls(div, calls) {
+  function toolCalls(div, calls, label = "tool call") {
     for (const c of calls) {
       const box = document.createElement("details");
       box.className = "tool-call";
       const head = document.createElement("summary");
-      head.textContent = "tool call · " + c.function.name;
+      head.textContent = label + " · " + c.function.name;
       const pre = document.createElement("pre");
       const code = document.createElement("code");
       let args = c.function.arguments || "";
