@@ -31,7 +31,7 @@ def test_serve_ships_the_renderer_and_refuses_other_paths(inproc):
                        ("vendor/a2ui-lit.js", "javascript"), ("vendor/LICENSES.txt", "text/plain"),
                        ("a2ui-demo.html", "text/html"), ("favicon.svg", "image/svg+xml"),
                        ("vendor/material-icons-outlined.woff2", "font/woff2"),
-                       *[(m, "javascript") for m in ("badge.js", "cardstream.js", "conversations.js", "feedback.js",
+                       *[(m, "javascript") for m in ("badge.js", "cardstream.js", "conversations.js", "feedback.js", "toolrun.js",
                                                       "settings.js")]]:
         r = httpx.get(f"{url}/static/{name}")
         assert r.status_code == 200 and kind in r.headers["content-type"], name

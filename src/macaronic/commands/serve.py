@@ -51,6 +51,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--substrate", metavar="FILE",
+                   help="SQLite file of the built-in tools' state (reminders, calendar, contacts, notes, orders) "
+                        "the web chat's agent acts on (default: substrate.sqlite beside the store; ':memory:' keeps none)")
     p.add_argument("--api-docs", action="store_true",
                    help="serve the OpenAPI schema at /openapi.json (behind the API key when one is set); "
                         "the /docs and /redoc pages are never served (they load scripts from a CDN)")
@@ -140,7 +143,8 @@ def build(a):
     from macaronic.serve.mol import HarnessConfig, MoL
     from macaronic.serve.store import Store
 
-    store = Store(a.store or home() / "serve" / "state.sqlite")  # first: a damaged store refuses before the model loads
+    store_path = Path(a.store) if a.store else home() / "serve" / "state.sqlite"
+    store = Store(store_path)  # first: a damaged store refuses before the model loads
     bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
     if remote:
@@ -159,7 +163,13 @@ def build(a):
                            max_tokens_limit=a.max_tokens_limit, budgets=budgets)
     mol = MoL(backend, bundle, router, store, config)
     return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
-                            api_docs=a.api_docs, budgets=budgets), llm
+                            api_docs=a.api_docs, budgets=budgets,
+                            substrate=a.substrate or substrate_beside(store_path)), llm
+
+
+def substrate_beside(store_path: Path) -> str:
+    """The built-in tools' state file: beside the store (in memory when the store is)."""
+    return ":memory:" if str(store_path) == ":memory:" else str(store_path.parent / "substrate.sqlite")
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -14,6 +14,7 @@ smallest offending piece the validator points at, one error at a time:
 - a valid card that shows no words at all (only empty containers) after closing -> the reply's
   own `text_response` as a Text at the top of its root.
 
+A v0.9 card (`genui/v09.py`) is closed by the same rules on its flat components (`fix_one_v09`).
 It never invents content: the only text it adds is the reply's own `text_response`. Knows the validator's error paths and the
 A2UI message shapes; nothing about models or decoding.
 """
@@ -25,6 +26,7 @@ import json
 import re
 from typing import Any
 
+from macaronic.genui import v09
 from macaronic.genui.validate import validate
 
 COMPONENT = re.compile(r"^/a2ui/(\d+)/surfaceUpdate/components/(\d+)(/.*)?$")
@@ -40,8 +42,12 @@ def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
     fixes applied (empty when it was valid already)."""
     fixes: list[str] = []
     card = envelope(obj, text, fixes)
+    is_v09 = v09.is_v09(card["a2ui"])  # a v0.9 card is closed as v0.9 (same rules, flat components)
+    fix = fix_one_v09 if is_v09 else fix_one
     for _ in range(MAX_STEPS):
         result = validate(card)
+        if result.valid and is_v09 and fixes and not any("updateComponents" in m for m in card["a2ui"]):
+            break  # closed down to nothing to show
         if result.valid:
             if fixes and not shows_words(card) and card["text_response"].strip():
                 worded = with_text(card)
@@ -49,10 +55,10 @@ def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
                     fixes.append("text_response_shown")
                     return worded, fixes
             return card, fixes
-        if not fix_one(card, result.errors[0], fixes):
+        if not fix(card, result.errors[0], fixes):
             break
     fixes.append("fallback_text_card")
-    return fallback(card.get("text_response") or text), fixes
+    return (fallback_v09 if is_v09 else fallback)(card.get("text_response") or text), fixes
 
 
 def envelope(obj: Any, text: str, fixes: list[str]) -> dict:
@@ -211,3 +217,74 @@ def fallback(text: str) -> dict:
 def card_text(card: dict) -> str:
     """The closed card as the genui specialist writes it (compact JSON)."""
     return json.dumps(card, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---- A2UI v0.9 (genui/v09.py validates it): the same rules on its flat components ----
+
+V09_ENTRY = re.compile(r"^/a2ui/(\d+)/updateComponents/components/(\d+)/children/(\d+)$")
+V09_COMPONENT = re.compile(r"^/a2ui/(\d+)/updateComponents/components/(\d+)(/.*)?$")
+
+
+def fix_one_v09(card: dict, error: dict, fixes: list[str]) -> bool:
+    """One v0.9 fault removed: a dangling list entry, a component the catalog or an integrity rule
+    rejects, a missing `root` (the first unnamed component takes the id), a missing createSurface
+    (added, basic catalog), else the message."""
+    path, message = error.get("path", ""), error.get("message", "")
+    msgs = card["a2ui"]
+    if m := V09_ENTRY.match(path):
+        i, j, k = (int(x) for x in m.groups())
+        items = msgs[i]["updateComponents"]["components"][j]["children"]
+        fixes.append(f"child_dropped:{items[k]}")
+        del items[k]
+        return True
+    if m := V09_COMPONENT.match(path):
+        return drop_v09_component(msgs, int(m.group(1)), int(m.group(2)), fixes)
+    if "has no component with id 'root'" in message:
+        comps = [c for m in msgs if "updateComponents" in m for c in m["updateComponents"]["components"]]
+        named = {ref for c in comps for _, ref in v09.child_refs(c)}
+        top = next((c for c in comps if c["id"] not in named), None)
+        if top is not None:
+            fixes.append(f"root_set:{top['id']}")
+            top["id"] = "root"
+            return True
+    if "before its createSurface" in message and (m := MESSAGE.match(path)):
+        body = next((v for k, v in msgs[int(m.group(1))].items() if k in v09.MESSAGE_KINDS), {})
+        sid = body.get("surfaceId", FALLBACK_SURFACE)
+        msgs.insert(0, {"version": v09.VERSION, "createSurface": {"surfaceId": sid, "catalogId": v09.BASIC_CATALOG_ID}})
+        fixes.append("create_surface_set")
+        return True
+    if (m := MESSAGE.match(path)) and int(m.group(1)) < len(msgs):
+        i = int(m.group(1))
+        body = msgs[i].get("updateComponents") if isinstance(msgs[i], dict) else None
+        comps = body.get("components") if isinstance(body, dict) else None
+        bad = next((j for j, c in enumerate(comps) if not v09.component_ok(c)), None) if isinstance(comps, list) else None
+        if bad is not None:
+            return drop_v09_component(msgs, i, bad, fixes)
+        fixes.append(f"message_dropped:{next((k for k in msgs[i] if k != 'version'), '?')}")
+        del msgs[i]
+        return True
+    return False
+
+
+def drop_v09_component(msgs: list[dict], i: int, j: int, fixes: list[str]) -> bool:
+    comps = msgs[i]["updateComponents"]["components"]
+    if j >= len(comps):
+        return False
+    cid = comps[j].get("id") if isinstance(comps[j], dict) else None
+    del comps[j]
+    if not comps:
+        del msgs[i]
+    elif cid is not None and not any(isinstance(c, dict) and c.get("id") == cid for c in comps):
+        for c in comps:
+            if isinstance(c, dict) and isinstance(c.get("children"), list):
+                c["children"] = [x for x in c["children"] if x != cid]
+    fixes.append(f"component_dropped:{cid}")
+    return True
+
+
+def fallback_v09(text: str) -> dict:
+    shown = text.strip() or "(no card)"
+    return {"text_response": text, "a2ui": [
+        {"version": v09.VERSION, "createSurface": {"surfaceId": FALLBACK_SURFACE, "catalogId": v09.BASIC_CATALOG_ID}},
+        {"version": v09.VERSION, "updateComponents": {"surfaceId": FALLBACK_SURFACE, "components": [
+            {"id": "root", "component": "Text", "text": shown}]}}]}

@@ -1,4 +1,7 @@
-"""Validate GenUI output: an A2UI v0.8 message list or a `{text_response, a2ui}` object.
+"""Validate GenUI output: an A2UI message list or a `{text_response, a2ui}` object.
+
+A list that says or implies A2UI v0.9 (`"version": "v0.9"`, v0.9 message kinds) is checked by
+`v09.py` (official v0.9 schema, then integrity); everything else is v0.8, as below.
 
 Three layers, every error reported at once with a JSON-pointer path into the input:
 1. `models`: our pydantic models of each message, and each component against its catalog;
@@ -16,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from macaronic.genui import integrity
+from macaronic.genui import integrity, v09
 from macaronic.genui.integrity import ptr
 from macaronic.genui.models import (
     CATALOGS, MESSAGE_MODELS, STANDARD_CATALOG_ID, STANDARD_COMPONENTS, ComponentEntry,
@@ -74,6 +77,11 @@ def _validate(obj: Any, limits: Limits, integrity_layer: bool) -> ValidationResu
     if n_components > limits.max_components:
         errors.append({"path": prefix, "message": f"{n_components} components; at most {limits.max_components} allowed"})
         return ValidationResult(False, errors, [], ("envelope",))
+    if v09.is_v09(messages):
+        found, v09_layers = v09.validate_messages(messages, prefix, integrity=integrity_layer,
+                                                  require_create=limits.require_begin_rendering)
+        errors += found
+        return ValidationResult(not errors, errors, [], v09_layers)
     layers = ["envelope", "models"]
     catalogs = surface_catalogs(messages)
     schema_ok = []

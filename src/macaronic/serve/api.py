@@ -89,6 +89,14 @@ class FeedbackRequest(BaseModel):
     comment: str | None = Field(None, max_length=4000)
 
 
+class ToolExecuteRequest(BaseModel):
+    """One call of a built-in tool (GET /v1/tools lists them), run on the server's substrate."""
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, Any] | str | None = Field(None, description="an object, or JSON text as in OpenAI tool calls")
+    call_id: str | None = Field(None, max_length=200, description="echoed back, to pair the result with its call")
+
+
 class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str

@@ -2,7 +2,8 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, POST /v1/feedback
-(a user's verdict on a reply, kept in the store), GET /metrics, GET / (the web chat) and /static/
+(a user's verdict on a reply, kept in the store), GET /v1/tools and POST /v1/tools/execute (the
+built-in tools, run on the server's substrate: `actions.py`; not with --engine-only), GET /metrics, GET / (the web chat) and /static/
 (the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
 
@@ -27,6 +28,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from macaronic.serve import api, streams, validate
+from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
@@ -41,7 +43,8 @@ STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html"
           "vendor/LICENSES.txt": "text/plain; charset=utf-8",
           "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
           "conversations.js": "text/javascript", "badge.js": "text/javascript", "cardstream.js": "text/javascript",
-          "feedback.js": "text/javascript", "settings.js": "text/javascript"}
+          "feedback.js": "text/javascript", "settings.js": "text/javascript",
+          "toolrun.js": "text/javascript"}
 
 __all__ = ["ServeConfig", "create_app"]
 
@@ -254,6 +257,19 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                             f"{', '.join(mol.bundle.role_names)}", param="expected_specialist")
         row = mol.store.record_feedback(req.response_id, req.rating, req.expected_specialist, req.comment)
         return {"object": "feedback", **row}
+
+    if not config.engine_only:
+        substrate = app.state.substrate = ServedSubstrate(config.substrate)
+
+        @app.get("/v1/tools")
+        async def builtin_tools():
+            return {"object": "list", "data": substrate.tools()}
+
+        @app.post("/v1/tools/execute")
+        async def execute_tool(req: api.ToolExecuteRequest):
+            result = await asyncio.to_thread(substrate.execute, req.name, req.arguments)
+            return {"object": "tool.result", "name": req.name, "call_id": req.call_id,
+                    "ok": "error" not in result, "result": result}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus():

@@ -55,6 +55,7 @@ class ServeConfig:
     body_idle_s: float = 10.0  # and no gap between its parts may be longer
     budgets: Budgets | None = None  # tools and schemas of a large body, checked before it is parsed on the loop
     large_body_bytes: int = 64 * 1024  # from this size on
+    substrate: str = ":memory:"  # SQLite file of the built-in tools' state (actions.py)
 
 
 def public_message(message: str) -> str:

@@ -30,6 +30,7 @@ class EpisodeConfig:
     confirm: frozenset[str] = frozenset()  # write tools that wait for confirm(id)
     confirm_all_writes: bool = False
     max_argument_bytes: int = MAX_ARGUMENT_BYTES
+    max_log: int | None = None  # keep only the latest entries (a long-lived served state); None keeps all
 
     def needs_confirmation(self, tool: Tool) -> bool:
         return tool.kind == "write" and (self.confirm_all_writes or tool.name in self.confirm)
@@ -72,17 +73,19 @@ class Episode:
 
     def __init__(self, spec: StateSpec, *, actor: str | None = None,
                  config: EpisodeConfig | None = None, path: str = ":memory:",
-                 episode_id: str | None = None):
+                 episode_id: str | None = None, conn=None):
         self.id = episode_id or "ep-" + secrets.token_hex(6)
         self.spec = spec
         self.actor = actor or spec.actor
         self.config = config or EpisodeConfig()
-        self.conn = spec.build(path)
+        # `conn`: an existing state (a served substrate reopened from its file), else a new one
+        self.conn = conn if conn is not None else spec.build(path)
         self.today = today_of(self.conn)
         self._log: list[LogEntry] = []
         self._pending: dict[str, _Pending] = {}
         self._snapshots: list[_Snapshot] = []
         self._confirm_counter = 0
+        self._seq = 0
         self._lock = threading.RLock()
         self._hash = state_hash(self.conn)
         self.initial_hash = self._hash
@@ -224,7 +227,10 @@ class Episode:
     def _append(self, op: str, tool, arguments, result: dict, pre: str, rehash: bool = True) -> dict:
         if rehash and "error" not in result and op in ("call", "confirm"):
             self._hash = state_hash(self.conn)
-        self._log.append(LogEntry(len(self._log), op, tool, arguments, result, pre, self._hash))
+        self._log.append(LogEntry(self._seq, op, tool, arguments, result, pre, self._hash))
+        self._seq += 1
+        if self.config.max_log is not None and len(self._log) > self.config.max_log:
+            del self._log[:-self.config.max_log]
         return result
 
 

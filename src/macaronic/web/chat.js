@@ -11,7 +11,9 @@
  * never the raw JSON; Stop drops an unfinished card from the history. Each surface is drawn once:
  * a later reply that draws it anew takes it over. A card's button clicks go back as a userAction
  * turn. The user can force a specialist, regenerate the last reply, edit a message (the
- * conversation resends from there) and set sampling options (settings.js).
+ * conversation resends from there) and set sampling options (settings.js). With built-in tools on,
+ * the agent's calls run on the server and their results go back until it answers in text
+ * (toolrun.js).
  */
 import { renderCard } from "./a2ui-card.js";
 import { renderMarkdownInto } from "./markdown.js";
@@ -21,6 +23,7 @@ import { looksLikeCard, partialTextResponse } from "./cardstream.js";
 import * as store from "./conversations.js";
 import { feedbackBar } from "./feedback.js";
 import { initSettings, initTheme } from "./settings.js";
+import * as toolrun from "./toolrun.js";
 
 {
   // One example per specialist on the welcome screen (a click fills the input).
@@ -33,11 +36,12 @@ import { initSettings, initTheme } from "./settings.js";
   const CURRENT = "macaronic-current";
   const $ = (id) => document.getElementById(id);
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
-  const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools");
+  const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools"), builtinBox = $("builtin-tools");
+  toolrun.initToggle(builtinBox);
   const settings = initSettings({ temperature: $("temperature"), maxTokens: $("max-tokens"), system: $("system") });
   initTheme($("theme"));
   const state = { conv: store.create(), cards: new Map(), roles: Object.keys(EXAMPLES), publicName: "macaronic",
-    busy: false, abort: null };
+    busy: false, turn: false, abort: null };
 
   keyBox.value = localStorage.getItem("macaronic-key") || "";
   keyBox.addEventListener("change", () => { localStorage.setItem("macaronic-key", keyBox.value); loadModels(); });
@@ -159,6 +163,12 @@ import { initSettings, initTheme } from "./settings.js";
       return;
     }
     const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
+    if (messages.some((m) => m && m.version === "v0.9")) { // validated as v0.9; the renderer is v0.8
+      div.appendChild(note("an A2UI v0.9 card (it validated): this page's renderer draws v0.8 only, so here is its JSON",
+        "note v09"));
+      toolCalls(div, [{ function: { name: "A2UI v0.9 messages", arguments: JSON.stringify(messages) } }], "card json");
+      return;
+    }
     const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
     const fresh = [];
     let updated = 0;
@@ -188,12 +198,12 @@ import { initSettings, initTheme } from "./settings.js";
   }
 
   // Tool calls as collapsible blocks: the name in the summary, the arguments (pretty JSON) inside.
-  function toolCalls(div, calls) {
+  function toolCalls(div, calls, label = "tool call") {
     for (const c of calls) {
       const box = document.createElement("details");
       box.className = "tool-call";
       const head = document.createElement("summary");
-      head.textContent = "tool call · " + c.function.name;
+      head.textContent = label + " · " + c.function.name;
       const pre = document.createElement("pre");
       const code = document.createElement("code");
       let args = c.function.arguments || "";
@@ -221,6 +231,7 @@ import { initSettings, initTheme } from "./settings.js";
 
   function drawEntry(entry, i) {
     const conv = state.conv;
+    if (entry.role === "tool") return toolrun.drawResult(entry);
     if (entry.role === "user") {
       const div = bubble("user" + (entry.label ? " action" : ""));
       div.dataset.role = "user";
@@ -245,6 +256,7 @@ import { initSettings, initTheme } from "./settings.js";
     if (entry.tool_calls && entry.tool_calls.length) toolCalls(div, entry.tool_calls);
     if (entry.meta && entry.meta.genui) card(div, entry.meta.genui);
     if (entry.stopped) div.appendChild(note(entry.cut === "card" ? "stopped: the unfinished card was dropped" : "stopped"));
+    if (entry.note) div.appendChild(note(entry.note, "note tool-note"));
     if (entry.meta) div.appendChild(badge(entry.meta, entry.stats, entry.id));
     const acts = document.createElement("div");
     acts.className = "actions";
@@ -373,16 +385,26 @@ import { initSettings, initTheme } from "./settings.js";
     }
   }
 
+  // Busy from the first token to the turn's end, tool rounds included (`state.turn`).
   function setBusy(busy) {
-    state.busy = busy;
-    sendBtn.disabled = busy;
-    stopBtn.disabled = !busy;
-    document.body.classList.toggle("busy", busy);
+    state.busy = busy || state.turn;
+    sendBtn.disabled = state.busy;
+    stopBtn.disabled = !state.busy;
+    document.body.classList.toggle("busy", state.busy);
   }
 
-  function tools() { // the Tools box as a list, null when empty; throws when it is not JSON
-    if (!toolsBox.value.trim()) return null;
-    try { return JSON.parse(toolsBox.value); } catch (e) { throw new Error("tools: not JSON: " + e.message); }
+  // What a turn sends: the built-in tools when on (they run here), then the Tools box's list (shown,
+  // not run); `builtin` names the ones this page runs. Throws when the box is not JSON.
+  async function tools() {
+    let typed = [];
+    if (toolsBox.value.trim()) {
+      try { typed = JSON.parse(toolsBox.value); } catch (e) { throw new Error("tools: not JSON: " + e.message); }
+      if (!Array.isArray(typed)) throw new Error("tools: expected a JSON list of tools");
+    }
+    const builtin = builtinBox.checked ? await toolrun.builtinTools(headers()) : [];
+    const names = new Set(builtin.map((t) => t.function.name));
+    const list = [...builtin, ...typed.filter((t) => !names.has(t && t.function && t.function.name))];
+    return { list: list.length ? list : null, builtin: names };
   }
 
   // While decoding: a card shows its text_response and a placeholder, anything else its markdown.
@@ -393,8 +415,68 @@ import { initSettings, initTheme } from "./settings.js";
     if (cardy && !div.querySelector(".card-pending")) div.appendChild(note("drawing a card…", "card-pending"));
   }
 
-  // Answer the conversation as it stands: stream a reply, then store and draw it.
-  async function reply(toolList) {
+  // Answer the conversation as it stands; while the agent calls built-in tools, run them and
+  // answer again with their results (at most MAX_STEPS rounds). A turn always ends: in text, in a
+  // note saying why nothing ran, or stopped.
+  async function reply(tooling) {
+    state.turn = true;
+    try { await rounds(tooling); } finally { state.turn = false; setBusy(false); }
+  }
+
+  async function rounds(tooling) {
+    const conv = state.conv;
+    for (let step = 1; ; step++) {
+      const entry = await replyOnce(tooling.list);
+      if (entry.error || entry.stopped || state.conv !== conv) return;
+      const calls = entry.tool_calls || [];
+      if (!calls.length) {
+        if (!tooling.list && toolrun.pretendsToAct(entry)) annotate(conv, entry, toolrun.OFF_NOTE);
+        return;
+      }
+      const unrun = calls.filter((c) => !tooling.builtin.has(c.function.name));
+      if (unrun.length) { annotate(conv, entry, toolrun.unrunNote(unrun)); return; }
+      const results = await runCalls(conv, calls);
+      if (!results) return;
+      if (step >= toolrun.MAX_STEPS) { annotate(conv, results.at(-1), toolrun.stepsNote(step)); return; }
+    }
+  }
+
+  // A note under the entry just drawn, the conversation's last (kept with it: a reload shows it too).
+  function annotate(conv, entry, text) {
+    entry.note = text;
+    persist(conv);
+    const div = log.lastElementChild;
+    if (state.conv === conv && div) div.replaceWith(drawEntry(entry, conv.entries.length - 1));
+  }
+
+  // Run each call on the server, storing and drawing its result; null when stopped or failed.
+  async function runCalls(conv, calls) {
+    setBusy(true);
+    const abort = state.abort = new AbortController();
+    const results = [];
+    try {
+      for (const call of calls) {
+        const entry = await toolrun.execute(call, headers(), abort.signal);
+        results.push(entry);
+        conv.entries.push(entry);
+        persist(conv);
+        if (state.conv === conv) { log.appendChild(drawEntry(entry, conv.entries.length - 1)); scrollDown(); }
+      }
+      return results;
+    } catch (e) {
+      if (state.conv === conv) {
+        log.appendChild(note(e.name === "AbortError" ? "stopped before the tools ran" : "tools: " + e.message,
+          "msg assistant error"));
+      }
+      return null;
+    } finally {
+      if (state.abort === abort) state.abort = null;
+      setBusy(false);
+    }
+  }
+
+  // Stream one reply, then store and draw it; returns its entry.
+  async function replyOnce(toolList) {
     const conv = state.conv;
     const div = bubble("assistant streaming");
     log.querySelectorAll(".regen").forEach((b) => b.remove());
@@ -457,13 +539,14 @@ import { initSettings, initTheme } from "./settings.js";
       }
       input.focus();
     }
+    return entry;
   }
 
   // `what` is a string (typed message) or an A2UI {userAction} from a card's button.
   async function send(what) {
     if (state.busy) return;
-    let toolList;
-    try { toolList = tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
+    let tooling;
+    try { tooling = await tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
     const isAction = typeof what !== "string";
     const entry = isAction
       ? { role: "user", content: JSON.stringify(what), label: `▶ ${what.userAction.name} ${JSON.stringify(what.userAction.context || {})}` }
@@ -475,22 +558,22 @@ import { initSettings, initTheme } from "./settings.js";
     log.appendChild(drawEntry(entry, state.conv.entries.length - 1));
     welcome();
     paintList();
-    await reply(toolList);
+    await reply(tooling);
   }
 
   // Answer the last user message again (the replies after it are dropped).
   async function regenerate() {
     if (state.busy) return;
-    let toolList;
-    try { toolList = tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
+    let tooling;
+    try { tooling = await tools(); } catch (e) { log.appendChild(note(e.message, "msg assistant error")); return; }
     const entries = state.conv.entries;
     let end = entries.length;
-    while (end > 0 && entries[end - 1].role === "assistant") end--;
+    while (end > 0 && entries[end - 1].role !== "user") end--; // the reply and its tool rounds
     if (!end) return;
     state.conv.entries = entries.slice(0, end);
     persist(state.conv);
     renderAll();
-    await reply(toolList);
+    await reply(tooling);
   }
 
   // Edit a user message in place; sending it drops it and everything after, then resends.

@@ -65,6 +65,7 @@ export function history(entries) {
     const next = entries[i + 1];
     if (e.role === "user" && next && next.error) return;
     const m = { role: e.role, content: e.content };
+    if (e.role === "tool") m.tool_call_id = e.tool_call_id;
     if (e.tool_calls && e.tool_calls.length) m.tool_calls = e.tool_calls;
     if (e.adapter) m.adapter = e.adapter;
     out.push(m);

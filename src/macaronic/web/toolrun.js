@@ -1,0 +1,83 @@
+/*
+ * toolrun.js: tools that run. With "Use my built-in tools" on, the page sends the server's
+ * built-in tool schemas (GET /v1/tools: reminders, calendar, contacts, notes, orders) and runs each
+ * call the agent makes on the server's own substrate (POST /v1/tools/execute); chat.js sends the
+ * results back until the agent answers in text, at most MAX_STEPS rounds. A call nothing runs (a
+ * tool typed into the Tools box) ends the turn with a note, and so does an agent that can only
+ * pretend to act because tools are off. Knows nothing about streaming or the conversation list.
+ */
+export const MAX_STEPS = 5;
+const KEY = "macaronic-builtin-tools";
+
+export const OFF_NOTE = "tools are off: turn on built-in tools (Tools ▸ Use my built-in tools) to let the agent act";
+export const stepsNote = (n) => `stopped after ${n} tool rounds: send a message to let the agent go on`;
+
+export function unrunNote(calls) {
+  const names = [...new Set(calls.map((c) => c.function.name))].join(", ");
+  return `nothing on this page runs ${names}: only the built-in tools run here (Tools ▸ Use my built-in tools); ` +
+    "a tool defined in the Tools box is shown, not executed";
+}
+
+// A reply that acts without tools: the agent specialist, or tool-call markup written as text.
+export function pretendsToAct(entry) {
+  return (entry.meta && entry.meta.adapter === "agent") || /<\/?tool(_call)?>/.test(entry.content || "");
+}
+
+export function initToggle(box) {
+  box.checked = localStorage.getItem(KEY) === "1";
+  box.addEventListener("change", () => localStorage.setItem(KEY, box.checked ? "1" : "0"));
+}
+
+async function errorOf(r) {
+  try { return (await r.json()).error.message; } catch (e) { return `HTTP ${r.status}`; }
+}
+
+// The built-in tools' OpenAI schemas, fetched once per page (the list is fixed for a server).
+let listed = null;
+export async function builtinTools(headers) {
+  if (!listed) {
+    const r = await fetch("/v1/tools", { headers });
+    if (!r.ok) throw new Error("built-in tools: " + await errorOf(r));
+    listed = (await r.json()).data;
+  }
+  return listed;
+}
+
+// Run one call on the server; the result (an {error} object when the substrate refused it) as
+// the `tool` message that answers the call.
+export async function execute(call, headers, signal) {
+  const r = await fetch("/v1/tools/execute", {
+    method: "POST", headers, signal,
+    body: JSON.stringify({ name: call.function.name, arguments: call.function.arguments || "{}", call_id: call.id }),
+  });
+  if (!r.ok) throw new Error(`${call.function.name}: ` + await errorOf(r));
+  const { result } = await r.json();
+  return { role: "tool", tool_call_id: call.id, name: call.function.name, content: JSON.stringify(result),
+    failed: "error" in result };
+}
+
+// A tool result as drawn: a collapsed block, the tool's name in the summary, the JSON inside.
+export function drawResult(entry) {
+  const div = document.createElement("div");
+  div.className = "msg tool" + (entry.failed ? " failed" : "");
+  div.dataset.role = "tool";
+  const box = document.createElement("details");
+  box.className = "tool-call tool-result";
+  const head = document.createElement("summary");
+  head.textContent = (entry.failed ? "tool refused · " : "tool result · ") + entry.name;
+  const pre = document.createElement("pre");
+  const code = document.createElement("code");
+  let shown = entry.content;
+  try { shown = JSON.stringify(JSON.parse(entry.content), null, 2); } catch (e) { /* shown as stored */ }
+  code.textContent = shown;
+  pre.appendChild(code);
+  box.append(head, pre);
+  div.appendChild(box);
+  if (entry.note) {
+    const n = document.createElement("div");
+    n.className = "note tool-note";
+    n.textContent = entry.note;
+    div.appendChild(n);
+  }
+  return div;
+}

@@ -1,0 +1,185 @@
+"""Tools that run, in headless Chromium under the strict CSP: with built-in tools on, the agent's
+call executes on the server's substrate, the page shows the call and its result (collapsed) and
+sends the result back until the agent answers in text; a call nothing runs, an agent without
+tools, and an agent that never stops calling each end the turn with a note, never an endless "…"."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from test_serve_browser import TOOLS, chat_page, chromium  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.browser
+CALL = '<tool_call>{"name": "add_reminder", "arguments": {"title": "call Sam", "due": "2031-05-04"}}</tool_call>'
+
+
+def agent(view):
+    return "Done: I will remind you to call Sam." if view[-1]["role"] == "tool" else "On it. " + CALL
+
+
+def turn_over(page, n_notes_or_badges):
+    page.wait_for_function("n => document.querySelectorAll('.msg.assistant .badge, .msg .note').length >= n"
+                           " && !document.body.classList.contains('busy')", arg=n_notes_or_badges, timeout=60000)
+
+
+def reminders_only(page, url):
+    """The tiny test model's context (2,048 tokens) holds a few tools, not all 23 (the real bases
+    hold them all): the page gets the server's own reminder schemas, nothing else."""
+    full = httpx.get(url + "/v1/tools").json()
+
+    def few(route):
+        data = [t for t in full["data"] if "reminder" in t["function"]["name"] or t["function"]["name"] == "get_today"]
+        route.fulfill(json={"object": "list", "data": data})
+
+    page.route(url + "/v1/tools", few)
+
+
+def ask(page, text):
+    page.fill("#input", text)
+    page.click("#send")
+
+
+def test_builtin_tools_run_on_the_server_and_the_agent_goes_on(chromium, inproc):  # noqa: F811
+    url, mol, script = inproc
+    script.replies["agent"] = agent
+    page = chat_page(chromium, url)
+    reminders_only(page, url)
+    page.select_option("#adapter", "agent")
+    page.locator("#tools-box summary").click()
+    page.check("#builtin-tools")
+    ask(page, "remind me to call Sam on 4 May 2031")
+    page.wait_for_selector(".msg.assistant:last-child .text:has-text('Done: I will remind you')", timeout=60000)
+    turn_over(page, 2)
+
+    call = page.locator(".msg.assistant").nth(0).locator("details.tool-call")
+    assert "add_reminder" in call.locator("summary").inner_text()
+    result = page.locator(".msg.tool details.tool-result")
+    assert result.count() == 1 and result.get_attribute("open") is None  # collapsed
+    assert result.locator("summary").inner_text() == "tool result · add_reminder"
+    result.locator("summary").click()
+    shown = json.loads(result.locator("pre").inner_text())
+    assert "error" not in shown and "call Sam" in json.dumps(shown)
+
+    # the call ran on the server's substrate: the reminder is there
+    listed = httpx.post(url + "/v1/tools/execute", json={"name": "list_reminders", "arguments": {"query": "call Sam"}})
+    assert [r["title"] for r in listed.json()["result"]["reminders"]] == ["call Sam"]
+    # the agent saw the built-in schemas, then the result
+    views = [v for a, v in script.seen if a == "agent"]
+    assert any(v[-1]["role"] == "tool" and "call Sam" in v[-1]["content"] for v in views)
+    roles = page.evaluate("MacaronicChat.history().map(m => m.role)")
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert page.evaluate("MacaronicChat.history()[2].tool_call_id") == page.evaluate(
+        "MacaronicChat.history()[1].tool_calls[0].id")
+    assert page.locator(".msg.assistant .text:has-text('…')").count() == 0
+
+    page.reload()  # the same page from storage: the result block and the toggle stay
+    page.wait_for_selector(".msg.tool details.tool-result")
+    assert page.locator(".msg.tool").count() == 1 and page.is_checked("#builtin-tools")
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+def test_what_nothing_runs_ends_the_turn_with_a_note(chromium, inproc):  # noqa: F811
+    url, mol, script = inproc
+    script.replies["agent"] = agent
+    page = chat_page(chromium, url)
+    reminders_only(page, url)
+    page.select_option("#adapter", "agent")
+
+    # tools off: the agent can only write a call as text; the page says tools are off
+    ask(page, "remind me to call Sam")
+    turn_over(page, 2)
+    last = page.locator(".msg.assistant").last
+    assert "tools are off" in last.locator(".tool-note").inner_text()
+
+    # a tool typed into the Tools box: the call is shown, nothing runs it, the turn ends with a note
+    page.locator("#tools-box summary").click()
+    page.fill("#tools", json.dumps(TOOLS))
+    ask(page, "remind me again")
+    page.wait_for_selector(".tool-note:has-text('nothing on this page runs add_reminder')", timeout=60000)
+    turn_over(page, 4)
+    last = page.locator(".msg.assistant").last
+    assert last.locator("details.tool-call").count() == 1 and page.locator(".msg.tool").count() == 0
+    before = last.locator(".text").evaluate("el => getComputedStyle(el, '::before').content")
+    assert before in ("none", "normal", ""), before  # no endless "…"
+    assert not page.is_disabled("#send")
+
+    # an agent that never stops calling: bounded rounds, then a note (in a new chat: the tiny
+    # model's context is short)
+    page.click("#clear")
+    page.fill("#tools", "")
+    page.check("#builtin-tools")
+    script.replies["agent"] = '<tool_call>{"name": "get_today", "arguments": {}}</tool_call>'
+    ask(page, "what day is it")
+    page.wait_for_selector(".tool-note:has-text('stopped after 5 tool rounds')", timeout=120000)
+    turn_over(page, 1)
+    assert page.locator(".msg.tool").count() == 5 and page.locator(".msg.assistant").count() == 5
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+@pytest.mark.real_model
+def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path):  # noqa: F811
+    """The real default base and its shipped agent adapter behind `macaronic serve`, at temperature
+    0: with built-in tools on, the routed turn calls add_reminder, the call runs on the server's
+    substrate file (a real row in SQLite), and the agent answers in text after the result; with
+    tools off, the page says so under the reply."""
+    import sqlite3
+
+    from serve_helpers import ServerProcess
+
+    s = ServerProcess(["--store", str(tmp_path / "state.sqlite")], timeout=300)
+    try:
+        page = chat_page(chromium, s.url)
+        page.locator("#settings-box summary").click()
+        page.fill("#temperature", "0")
+        page.locator("#settings-box summary").click()
+        page.locator("#tools-box summary").click()
+        page.check("#builtin-tools")
+        ask(page, "Remind me to call Sam tomorrow at 9 am.")
+        page.wait_for_selector(".msg.tool", timeout=120000)
+        turn_over(page, 2)
+        assert page.locator(".msg.tool summary").first.inner_text() == "tool result · add_reminder"
+        last = page.locator(".msg.assistant").last
+        assert last.locator(".text").inner_text().strip() and last.locator("details.tool-call").count() == 0
+        rows = sqlite3.connect(tmp_path / "substrate.sqlite").execute(
+            "SELECT title FROM reminders WHERE id > 12").fetchall()  # the seeded world has 12
+        assert len(rows) == 1 and "Sam" in rows[0][0], rows
+
+        page.uncheck("#builtin-tools")
+        page.click("#clear")
+        ask(page, "Remind me to call Sam tomorrow at 9 am.")
+        page.wait_for_selector(".tool-note:has-text('tools are off')", timeout=120000)
+        assert not page.problems, page.problems
+        page.context.close()
+    finally:
+        s.stop()
+
+
+def test_a_v09_card_is_shown_as_json_with_a_note_not_fed_to_the_v08_renderer(chromium, inproc):  # noqa: F811
+    """The validator accepts A2UI v0.9; the vendored Lit renderer draws v0.8 only, so a stored v0.9
+    card is shown as its JSON under a note (the page never hands v0.9 messages to the renderer)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "genui"))
+    from test_a2ui_v09 import CARD
+
+    url, _, _ = inproc
+    page = chat_page(chromium, url)
+    conv = {"id": "cv09", "title": "v0.9", "created": 1, "updated": 2, "entries": [
+        {"role": "user", "content": "a card"},
+        {"role": "assistant", "content": "{}", "meta": {"adapter": "genui", "genui": {
+            "valid": True, "text_response": "Here it is.", "a2ui": CARD, "errors": []}}}]}
+    page.evaluate("c => { localStorage.setItem('macaronic-conversations', JSON.stringify([c]));"
+                  " localStorage.setItem('macaronic-current', c.id); }", conv)
+    page.reload()
+    page.wait_for_selector(".note.v09")
+    assert page.locator(".msg.assistant .text").inner_text().strip() == "Here it is."
+    assert page.locator(".msg.assistant .card").count() == 0
+    assert "createSurface" in page.locator(".msg.assistant details.tool-call pre").text_content()  # collapsed
+    assert not page.problems, page.problems
+    page.context.close()
