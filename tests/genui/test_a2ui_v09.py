@@ -95,3 +95,13 @@ def test_a_broken_v09_card_is_closed_as_v09(edit, fix):
     out, fixes = close_card({"text_response": "hi", "a2ui": card}, "hi")
     assert fix in fixes and validate(out).valid, (fixes, out)
     assert all(m.get("version") == "v0.9" for m in out["a2ui"])
+
+
+def test_a_v08_list_with_delete_surface_stays_v08():
+    """`deleteSurface` is a message of both versions: alone it implies no v0.9."""
+    from macaronic.genui.v09 import is_v09
+
+    v08 = [{"beginRendering": {"surfaceId": "s", "root": "r", "styles": {}}}, {"deleteSurface": {"surfaceId": "s"}}]
+    assert not is_v09(v08)
+    assert is_v09([{"version": "v0.9", "deleteSurface": {"surfaceId": "s"}}])
+    assert is_v09([{"createSurface": {"surfaceId": "s"}}])

@@ -28,10 +28,14 @@ MESSAGE_KINDS = ("createSurface", "updateComponents", "updateDataModel", "delete
 CHILD_KEYS = ("child", "trigger", "content")
 
 
+# Kinds only v0.9 has: `deleteSurface` is in v0.8 too, so it implies nothing.
+V09_ONLY_KINDS = ("createSurface", "updateComponents", "updateDataModel")
+
+
 def is_v09(messages: Any) -> bool:
-    """Whether a message list says (`version`) or implies (message kinds) A2UI v0.9."""
+    """Whether a message list says (`version`) or implies (a message kind only v0.9 has) A2UI v0.9."""
     for m in messages if isinstance(messages, list) else []:
-        if isinstance(m, dict) and (m.get("version") == VERSION or any(k in m for k in MESSAGE_KINDS)):
+        if isinstance(m, dict) and (m.get("version") == VERSION or any(k in m for k in V09_ONLY_KINDS)):
             return True
     return False
 
