@@ -13,7 +13,7 @@ from macaronic.engine.bases import BASES, SMALL_BASE
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing")
+            "routing", "load-and-abuse")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -36,7 +36,9 @@ def main(argv: list[str]) -> int:
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
         "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
-        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls. "
+        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls; "
+        "another client's TTFT and gaps while one client attacks (load-and-abuse: a long prompt, a compile storm, "
+        "n=8 disconnects, many tools). "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
         "registered bases side by side.",
@@ -150,6 +152,13 @@ def main(argv: list[str]) -> int:
             task = prog.add_task("routing: TTFT added, streams stalled", total=2)
             result["routing"] = routing.routing_cost(threads=a.threads, quick=a.quick,
                                                      progress=lambda: prog.advance(task))
+        if "load-and-abuse" in sections:
+            from macaronic.bench import abuse
+
+            task = prog.add_task("load and abuse: another client's TTFT and gaps under each attack",
+                                 total=len(abuse.ATTACKS) + 2)
+            result["abuse"] = abuse.load_and_abuse(a.base, quick=a.quick, threads=a.threads,
+                                                   progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -255,6 +264,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "macaronic.bench.lora"),
               ("serve_precision", "<!-- bench-serve-precision:start -->", "<!-- bench-serve-precision:end -->",
                "Served speed per precision (the speed half of the served-precision rule)", "macaronic.bench.serving"),
+              ("abuse", "<!-- bench-abuse:start -->", "<!-- bench-abuse:end -->", "Load and abuse: one client's attack, "
+               "another client's latency", "macaronic.bench.abuse"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 
