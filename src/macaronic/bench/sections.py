@@ -12,7 +12,7 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing")
+            "routing", "load-and-abuse")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -109,6 +109,13 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             task = prog.add_task("routing: TTFT added, streams stalled", total=2)
             result["routing"] = routing.routing_cost(threads=a.threads, quick=a.quick,
                                                      progress=lambda: prog.advance(task))
+        if "load-and-abuse" in sections:
+            from macaronic.bench import abuse
+
+            task = prog.add_task("load and abuse: another client's TTFT and gaps under each attack",
+                                 total=len(abuse.ATTACKS) + 2)
+            result["abuse"] = abuse.load_and_abuse(a.base, quick=a.quick, threads=a.threads,
+                                                   progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +221,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "macaronic.bench.lora"),
               ("serve_precision", "<!-- bench-serve-precision:start -->", "<!-- bench-serve-precision:end -->",
                "Served speed per precision (the speed half of the served-precision rule)", "macaronic.bench.serving"),
+              ("abuse", "<!-- bench-abuse:start -->", "<!-- bench-abuse:end -->", "Load and abuse: one client's attack, "
+               "another client's latency", "macaronic.bench.abuse"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 

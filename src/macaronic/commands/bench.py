@@ -19,7 +19,9 @@ def main(argv: list[str]) -> int:
         "transformers+PEFT), adapter switch/load latency at 4 and 400 adapters, decode and prefill "
         "throughput, side by side in one run on the embedded default base; constrained-decoding cost; and a "
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
-        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls. "
+        "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls; "
+        "another client's TTFT and gaps while one client attacks (load-and-abuse: a long prompt, a compile storm, "
+        "n=8 disconnects, many tools). "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
         "registered bases side by side.",

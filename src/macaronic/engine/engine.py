@@ -234,6 +234,9 @@ class Engine:
                                         max_rank=config.max_rank, forward_lock=self.lock)
         self.cache = PrefixCache(config.prefix_cache_bytes, enabled=config.prefix_cache)
         self.kv_pool = KVPool(base.args, self.model.dtype, max_cap=config.kv_pool_tokens)
+        a = base.args  # a prompt token's attention flops per earlier key, over its projections' (`_depth_cost`)
+        weights = a.n_layers * (a.dim * 2 * (a.n_heads + a.n_kv_heads) * a.head_dim + 3 * a.dim * a.intermediate_size)
+        self._attn_per_key = 4 * a.n_layers * a.n_heads * a.head_dim / (2 * weights)
         self.default_stop_ids = self._default_stop_ids()
         self._inbox: queue.Queue = queue.Queue()
         self._waiting: deque[tuple[Request, Handle]] = deque()
@@ -529,24 +532,53 @@ class Engine:
         return torch.from_numpy(np.where(labels == s.own_label, s.slot, 0).astype(np.int64))
 
     def _chunks(self) -> list[tuple[_Seq, int]]:
-        """This step's prompt chunks: as many sequences as fit the token budget (`prefill_chunk`, or
-        `prefill_chunk_busy` while streams decode), score requests first."""
+        """This step's prompt chunks within the token budget (`prefill_chunk`, or `prefill_chunk_busy`
+        while streams decode): score requests first (the router's, bounded in length), then the
+        prompts with the fewest tokens left, so a short prompt reaches its first token in the next
+        step even while a long one prefills; the prompt waiting longest keeps a quarter of the
+        budget, so a stream of short prompts never starves it. A chunk deep in a long prompt costs
+        more than its tokens (its attention reads every earlier position): it is charged that
+        (`_depth_cost`), so a step stays about as long at position 20,000 as at 0."""
         decoding = any(s.decoding for s in self._active)
         budget = self.config.prefill_chunk_busy if decoding else self.config.prefill_chunk
-        pending = sorted((s for s in self._active if s.pos < len(s.tokens) and s.upper_todo is None),
-                         key=lambda s: s.req.score is None)
-        if pending and pending[0].req.score_layer is not None:  # early-exit scores: a forward of their own
-            pending = [s for s in pending if s.req.score_layer == pending[0].req.score_layer]
-        else:
-            pending = [s for s in pending if s.req.score_layer is None]
-        batch = []
-        for s in pending:
-            if budget <= 0:
+        pending = [s for s in self._active if s.pos < len(s.tokens) and s.upper_todo is None]
+        scores = [s for s in pending if s.req.score is not None]
+        if scores and scores[0].req.score_layer is not None:  # early-exit scores: a forward of their own
+            return self._fill([s for s in scores if s.req.score_layer == scores[0].req.score_layer], budget, None)
+        scores = [s for s in scores if s.req.score_layer is None]
+        prompts = sorted((s for s in pending if s.req.score is None), key=lambda s: len(s.tokens) - s.pos)
+        oldest = min(prompts, key=lambda s: s.t0) if len(prompts) > 1 else None
+        oldest = None if oldest is (prompts[0] if prompts else None) else oldest  # first in line anyway
+        return self._fill(scores + prompts, budget, oldest)
+
+    def _fill(self, order: list[_Seq], budget: int, oldest: _Seq | None) -> list[tuple[_Seq, int]]:
+        """Chunks for `order` within `budget`; `oldest` is kept a quarter of it and takes what is left."""
+        reserve = max(1, budget // 4) if oldest is not None else 0
+        batch, left = [], budget
+        for s in order:
+            if s is oldest:
+                continue
+            n = self._tokens_for(s, left - reserve)
+            if n <= 0:
                 break
-            end = min(s.pos + budget, len(s.tokens))
-            batch.append((s, end))
-            budget -= end - s.pos
+            batch.append((s, s.pos + n))
+            left -= n * self._depth_cost(s.pos)
+        if oldest is not None:
+            n = self._tokens_for(oldest, max(left, reserve))
+            batch.append((oldest, oldest.pos + max(n, 1)))
         return batch
+
+    def _tokens_for(self, s: _Seq, room: float) -> int:
+        """Prompt tokens of `s` that fit `room` budget tokens at its depth (at least one if any room)."""
+        if room < 1:
+            return 0
+        return min(len(s.tokens) - s.pos, max(1, int(room / self._depth_cost(s.pos))))
+
+    def _depth_cost(self, pos: int) -> float:
+        """What one prompt token at position `pos` costs, in tokens at position 0: its attention
+        over `pos` keys (4 * layers * heads * head_dim flops each) beside the projections
+        (2 flops a weight). At most 8: on a tiny model the step's own overhead dominates instead."""
+        return min(8.0, 1.0 + pos * self._attn_per_key)
 
     def _fused_step(self) -> bool:
         """Prompt chunks and the decode step in one forward (one pass over the weights instead of

@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from macaronic.serve import api, streams, validate
+from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
@@ -109,6 +109,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                   openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
     app.state.mol, app.state.metrics = mol, metrics
+    metrics.engine = getattr(mol.backend, "engine_stats", None)  # the embedded engine's own counters
     background: set[asyncio.Task] = set()
 
     def later(result: TurnResult) -> None:
@@ -127,8 +128,10 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         def check():
             return validate.chat(req.model_dump(exclude_none=True), *args, budgets=b, **kw)
 
+        light = not kw.get("response_format") and not (args[1] if len(args) > 1 else None)  # no schemas to walk
         try:
-            return await off_loop(check, budget_s=b.compile_s, what="checking the request")
+            return await off_loop(check, budget_s=b.compile_s, what="checking the request",
+                                  pool=pools.TURN if light else None)
         except BudgetError as e:
             raise TurnError(str(e), 400, e.code, e.param or "tools") from None
 
@@ -170,9 +173,12 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except ValueError as e:
             raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
-        if (req.n or 1) > 1:
-            results = await mol.asample(messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
-                                        response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
+        if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
+            results = await streams.until_gone(request, mol.asample(
+                messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
+                response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel), metrics)
+            if results is streams.GONE:
+                return Response(status_code=499)
             later(results[0])
             if req.stream:
                 usage = bool(req.stream_options and req.stream_options.include_usage)

@@ -115,6 +115,7 @@ class LocalBackend:
         """A fresh logits processor for a grammar spec (compiled off the event loop within the compile
         budget, cached)."""
         from macaronic.engine.constraints import Constrained, GrammarError, serialized_compile
+        from macaronic.serve import pools
         from macaronic.serve.budgets import BudgetError, off_loop
 
         g = await self.grammars()
@@ -123,9 +124,9 @@ class LocalBackend:
                 return await off_loop(g.processor, structure, budget_s=self.compile_s)
             compiled = g.cached(structure)
             if compiled is None:
-                info = await asyncio.to_thread(lambda: g.info_json)  # serialized once, then cached
+                info = await pools.run(pools.GRAMMAR, lambda: g.info_json)  # serialized once, then cached
                 data = await off_loop(serialized_compile, info, structure, budget_s=self.compile_s, stoppable=True)
-                compiled = await asyncio.to_thread(g.remember, structure, data)
+                compiled = await pools.run(pools.GRAMMAR, g.remember, structure, data)
             return Constrained(compiled, g.vocab_size)
         except GrammarError as e:
             raise BackendError(f"the requested structure cannot be compiled: {e}", 400, "invalid_structure") from None
@@ -146,6 +147,11 @@ class LocalBackend:
     def adapters(self) -> dict[str, AdapterMeta]:
         return {i.name: AdapterMeta(i.name, i.mode, i.role, i.id) for i in self.llm.adapters.infos()}
 
+    def engine_stats(self) -> dict[str, float]:
+        """The engine's counters (tokens prefilled and generated, steps) and the sequences it runs now."""
+        eng = self.llm.engine
+        return {**eng.stats, "running": len(eng._active), "waiting": len(eng._waiting)}
+
     def base(self) -> dict:
         return {"id": self.llm.base.name, "fingerprint": self.llm.base.fingerprint}
 
@@ -159,6 +165,12 @@ class LocalBackend:
 
     def encode(self, messages: list[dict]) -> list[int]:
         return self.llm.encode_chat(messages)
+
+    async def aencode(self, messages: list[dict]) -> list[int]:
+        """`encode` off the event loop: a 100,000-character prompt takes a while to render and tokenize."""
+        from macaronic.serve import pools
+
+        return await pools.run(pools.TURN, self.encode, messages)
 
     async def _extra(self, messages, adapter, structure, logprobs) -> dict:
         extra: dict = {} if logprobs is None else {"logprobs": logprobs}
@@ -177,7 +189,7 @@ class LocalBackend:
     async def sample_n(self, messages: list[dict], adapter: str | None, samplings: list[SamplingParams], *,
                        structure=None, logprobs: int | None = None) -> list[Generation]:
         """n samples of one prompt that share its prefill; one Generation each, in order."""
-        ids = self.encode(messages)
+        ids = await self.aencode(messages)
         reqs = []
         for sp in samplings:
             extra = await self._extra(messages, adapter, structure, logprobs)
@@ -209,7 +221,7 @@ class LocalBackend:
 
     async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,
                      structure=None, logprobs: int | None = None):
-        ids = self.encode(messages)
+        ids = await self.aencode(messages)
         extra = await self._extra(messages, adapter, structure, logprobs)
         try:
             h = self.llm.submit(ids, adapter, sampling, loop=asyncio.get_running_loop(), **extra)

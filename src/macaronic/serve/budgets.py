@@ -9,7 +9,8 @@ so the server never opens a URL or a file a client names. A refusal is a 400 who
 the budget and the `macaronic serve` flag that sets it.
 
 `off_loop(fn, budget_s=...)` runs slow work (schema checks, grammar builds and compiles) off the
-event loop and gives up when the budget passes or the client goes away. With `stoppable` (what
+event loop (each kind of work on its own threads, `pools.py`) and gives up when the budget passes or
+the client goes away. With `stoppable` (what
 `macaronic serve` sets) `fn` runs in a worker process (`serve/stoppable.py`) that is killed then, so
 an abandoned compile stops using the CPU at once; otherwise (library use, the evaluator) on a small
 thread pool, where an abandoned compile runs on in its thread (Python cannot stop one) and its
@@ -23,7 +24,6 @@ import asyncio
 import functools
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -111,11 +111,6 @@ def schema(value: Any, where: str, b: Budgets, state: dict | None = None) -> Non
 
 # ---- slow work off the event loop -----------------------------------------------------------
 
-# Grammar builds and compiles, and schema checks: never on the event loop, never more than this
-# many at once (an abandoned compile keeps its thread until it ends).
-POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="macaronic-budget")
-
-
 _workers = None
 _workers_lock = threading.Lock()
 
@@ -132,24 +127,28 @@ def workers():
 
 
 async def off_loop(fn: Callable[..., T], *args, budget_s: float | None = None,
-                   what: str = "compiling the grammar", stoppable: bool = False) -> T:
+                   what: str = "compiling the grammar", stoppable: bool = False, pool=None) -> T:
     """`fn(*args)` off the event loop; BudgetError once `budget_s` passes. A cancelled caller (the
     client went away) abandons it too. `stoppable`: in a worker process, killed then (`fn` and its
-    arguments must pickle); else on the thread pool, where it runs on unobserved."""
+    arguments must pickle), waited on from `pools.GRAMMAR`; else on `pool` (default `pools.CHECKS`,
+    at most two at once: an abandoned compile keeps its thread until it ends), where it runs on
+    unobserved."""
+    from macaronic.serve import pools
+
     loop = asyncio.get_running_loop()
     if stoppable:
         from macaronic.serve.stoppable import Stopped
 
         cancel = threading.Event()
         try:
-            return await loop.run_in_executor(None, workers().call, functools.partial(fn, *args), budget_s, cancel)
+            return await loop.run_in_executor(pools.GRAMMAR, workers().call, functools.partial(fn, *args), budget_s, cancel)
         except asyncio.CancelledError:
             cancel.set()  # the worker is killed within 50 ms
             raise
         except Stopped:
             raise BudgetError(f"{what} took longer than its budget of {budget_s:g} s; it was stopped", None,
                               "compile_s") from None
-    fut = loop.run_in_executor(POOL, fn, *args)
+    fut = loop.run_in_executor(pool or pools.CHECKS, fn, *args)
     try:
         return await asyncio.wait_for(fut, budget_s)
     except asyncio.TimeoutError:

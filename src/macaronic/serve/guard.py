@@ -3,12 +3,12 @@
 The guard checks the API key (constant-time compare; the key is never logged), caps the body size
 and the time to receive it, measures a large body's tools and schemas against the budgets off the
 event loop (`budgets.py`: a 4 MB tool list is refused before FastAPI parses it on the loop), counts
-requests and latency, and is the one exception boundary: every
-request gets an `x-request-id`, and an exception that escapes the app is logged with its traceback
-and answered as a 500 in the OpenAI shape `{"error": {message, type, param, code}}` naming the
-request id. Server-side details (file paths) stay in the log (`public_message`). Every response
-carries SECURITY_HEADERS: the web page loads and talks to nothing but its own server. Knows nothing
-of routes, turns or the harness.
+requests and latency (a stream its client left before the end counts as 499, client closed), and
+is the one exception boundary: every request gets an `x-request-id`, and an exception that
+escapes the app is logged with its traceback and answered as a 500 in the OpenAI shape
+`{"error": {message, type, param, code}}` naming the request id. Server-side details (file paths)
+stay in the log (`public_message`). Every response carries SECURITY_HEADERS: the web page loads
+and talks to nothing but its own server. Knows nothing of routes, turns or the harness.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from fastapi.responses import JSONResponse
 
-from macaronic.serve import api
+from macaronic.serve import api, pools
 from macaronic.serve.budgets import BudgetError, Budgets, check_request
 from macaronic.serve.metrics import Metrics
 
@@ -108,13 +108,15 @@ class Guard:
             else "/static" if path.startswith("/static/") else "other"
         rid = "req_" + secrets.token_hex(12)
         scope.setdefault("state", {})["request_id"] = rid
-        started = [False]
+        started, completed = [False], [False]
 
         async def send_(message):
             if message["type"] == "http.response.start":
                 status[0], started[0] = message["status"], True
                 message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS,
                                                   (b"x-request-id", rid.encode())]}
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                completed[0] = True
             await send(message)
 
         try:
@@ -161,7 +163,7 @@ class Guard:
                         f"request body is not valid UTF-8 (byte {e.start})", code="invalid_json"))
             if self.config.budgets is not None and len(data) >= self.config.large_body_bytes \
                     and path in ("/v1/chat/completions", "/v1/responses"):
-                refusal = await asyncio.to_thread(over_budget, data, self.config.budgets)
+                refusal = await pools.run(pools.CHECKS, over_budget, data, self.config.budgets)
                 if refusal is not None:
                     return await self._reply(send_, 400, refusal)
             replay = [{"type": "http.request", "body": data, "more_body": False}]
@@ -178,6 +180,8 @@ class Guard:
                     await self._reply(send_, 500, api.error_body(
                         f"internal server error (request id {rid})", "server_error", "internal_error"))
         finally:
+            if started[0] and not completed[0]:  # a stream whose client left before its end: client closed
+                status[0] = 499
             self.metrics.requests.inc(endpoint, str(status[0]))
             self.metrics.latency.observe(time.perf_counter() - t0, endpoint)
 

@@ -2,7 +2,8 @@
 
 Counters and histograms with labels, thread-safe, rendered on demand. The server records:
 requests by endpoint and status, tokens by kind (prompt, completion, prefill, reused), routes
-by adapter and policy, and latency histograms (request, time to first token, route hop).
+by adapter and policy, latency histograms (request, time to first token, route hop) and, with the
+embedded engine, its own counters (tokens prefilled and generated, sequences running) read at each scrape.
 Knows nothing about HTTP frameworks or the harness.
 """
 
@@ -93,6 +94,19 @@ class Metrics:
         self.route_latency = Histogram("macaronic_route_seconds", "Route hop latency.")
         self._flight = 0
         self._lock = threading.Lock()
+        self.engine = None  # a callable giving the embedded engine's counters, read at each scrape
+
+    def engine_lines(self) -> list[str]:
+        """`macaronic_engine_<counter>_total` per engine counter; running / waiting as gauges."""
+        if self.engine is None:
+            return []
+        out = []
+        for k, v in sorted(self.engine().items()):
+            gauge = k in ("running", "waiting")
+            name = f"macaronic_engine_{k}" + ("" if gauge else "_total")
+            what = f"Engine sequences {k} now." if gauge else f"Engine counter {k} since the server started."
+            out += [f"# HELP {name} {what}", f"# TYPE {name} {'gauge' if gauge else 'counter'}", f"{name} {v:g}"]
+        return out
 
     def flight(self, delta: int) -> None:
         with self._lock:
@@ -112,4 +126,4 @@ class Metrics:
 
     def render(self) -> str:
         parts = [self.requests, self.tokens, self.routes, self.in_flight, self.latency, self.ttft, self.route_latency]
-        return "\n".join(line for p in parts for line in p.render()) + "\n"
+        return "\n".join([*(line for p in parts for line in p.render()), *self.engine_lines()]) + "\n"

@@ -41,7 +41,7 @@ from macaronic.engine.sampling import SamplingParams
 from macaronic.pairs.ids import pair_id
 from macaronic.router.config import choice_names_a_call, default_route, tools_route
 from macaronic.router.conversation import request_text, tool_caller
-from macaronic.serve import structured, views
+from macaronic.serve import pools, structured, views
 from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
 from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
@@ -303,7 +303,7 @@ class MoL:
             return Route(a, default, self.mode_of(a), "default", 1.0, 0.0, "no-router")
         t0 = time.perf_counter()
         try:
-            d = await asyncio.to_thread(self.router.route, messages)
+            d = await pools.run(pools.TURN, self.router.route, messages)  # never behind a compile storm
             role, policy, conf, probs, reason = d.role, d.policy, d.confidence, d.probs, d.reason
         except Exception as e:  # a broken router must not take the server down: default route
             log.warning("router failed (%s); default route %s", e, default)
@@ -360,6 +360,8 @@ class MoL:
         """`structure` off the event loop, within the compile budget (it builds each tool's grammar;
         with `budgets.stoppable`, in a worker process that is killed at the budget)."""
         b = self.config.budgets
+        if not tools and response_format is None and role != "genui":  # no schema: nothing to build or compile
+            return self.structure(tools, tool_choice, response_format, role, parallel)
         try:
             check_request(tools, response_format, b)
             if not self.config.constrain:
@@ -538,8 +540,9 @@ class MoL:
         client's schema: its patterns run, each within the regex budget)."""
         read = None
         if tools:
-            read = await asyncio.to_thread(read_calls, gen.text, gen.finish_reason, gen.usage.get("completion_tokens"),
-                                           tools, structure, parallel, self.config.budgets.regex_s)
+            read = await pools.run(pools.CHECKS, read_calls, gen.text, gen.finish_reason,
+                                   gen.usage.get("completion_tokens"), tools, structure, parallel,
+                                   self.config.budgets.regex_s)
         return self._finish(msgs, route, view, gen, tools, structure, read)
 
     def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,

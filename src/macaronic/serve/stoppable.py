@@ -5,7 +5,8 @@ would hold a core for minutes after its client was told no. `Stoppable(size)` ke
 workers; `call(fn, deadline, cancel)` runs the picklable `fn()` in a free one and, once the
 deadline passes or `cancel` is set, kills that worker (a fresh one is started in its place) and
 raises `Stopped`. A worker is started on first use, imports the `warm` modules and counts nothing
-against a deadline until then. Knows processes and pipes; nothing about grammars, HTTP or budgets.
+against a deadline until then. Workers run at a lower priority (nice 10), so a storm of
+compiles yields the cores to the server's own work. Knows processes and pipes; nothing about grammars, HTTP or budgets.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ class Stopped(Exception):
 
 def _child(conn, warm: tuple[str, ...]) -> None:
     import importlib
+    import os
+
+    try:  # a compile yields the CPU to the server's own work (the engine, the router, the loop)
+        os.nice(10)
+    except OSError:
+        pass
 
     for name in warm:  # imports are start-up, not work: done before the worker says it is ready
         importlib.import_module(name)

@@ -55,6 +55,26 @@ async def prime(gen, request: Request | None = None):
             watcher.cancel()
 
 
+async def until_gone(request: Request, coro, metrics: Metrics):
+    """Await `coro` (the whole of a JSON answer's work, or the n samples of a request); `GONE` if the
+    client went away first, and then the work is cancelled (its engine requests with it)."""
+    task = asyncio.ensure_future(coro)
+    metrics.flight(+1)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                return GONE
+    finally:
+        metrics.flight(-1)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
 async def collect(request: Request, gen, metrics: Metrics) -> TurnResult | None:
     """Drain a turn; None if the client went away (its generation is then cancelled)."""
     async def drain():
@@ -63,23 +83,12 @@ async def collect(request: Request, gen, metrics: Metrics) -> TurnResult | None:
                 return item
         raise TurnError("the turn ended without a result", 502)
 
-    task = asyncio.ensure_future(drain())
-    metrics.flight(+1)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=0.25)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                return None
+        # the drain must leave the generator before it can be closed (else "aclose(): asynchronous
+        # generator is already running", a 500 for a client that merely went away): until_gone awaits it
+        result = await until_gone(request, drain(), metrics)
+        return None if result is GONE else result
     finally:
-        metrics.flight(-1)
-        if not task.done():
-            task.cancel()
-            # the task must leave the generator before it can be closed (else "aclose(): asynchronous
-            # generator is already running", a 500 for a client that merely went away)
-            with contextlib.suppress(BaseException):
-                await task
         await gen.aclose()
 
 
