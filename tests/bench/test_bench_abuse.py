@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from macaronic.bench import abuse, cli
+from macaronic.bench import abuse, sections as cli
 
 
 def test_the_section_is_listed_and_renders_ratios():
