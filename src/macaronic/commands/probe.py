@@ -104,6 +104,18 @@ def write(out: dict, path: Path) -> None:
     print(table(out))
 
 
+
+def _parse_served(ap: argparse.ArgumentParser, argv: list[str], known: tuple) -> tuple[argparse.Namespace, list[str]]:
+    """A probe's served-pair options (--base, --adapter-dir), parsed; its --models rows, checked."""
+    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
+    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
+                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
+    a = ap.parse_args(argv)
+    models = a.models.split(",")
+    if bad := [m for m in models if m not in known]:
+        ap.error(f"unknown model rows {bad}; choose from {known}")
+    return a, models
+
 def bfcl(argv: list[str]) -> int:
     from macaronic.suites.bfcl import CATEGORIES
     from macaronic.suites.bfcl_probe import MODELS, run
@@ -116,13 +128,7 @@ def bfcl(argv: list[str]) -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N problems of each category (default: all)")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--no-constraints", action="store_true")
-    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
-    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
-                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
-    a = ap.parse_args(argv)
-    models = a.models.split(",")
-    if bad := [m for m in models if m not in MODELS]:
-        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
+    a, models = _parse_served(ap, argv, MODELS)
     from macaronic.suites.bfcl import problems
 
     t0 = time.perf_counter()
@@ -153,13 +159,7 @@ def instructions(argv: list[str]) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, chat, macaronic")
     ap.add_argument("--limit", type=int, default=None, help="first N prompts (default: all)")
     ap.add_argument("--max-tokens", type=int, default=512)
-    ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
-    ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
-                    help="serve these adapter directories instead of the shipped specialists (repeatable)")
-    a = ap.parse_args(argv)
-    models = a.models.split(",")
-    if bad := [m for m in models if m not in MODELS]:
-        ap.error(f"unknown model rows {bad}; choose from {MODELS}")
+    a, models = _parse_served(ap, argv, MODELS)
     from macaronic.suites.instructions import load
 
     prompts = load()[: a.limit]
