@@ -102,7 +102,7 @@ def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):
 def test_disjoint_from_the_contract_agent_suite_and_bfcl(sample):
     from macaronic.substrate.tasks import generate_tasks
     from macaronic.substrate.tools import openai_tools
-    from macaronic.suites.bfcl import CATEGORIES, problems
+    from macaronic.suites.bfcl import CATEGORIES, MULTI_TURN, call_strings, problems
 
     assert not {d.noun for d in DOMAINS} & set(AGENT_SUITE_NOUNS)
     substrate = {t["function"]["name"] for t in openai_tools()}
@@ -120,11 +120,21 @@ def test_disjoint_from_the_contract_agent_suite_and_bfcl(sample):
     bfcl_names, bfcl_questions = set(), set()
     for cat in CATEGORIES:
         for p in problems(cat):
-            bfcl_names |= {f["name"] for f in p.get("function", [])}
+            if cat not in MULTI_TURN:  # a single-turn problem's functions are the item itself
+                bfcl_names |= {f["name"] for f in p.get("function", [])}
             for turn in (p["question"] if isinstance(p["question"][0], list) else [p["question"]]):
                 bfcl_questions |= {m["content"].strip().lower() for m in turn if m["role"] == "user"}
     assert not engine_tools & bfcl_names
     assert not requests & bfcl_questions
+    # multi_turn_base's backends are public APIs shared by all its problems (ls, cd, get_ticket, ...):
+    # a generic name may recur in a generated world (send_message, get_ticket), the problems may not:
+    # no user turn (checked above) and no call of a ground-truth trajectory appears in the data
+    gold_calls = {c.replace(" ", "") for p in problems("multi_turn_base") for turn in p["ground_truth"] for c in turn}
+    made = [json.loads(c) for e in sample for m in e.messages if m["role"] == "assistant"
+            for c in re.findall(r"<tool_call>(.*?)</tool_call>", m["content"], re.S)]
+    assert made
+    made_calls = {c.replace(" ", "") for c in call_strings([(c["name"], c["arguments"]) for c in made])}
+    assert not made_calls & gold_calls
 
 
 def test_agent_engine_generator_mixes_in_the_substrate_train_families():

@@ -3,7 +3,7 @@ parallel calls match in any order, irrelevance passes only without a call."""
 
 from __future__ import annotations
 
-from macaronic.suites.bfcl import CATEGORIES, grade, problems
+from macaronic.suites.bfcl import CATEGORIES, MULTI_TURN, execute, grade, grade_multi_turn, problems
 
 
 def first(allowed: dict) -> dict:
@@ -17,11 +17,12 @@ def gold_calls(problem: dict) -> list[tuple[str, dict]]:
 
 def test_every_category_loads_with_the_leaderboard_sizes():
     sizes = {c: len(problems(c)) for c in CATEGORIES}
-    assert sizes == {"simple": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240}
+    assert sizes == {"simple": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240,
+                     "multi_turn_base": 200}
 
 
 def test_gold_answers_pass_and_wrong_ones_fail():
-    for cat in ("simple", "multiple", "parallel", "parallel_multiple"):
+    for cat in (c for c in CATEGORIES if c != "irrelevance" and c not in MULTI_TURN):
         for p in problems(cat, 15):
             calls = gold_calls(p)
             assert grade(cat, p, calls)["passed"], (cat, p["id"], grade(cat, p, calls))
@@ -37,3 +38,26 @@ def test_irrelevance_passes_only_without_a_call():
     p = problems("irrelevance", 1)[0]
     assert grade("irrelevance", p, [])["passed"]
     assert not grade("irrelevance", p, [(p["function"][0]["name"], {})])["passed"]
+
+
+def test_multi_turn_gold_passes_on_the_backends_and_short_answers_fail():
+    """The ground truth, one step per turn, replays to a pass on fresh backends; a conversation that
+    stops calling early, or calls the wrong thing, fails; each replay starts from the initial state."""
+    for p in problems("multi_turn_base", 12):
+        gold = [[turn] for turn in p["ground_truth"]]
+        assert p["function"] and all("name" in f for f in p["function"])
+        assert grade_multi_turn(p, gold)["passed"], p["id"]
+        assert grade_multi_turn(p, gold)["passed"], p["id"]  # twice: no state kept between replays
+        assert not grade_multi_turn(p, gold[:-1] + [[]])["passed"]
+        assert not grade_multi_turn(p, gold[:-1])["passed"]  # a turn missing
+    p = problems("multi_turn_base", 1)[0]
+    assert not grade_multi_turn(p, [[["ls()"]] for _ in p["ground_truth"]])["passed"]
+
+
+def test_multi_turn_calls_run_on_one_backend_per_row():
+    p = problems("multi_turn_base", 1)[0]  # GorillaFileSystem: workspace/{document, archive}
+    assert "document" in execute(p, ["ls()"], "row-a")[0]
+    assert execute(p, ["cd(folder='document')"], "row-a")[0].endswith('"document"}')
+    assert "final_report.pdf" in execute(p, ["ls()"], "row-a")[0]  # the row's state persists
+    assert "document" in execute(p, ["ls()"], "row-b")[0]  # another row starts fresh
+    assert execute(p, ["no_such_function()"], "row-a")[0].startswith("Error during execution")

@@ -33,3 +33,17 @@ def test_bfcl_probe_rows(tmp_path):
     routed = doc["simple"]["rows"]["macaronic"]
     assert all(r["policy"] == "tools" and r["adapter"] == "agent" for r in routed)  # the tools rule
     assert all(r["adapter"] is None for r in doc["simple"]["rows"]["base"])
+
+
+def test_bfcl_multi_turn_probe_runs_calls_on_the_backends(tmp_path):
+    """One multi_turn_base conversation, forced to the agent: every user turn is answered, each
+    step's calls are the call strings the checker replays, and the row is graded."""
+    from macaronic.commands.probe import bfcl as main
+
+    out = tmp_path / "bfcl-mt.json"
+    assert main(["--base", "smollm2-135m-instruct", "--categories", "multi_turn_base", "--limit", "1",
+                 "--models", "agent", "--max-tokens", "48", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["categories"]["multi_turn_base"]["rows"]["agent"]
+    assert row["id"] == "multi_turn_base_0" and len(row["turns"]) == 4 and isinstance(row["passed"], bool)
+    assert row["adapters"] == ["agent"] and row["steps"] >= 1
+    assert all(isinstance(c, str) and c.endswith(")") for t in row["turns"] for step in t for c in step)

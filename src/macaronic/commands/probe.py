@@ -16,17 +16,21 @@ import sys
 import time
 from pathlib import Path
 
-BFCL_DOC = """BFCL v4's single-turn categories through the served harness.
+BFCL_DOC = """BFCL v4 through the served harness.
 
-Each problem of `bfcl-eval`'s data (simple python, multiple, parallel, parallel_multiple,
-irrelevance; `macaronic.suites.bfcl`) is one turn with the problem's functions as `tools`
-(tool_choice auto), greedy, answered concurrently, once per model row:
+Each problem of `bfcl-eval`'s single-turn data (simple python, multiple, parallel,
+parallel_multiple, irrelevance; `macaronic.suites.bfcl`) is one turn with the problem's functions
+as `tools` (tool_choice auto); a multi_turn_base problem is a conversation of pre-scripted user
+turns whose calls run on the package's own backends, their results returned as tool messages (at
+most 20 model steps per turn, as the leaderboard's runner). Greedy, problems answered
+concurrently, once per model row:
 
 - `base`: the bare base, no adapter (the row every specialist must beat);
 - `agent`: forced to the agent specialist;
 - `macaronic`: routed, as a client that names no specialist gets it.
 
-Graded by the package's own AST checker (irrelevance: no call). Prints a table with each row's
+Graded by the package's own checkers (AST; irrelevance: no call; multi-turn: the backends' state
+and the calls' results after every turn). Prints a table with each row's
 score per category and its paired difference from `base` (95% bootstrap interval), and writes
 every per-problem row to --json so the intervals can be recomputed. `--no-constraints` answers
 without the tool grammar. Report only, outside any contract: these problems are public.
@@ -44,7 +48,7 @@ instruction of a prompt followed) with its paired difference from `base` (95% bo
 interval), and writes every per-prompt row (reply included) to --json. Report only.
 """
 
-PROBES = {"bfcl": "BFCL v4's single-turn categories (bfcl-eval's data and AST checker)",
+PROBES = {"bfcl": "BFCL v4: the single-turn categories and multi_turn_base (bfcl-eval's data and checkers)",
           "instructions": "the hand-written instruction suite (104 prompts, strict prompt-level accuracy)"}
 
 
@@ -117,8 +121,8 @@ def _parse_served(ap: argparse.ArgumentParser, argv: list[str], known: tuple) ->
     return a, models
 
 def bfcl(argv: list[str]) -> int:
-    from macaronic.suites.bfcl import CATEGORIES
-    from macaronic.suites.bfcl_probe import MODELS, run
+    from macaronic.suites.bfcl import CATEGORIES, MULTI_TURN
+    from macaronic.suites.bfcl_probe import MODELS, run, run_multi_turn
 
     ap = argparse.ArgumentParser(prog="macaronic probe bfcl", description=BFCL_DOC,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,7 +144,10 @@ def bfcl(argv: list[str]) -> int:
         names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
         for cat in a.categories.split(","):
             probs = problems(cat, a.limit)
-            rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
+            if cat in MULTI_TURN:
+                rows = {m: asyncio.run(run_multi_turn(mol, probs, names[m], a.max_tokens, m)) for m in models}
+            else:
+                rows = {m: asyncio.run(run(mol, cat, probs, names[m], a.max_tokens)) for m in models}
             out["categories"][cat] = {"n": len(probs), "rows": rows, "score": scores(rows, len(probs))}
             print(cat, out["categories"][cat]["score"], f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
     finally:

@@ -1,9 +1,13 @@
-"""BFCL v4's single-turn AST categories from the `bfcl-eval` package, graded by the package's own
-checker (`bfcl_eval.eval_checker.ast_eval.ast_checker`), as the leaderboard grades them.
+"""BFCL v4 from the `bfcl-eval` package, graded by the package's own checkers, as the leaderboard
+grades them.
 
-Categories: simple (python), multiple, parallel, parallel_multiple (AST match against the
-possible answers, calls in any order for parallel) and irrelevance (passes when the reply holds no
-call). The checker module imports `bfcl_eval.constants.model_config`, which imports every vendor
+Single-turn categories: simple (python), multiple, parallel, parallel_multiple (AST match against
+the possible answers by `bfcl_eval.eval_checker.ast_eval.ast_checker`, calls in any order for
+parallel) and irrelevance (passes when the reply holds no call). multi_turn_base: a conversation
+of pre-scripted user turns over the package's own stateful backends (GorillaFileSystem,
+TradingBot, TravelAPI, ...); the model's calls run on one instance per problem and row, their
+results go back as tool messages, and `multi_turn_checker` compares the backends' state and the
+calls' results with the ground truth's after every turn. The checker module imports `bfcl_eval.constants.model_config`, which imports every vendor
 SDK the package's runner supports; it only reads one flag from it (`underscore_to_dot`, for
 hosted APIs that cannot name a function `math.factorial`). So that module is replaced, before the
 import, by one that answers False: our tool names keep their dots. Knows nothing about models.
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+import uuid
 from functools import lru_cache
 
 from macaronic.suites.external import BFCL_PACKAGE, package_dir
@@ -24,7 +29,10 @@ CATEGORIES = {  # name -> (questions, possible answers or None)
     "parallel": ("BFCL_v4_parallel.json", "BFCL_v4_parallel.json"),
     "parallel_multiple": ("BFCL_v4_parallel_multiple.json", "BFCL_v4_parallel_multiple.json"),
     "irrelevance": ("BFCL_v4_irrelevance.json", None),
+    "multi_turn_base": ("BFCL_v4_multi_turn_base.json", "BFCL_v4_multi_turn_base.json"),
 }
+MULTI_TURN = ("multi_turn_base",)
+MAX_STEPS = 20  # the leaderboard's cap on model calls within one user turn (MAXIMUM_STEP_LIMIT)
 CHECKER_NAME = "macaronic"  # the model name the checker is told (it only looks up underscore_to_dot)
 
 
@@ -35,6 +43,12 @@ def problems(category: str, limit: int | None = None) -> list[dict]:
     d = package_dir("bfcl_eval", BFCL_PACKAGE) / "data"
     qf, af = CATEGORIES[category]
     out = [json.loads(line) for line in (d / qf).read_text().splitlines() if line.strip()][:limit]
+    if category in MULTI_TURN:  # the functions are the involved backends' docs, as the package's loader adds them
+        from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING as docs
+
+        for p in out:
+            p["function"] = [json.loads(line) for c in p["involved_classes"]
+                             for line in (d / "multi_turn_func_doc" / docs[c]).read_text().splitlines() if line.strip()]
     if af is None:
         return out
     answers = {x["id"]: x["ground_truth"] for x in map(json.loads, (d / "possible_answer" / af).read_text().splitlines()) if x}
@@ -72,3 +86,36 @@ def grade(category: str, problem: dict, calls: list[tuple[str, dict]]) -> dict:
     except Exception as e:  # a malformed output the checker cannot read is a failure, not a crash
         return {"passed": False, "error": f"checker: {type(e).__name__}: {e}"}
     return {"passed": bool(r["valid"]), "error": None if r["valid"] else "; ".join(map(str, r.get("error", [])))[:300]}
+
+
+def call_strings(calls: list[tuple[str, dict]]) -> list[str]:
+    """(name, arguments) as the call strings the package executes and grades (`name(k=repr(v), ...)`)."""
+    return [f"{name}({','.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in calls]
+
+
+def execute(problem: dict, calls: list[str], row: str) -> list[str]:
+    """Run call strings on the problem's backends for one row (`row` names the row's instances, which
+    persist across the problem's turns; use a fresh name per run). One result string per call; a
+    failing call's result is its error text, as the leaderboard's runner returns it."""
+    _checker()
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+    results, _ = execute_multi_turn_func_call(calls, problem["initial_config"], problem["involved_classes"],
+                                              row, problem["id"], long_context=False, is_evaL_run=False)
+    return results
+
+
+def grade_multi_turn(problem: dict, turns: list[list[list[str]]], row: str = "graded") -> dict:
+    """{passed, error}: `turns` (per user turn, per model step, the call strings) replayed on fresh
+    backends and checked against the ground truth by the package's multi-turn checker."""
+    _checker()
+    row = f"{row}_{uuid.uuid4().hex}"  # the package keeps instances by name: every replay starts fresh
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    if len(turns) != len(problem["ground_truth"]):
+        return {"passed": False, "error": f"{len(turns)} turns answered of {len(problem['ground_truth'])}"}
+    try:
+        r = multi_turn_checker(turns, problem["ground_truth"], problem, problem["id"].rsplit("_", 1)[0], row)
+    except Exception as e:  # a call the checker cannot replay is a failure, not a crash
+        return {"passed": False, "error": f"checker: {type(e).__name__}: {e}"}
+    return {"passed": bool(r["valid"]), "error": None if r["valid"] else str(r.get("error_message", r))[:300]}
