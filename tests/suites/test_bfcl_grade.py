@@ -17,12 +17,12 @@ def gold_calls(problem: dict) -> list[tuple[str, dict]]:
 
 def test_every_category_loads_with_the_leaderboard_sizes():
     sizes = {c: len(problems(c)) for c in CATEGORIES}
-    assert sizes == {"simple": 400, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240,
+    assert sizes == {"simple": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200, "parallel_multiple": 200, "irrelevance": 240,
                      "multi_turn_base": 200}
 
 
 def test_gold_answers_pass_and_wrong_ones_fail():
-    for cat in (c for c in CATEGORIES if c != "irrelevance" and c not in MULTI_TURN):
+    for cat in ("simple", "multiple", "parallel", "parallel_multiple"):
         for p in problems(cat, 15):
             calls = gold_calls(p)
             assert grade(cat, p, calls)["passed"], (cat, p["id"], grade(cat, p, calls))
@@ -61,3 +61,27 @@ def test_multi_turn_calls_run_on_one_backend_per_row():
     assert "final_report.pdf" in execute(p, ["ls()"], "row-a")[0]  # the row's state persists
     assert "document" in execute(p, ["ls()"], "row-b")[0]  # another row starts fresh
     assert execute(p, ["no_such_function()"], "row-a")[0].startswith("Error during execution")
+
+
+def test_java_and_javascript_are_graded_from_their_string_forms():
+    """The leaderboard's loader turns every Java / JavaScript parameter into a string with a typed
+    hint; the checker reads the language back from the string: gold values written as strings pass."""
+    def as_string(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    for cat in ("simple_java", "simple_javascript"):
+        ps = problems(cat)
+        assert all(prop["type"] == "string" for p in ps for f in p["function"]
+                   for prop in f["parameters"]["properties"].values())
+        assert all(("Java 8 SDK" if cat == "simple_java" else "JavaScript") in p["function"][0]["description"] for p in ps)
+        passed = 0
+        for p in ps[:30]:
+            (call,) = p["ground_truth"]
+            (name, allowed), = call.items()
+            if any(isinstance(v[0], (dict, list)) for v in allowed.values() if v):
+                continue
+            args = {k: as_string(v[0]) for k, v in allowed.items() if v and v[0] != ""}
+            g = grade(cat, p, [(name, args)])
+            passed += g["passed"]
+            assert not grade(cat, p, [("not_" + name, args)])["passed"]
+        assert passed >= 10, (cat, passed)

@@ -80,9 +80,13 @@ def table(out: dict) -> str:
     """Markdown: per category, each row's score and its paired difference from base."""
     from macaronic.contract.stats import paired_bootstrap
 
+    from macaronic.suites.bfcl import SIMPLE_LANGUAGES
+
     cats = list(out["categories"])
-    lines = ["| model | " + " | ".join(f"{c} (n={out['categories'][c]['n']})" for c in cats) + " |",
-             "|---|" + "---|" * len(cats)]
+    mean_of = SIMPLE_LANGUAGES if set(SIMPLE_LANGUAGES) <= set(cats) else ()  # the leaderboard's "simple" column
+    lines = ["| model | " + " | ".join(f"{c} (n={out['categories'][c]['n']})" for c in cats)
+             + (" | simple, 3 languages (unweighted) |" if mean_of else " |"),
+             "|---|" + "---|" * (len(cats) + bool(mean_of))]
     for m in out["models"]:
         cells = []
         for c in cats:
@@ -93,6 +97,8 @@ def table(out: dict) -> str:
                 d, ci = paired_bootstrap(s, [r["passed"] for r in rows["base"]])
                 cell += f" ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
             cells.append(cell)
+        if mean_of:
+            cells.append(f"{sum(out['categories'][c]['score'][m] for c in mean_of) / len(mean_of):.3f}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """BFCL v4 from the `bfcl-eval` package, graded by the package's own checkers, as the leaderboard
 grades them.
 
-Single-turn categories: simple (python), multiple, parallel, parallel_multiple (AST match against
+Single-turn categories: simple (python; simple_java and simple_javascript beside it, the
+leaderboard's "simple" being the unweighted mean of the three), multiple, parallel, parallel_multiple (AST match against
 the possible answers by `bfcl_eval.eval_checker.ast_eval.ast_checker`, calls in any order for
 parallel) and irrelevance (passes when the reply holds no call). multi_turn_base: a conversation
 of pre-scripted user turns over the package's own stateful backends (GorillaFileSystem,
@@ -15,6 +16,7 @@ import, by one that answers False: our tool names keep their dots. Knows nothing
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import types
@@ -25,6 +27,8 @@ from macaronic.suites.external import BFCL_PACKAGE, package_dir
 
 CATEGORIES = {  # name -> (questions, possible answers or None)
     "simple": ("BFCL_v4_simple_python.json", "BFCL_v4_simple_python.json"),
+    "simple_java": ("BFCL_v4_simple_java.json", "BFCL_v4_simple_java.json"),
+    "simple_javascript": ("BFCL_v4_simple_javascript.json", "BFCL_v4_simple_javascript.json"),
     "multiple": ("BFCL_v4_multiple.json", "BFCL_v4_multiple.json"),
     "parallel": ("BFCL_v4_parallel.json", "BFCL_v4_parallel.json"),
     "parallel_multiple": ("BFCL_v4_parallel_multiple.json", "BFCL_v4_parallel_multiple.json"),
@@ -32,6 +36,8 @@ CATEGORIES = {  # name -> (questions, possible answers or None)
     "multi_turn_base": ("BFCL_v4_multi_turn_base.json", "BFCL_v4_multi_turn_base.json"),
 }
 MULTI_TURN = ("multi_turn_base",)
+# the leaderboard's "simple" column: the unweighted mean of its three languages (eval_runner_helper)
+SIMPLE_LANGUAGES = ("simple", "simple_java", "simple_javascript")
 MAX_STEPS = 20  # the leaderboard's cap on model calls within one user turn (MAXIMUM_STEP_LIMIT)
 CHECKER_NAME = "macaronic"  # the model name the checker is told (it only looks up underscore_to_dot)
 
@@ -49,10 +55,20 @@ def problems(category: str, limit: int | None = None) -> list[dict]:
         for p in out:
             p["function"] = [json.loads(line) for c in p["involved_classes"]
                              for line in (d / "multi_turn_func_doc" / docs[c]).read_text().splitlines() if line.strip()]
+    _checker()
+    from bfcl_eval.utils import _func_doc_language_specific_pre_processing as language_hints
+
+    for p in out:  # the model reads the loader's hints ("... in Java 8 SDK syntax.", typed strings); the checker the originals
+        p["checked_function"] = p["function"]
+        p["function"] = language_hints(copy.deepcopy(p["function"]), _package_category(category))
     if af is None:
         return out
     answers = {x["id"]: x["ground_truth"] for x in map(json.loads, (d / "possible_answer" / af).read_text().splitlines()) if x}
     return [{**p, "ground_truth": answers[p["id"]]} for p in out]
+
+
+def _package_category(category: str) -> str:
+    return "simple_python" if category == "simple" else category
 
 
 def first_turn(problem: dict) -> list[dict]:
@@ -67,10 +83,15 @@ def _checker():
         stub = types.ModuleType(name)
         stub.MODEL_CONFIG_MAPPING = {CHECKER_NAME: types.SimpleNamespace(underscore_to_dot=False)}
         sys.modules[name] = stub
-    from bfcl_eval.constants.enums import Language
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 
-    return ast_checker, Language.PYTHON
+    return ast_checker
+
+
+def _language(category: str):
+    from bfcl_eval.constants.enums import Language
+
+    return {"simple_java": Language.JAVA, "simple_javascript": Language.JAVASCRIPT}.get(category, Language.PYTHON)
 
 
 def grade(category: str, problem: dict, calls: list[tuple[str, dict]]) -> dict:
@@ -79,10 +100,10 @@ def grade(category: str, problem: dict, calls: list[tuple[str, dict]]) -> dict:
         return {"passed": not calls, "error": None if not calls else f"{len(calls)} call(s)"}
     if not calls:
         return {"passed": False, "error": "no call"}
-    ast_checker, python = _checker()
+    ast_checker = _checker()
     try:
-        r = ast_checker(problem["function"], [{n: a} for n, a in calls], problem["ground_truth"], python,
-                        category, CHECKER_NAME)
+        r = ast_checker(problem["checked_function"], [{n: a} for n, a in calls], problem["ground_truth"], _language(category),
+                        _package_category(category), CHECKER_NAME)
     except Exception as e:  # a malformed output the checker cannot read is a failure, not a crash
         return {"passed": False, "error": f"checker: {type(e).__name__}: {e}"}
     return {"passed": bool(r["valid"]), "error": None if r["valid"] else "; ".join(map(str, r.get("error", [])))[:300]}
