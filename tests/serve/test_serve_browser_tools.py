@@ -32,7 +32,8 @@ def reminders_only(page, url):
 
     def few(route):
         data = [t for t in full["data"] if "reminder" in t["function"]["name"] or t["function"]["name"] == "get_today"]
-        route.fulfill(json={"object": "list", "data": data})
+        names = {t["function"]["name"] for t in data}
+        route.fulfill(json={"object": "list", "data": data, "writes": [w for w in full["writes"] if w in names]})
 
     page.route(url + "/v1/tools", few)
 
@@ -51,7 +52,14 @@ def test_builtin_tools_run_on_the_server_and_the_agent_goes_on(chromium, inproc)
     page.locator("#tools-box summary").click()
     page.check("#builtin-tools")
     ask(page, "remind me to call Sam on 4 May 2031")
+    # a call that changes something waits for the user: nothing ran yet
+    page.wait_for_selector(".confirm-call:has-text('add_reminder')", timeout=60000)
+    assert 'title: "call Sam"' in page.locator(".confirm-call").inner_text()
+    pending = httpx.post(url + "/v1/tools/execute", json={"name": "list_reminders", "arguments": {"query": "call Sam"}})
+    assert pending.json()["result"]["reminders"] == []
+    page.click(".confirm-call button.allow")
     page.wait_for_selector(".msg.assistant:last-child .text:has-text('Done: I will remind you')", timeout=60000)
+    assert page.locator(".confirm-call").count() == 0
     turn_over(page, 2)
 
     call = page.locator(".msg.assistant").nth(0).locator("details.tool-call")
@@ -78,6 +86,51 @@ def test_builtin_tools_run_on_the_server_and_the_agent_goes_on(chromium, inproc)
     page.reload()  # the same page from storage: the result block and the toggle stay
     page.wait_for_selector(".msg.tool details.tool-result")
     assert page.locator(".msg.tool").count() == 1 and page.is_checked("#builtin-tools")
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+def test_a_denied_change_does_not_run_and_the_agent_is_told(chromium, inproc):  # noqa: F811
+    """Deny: the call never reaches the server, the agent gets a refused result and answers; a read
+    (get_today) runs without asking; Stop while asking runs nothing either."""
+    url, mol, script = inproc
+    script.replies["agent"] = agent
+    assert set(httpx.get(url + "/v1/tools").json()["writes"]) >= {"add_reminder"}
+    assert "get_today" not in httpx.get(url + "/v1/tools").json()["writes"]
+    page = chat_page(chromium, url)
+    reminders_only(page, url)
+    page.select_option("#adapter", "agent")
+    page.locator("#tools-box summary").click()
+    page.check("#builtin-tools")
+    ask(page, "remind me to call Sam on 4 May 2031")
+    page.wait_for_selector(".confirm-call", timeout=60000)
+    page.click(".confirm-call button.deny")
+    page.wait_for_selector(".msg.assistant:last-child .text:has-text('Done')", timeout=60000)
+    turn_over(page, 2)
+    assert page.locator(".msg.tool summary").inner_text() == "tool refused · add_reminder"
+    assert "declined" in page.evaluate("MacaronicChat.history()[2].content")
+    views = [v for a, v in script.seen if a == "agent"]
+    assert any(v[-1]["role"] == "tool" and "declined" in v[-1]["content"] for v in views)
+    listed = httpx.post(url + "/v1/tools/execute", json={"name": "list_reminders", "arguments": {"query": "call Sam"}})
+    assert listed.json()["result"]["reminders"] == []
+
+    # Stop while the page asks: nothing runs, the turn ends
+    page.click("#clear")
+    ask(page, "remind me to call Sam on 4 May 2031")
+    page.wait_for_selector(".confirm-call", timeout=60000)
+    page.click("#stop")
+    page.wait_for_selector("text=stopped before the tools ran", timeout=30000)
+    assert page.locator(".confirm-call").count() == 0 and not page.is_disabled("#send")
+    listed = httpx.post(url + "/v1/tools/execute", json={"name": "list_reminders", "arguments": {"query": "call Sam"}})
+    assert listed.json()["result"]["reminders"] == []
+
+    # a read runs without asking
+    script.replies["agent"] = lambda v: ("Today it is." if v[-1]["role"] == "tool"
+                                         else '<tool_call>{"name": "get_today", "arguments": {}}</tool_call>')
+    page.click("#clear")
+    ask(page, "what day is it")
+    page.wait_for_selector(".msg.assistant:last-child .text:has-text('Today it is.')", timeout=60000)
+    assert page.locator(".msg.tool summary").inner_text() == "tool result · get_today"
     assert not page.problems, page.problems
     page.context.close()
 
@@ -140,6 +193,8 @@ def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path): 
         page.locator("#tools-box summary").click()
         page.check("#builtin-tools")
         ask(page, "Remind me to call Sam tomorrow at 9 am.")
+        page.wait_for_selector(".confirm-call:has-text('add_reminder')", timeout=120000)
+        page.click(".confirm-call button.allow")
         page.wait_for_selector(".msg.tool", timeout=120000)
         turn_over(page, 2)
         assert page.locator(".msg.tool summary").first.inner_text() == "tool result · add_reminder"

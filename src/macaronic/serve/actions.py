@@ -17,7 +17,7 @@ from typing import Any
 
 from macaronic.substrate.episode import Episode, EpisodeConfig
 from macaronic.substrate.state import StateSpec, connect
-from macaronic.substrate.tools import TOOLS, openai_tools
+from macaronic.substrate.tools import TOOLS, openai_tools, write_tools
 
 SEED = 0  # the demo world's contacts, events and orders; the same on every machine
 MAX_LOG = 256  # the in-memory action log of a state that lives as long as the server
@@ -35,6 +35,10 @@ class ServedSubstrate:
     def tools(self) -> list[dict]:
         """The OpenAI `tools` list a client sends to let the agent act on this state."""
         return openai_tools()
+
+    def writes(self) -> list[str]:
+        """The tools whose calls change the state (the rest only read it)."""
+        return list(write_tools())
 
     def names(self) -> list[str]:
         return [t.name for t in TOOLS]

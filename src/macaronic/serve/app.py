@@ -269,7 +269,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
         @app.get("/v1/tools")
         async def builtin_tools():
-            return {"object": "list", "data": substrate.tools()}
+            # `writes`: the tools that change the state (the web chat asks before running them)
+            return {"object": "list", "data": substrate.tools(), "writes": substrate.writes()}
 
         @app.post("/v1/tools/execute")
         async def execute_tool(req: api.ToolExecuteRequest):

@@ -456,7 +456,16 @@ import * as toolrun from "./toolrun.js";
     const results = [];
     try {
       for (const call of calls) {
-        const entry = await toolrun.execute(call, headers(), abort.signal);
+        let entry;
+        if (toolrun.writes(call)) {  // a change to the user's data runs only when they allow it
+          const ask = toolrun.confirmCall(call, abort.signal);
+          if (state.conv === conv) { log.appendChild(ask.box); scrollDown(); }
+          const ok = await ask.done;
+          if (abort.signal.aborted) throw new DOMException("stopped", "AbortError");
+          entry = ok ? await toolrun.execute(call, headers(), abort.signal) : toolrun.declined(call);
+        } else {
+          entry = await toolrun.execute(call, headers(), abort.signal);
+        }
         results.push(entry);
         conv.entries.push(entry);
         persist(conv);

@@ -32,15 +32,50 @@ async function errorOf(r) {
   try { return (await r.json()).error.message; } catch (e) { return `HTTP ${r.status}`; }
 }
 
-// The built-in tools' OpenAI schemas, fetched once per page (the list is fixed for a server).
+// The built-in tools' OpenAI schemas, fetched once per page (the list is fixed for a server), and
+// the names of those that change something (the page asks before running them).
 let listed = null;
+let writing = new Set();
 export async function builtinTools(headers) {
   if (!listed) {
     const r = await fetch("/v1/tools", { headers });
     if (!r.ok) throw new Error("built-in tools: " + await errorOf(r));
-    listed = (await r.json()).data;
+    const body = await r.json();
+    listed = body.data;
+    writing = new Set(body.writes || []);
   }
   return listed;
+}
+export const writes = (call) => writing.has(call.function.name);
+
+// Ask before a call that changes something: a box naming the call and its arguments, Allow / Deny.
+// Resolves true or false; `signal` (Stop) removes the box and resolves false.
+export function confirmCall(call, signal) {
+  const box = document.createElement("div");
+  box.className = "msg confirm-call";
+  const what = document.createElement("div");
+  what.className = "confirm-what";
+  let args = call.function.arguments || "{}";
+  try { args = Object.entries(JSON.parse(args)).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", "); } catch (e) { /* as sent */ }
+  what.textContent = `The agent wants to run ${call.function.name}` + (args ? ` (${args})` : "") + ". This changes your data.";
+  const allow = document.createElement("button");
+  allow.type = "button"; allow.className = "allow"; allow.textContent = "Allow";
+  const deny = document.createElement("button");
+  deny.type = "button"; deny.className = "deny quiet"; deny.textContent = "Deny";
+  box.append(what, allow, deny);
+  const done = new Promise((resolve) => {
+    const finish = (ok) => { box.remove(); resolve(ok); };
+    allow.addEventListener("click", () => finish(true));
+    deny.addEventListener("click", () => finish(false));
+    if (signal) signal.addEventListener("abort", () => finish(false));
+  });
+  return { box, done };
+}
+
+// What the agent reads when the user said no: a refused result, so it can answer instead of acting.
+export function declined(call) {
+  return { role: "tool", tool_call_id: call.id, name: call.function.name, failed: true,
+    content: JSON.stringify({ error: `the user declined: ${call.function.name} did not run` }) };
 }
 
 // Run one call on the server; the result (an {error} object when the substrate refused it) as
