@@ -43,7 +43,7 @@ def test_every_quoted_macaronic_subcommand_has_help():
         assert r.returncode == 0 and "usage" in r.stdout.lower(), (name, r.stderr[-500:])
 
 
-DOCS = [ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md", ROOT / "docs" / "ARCHITECTURE.md",
+DOCS = [ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md", ROOT / "docs" / "ARCHITECTURE.md", ROOT / "pairs" / "README.md",
         *sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file()), ROOT / ".ci" / "run"]
 
 
@@ -59,3 +59,17 @@ def test_the_docs_invoke_only_what_exists():
             assert spec and spec.origin and '__name__ == "__main__"' in Path(spec.origin).read_text(), (doc.name, module)
         for name in re.findall(r"(?:`|^    )(?:\S*/)?macaronic ([a-z][a-z-]*)", text, flags=re.M):
             assert name in COMMANDS, (doc.name, name)
+
+
+def test_docs_hold_no_weights_and_past_pairs_live_in_pairs():
+    """docs/ holds text and the rows that recompute figures; adapters of past pairs live in pairs/,
+    each under adapters/<role>/ as an evolve candidate keeps them."""
+    import json
+
+    weights = [p for p in (ROOT / "docs").rglob("*") if p.suffix in {".safetensors", ".pt", ".bin", ".gguf"}]
+    assert not weights, weights
+    adapters = sorted((ROOT / "pairs").glob("*/adapters/*/adapter_model.safetensors"))
+    assert adapters
+    for a in adapters:
+        meta = json.loads((a.parent / "macaronic.json").read_text())
+        assert meta["role"] == a.parent.name and a.parent.parent.parent.name in (ROOT / "pairs" / "README.md").read_text()
