@@ -43,7 +43,8 @@ def test_every_quoted_macaronic_subcommand_has_help():
         assert r.returncode == 0 and "usage" in r.stdout.lower(), (name, r.stderr[-500:])
 
 
-DOCS = [ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md", ROOT / "docs" / "ARCHITECTURE.md", ROOT / "pairs" / "README.md",
+DOCS = [ROOT / "README.md", ROOT / "docs" / "BENCHMARKS.md", ROOT / "docs" / "ARCHITECTURE.md", ROOT / "docs" / "USAGE.md",
+        ROOT / "pairs" / "README.md",
         *sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file()), ROOT / ".ci" / "run"]
 
 
@@ -73,3 +74,20 @@ def test_docs_hold_no_weights_and_past_pairs_live_in_pairs():
     for a in adapters:
         meta = json.loads((a.parent / "macaronic.json").read_text())
         assert meta["role"] == a.parent.name and a.parent.parent.parent.name in (ROOT / "pairs" / "README.md").read_text()
+
+
+def test_docs_are_a_reference_not_a_diary():
+    """The README's first screen (under 60 lines) says what, why, the two commands, what the web chat
+    shows and what to expect; BENCHMARKS.md is under 400 lines, no heading repeats, and every section
+    quotes the command that reproduces it (STYLE.md 21)."""
+    first = "\n".join(README.splitlines()[:60])
+    for needle in ("**Why.**", "scripts/setup && .venv/bin/macaronic serve", "scripts/test",
+                   "## What the web chat shows", "## What to expect"):
+        assert needle in first, needle
+    bench = (ROOT / "docs" / "BENCHMARKS.md").read_text()
+    assert len(bench.splitlines()) < 400
+    sections = re.split(r"^## ", bench, flags=re.M)[1:]
+    titles = [s.splitlines()[0] for s in sections]
+    assert len(titles) == len(set(titles)), titles
+    for s in sections:
+        assert re.search(r"`[^`]*macaronic [a-z]|^    (?:\S*/)?macaronic [a-z]|tests/genui/\S+\.py", s, flags=re.M), s[:80]
