@@ -91,3 +91,20 @@ def test_docs_are_a_reference_not_a_diary():
     assert len(titles) == len(set(titles)), titles
     for s in sections:
         assert re.search(r"`[^`]*macaronic [a-z]|^    (?:\S*/)?macaronic [a-z]|tests/genui/\S+\.py", s, flags=re.M), s[:80]
+
+
+def test_a_published_table_recomputes_from_its_committed_rows(monkeypatch, capsys):
+    """docs/bench keeps each figure's per-task rows gzipped; `macaronic eval table` reads them and gives
+    the table BENCHMARKS.md shows (the default base's served precision, its commands as quoted there)."""
+    from macaronic.commands.eval_table import precision
+
+    monkeypatch.chdir(ROOT)  # the summaries name their rows by repository-relative paths
+    b = "docs/bench/"
+    argv = ["--contract", "contracts/macaronic-core-v4.yaml", "--ablation", b + "bases-qwen.json",
+            *(x for q in ("bf16", "int8", "int4-onecall") for x in ("--ablation", f"{b}precision-qwen-{q}.json")),
+            "--speed", b + "serve-precision-qwen.json"]
+    assert not (ROOT / b / "bases-qwen-v2.tasks.jsonl").exists() and (ROOT / b / "bases-qwen-v2.tasks.jsonl.gz").exists()
+    assert precision(argv) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    bench = (ROOT / "docs" / "BENCHMARKS.md").read_text()
+    assert len(rows) >= 7 and all(line in bench for line in rows), [r for r in rows if r not in bench]
