@@ -160,3 +160,35 @@ def test_a_run_without_the_peer_keeps_the_peer_section_measured_elsewhere(tmp_pa
     r["peer"] = {"llamacpp": True, "rows": [], "tokens": 4, "reps": 1}
     sections.write_markdown(doc, r)
     assert "116.37" not in doc.read_text()  # a run with figures replaces them
+
+
+def test_benchmarks_write_markdown_only_where_they_are_told(monkeypatch, tmp_path):
+    """Every `macaronic bench` command and study writes markdown only to a file `--md` names (it always
+    prints it); without `--md` nothing under docs/ is touched. The JSON goes where `--json` says."""
+    from macaronic.bench import bases as bench_bases
+    from macaronic.bench import modes as bench_modes
+    from macaronic.bench import vllm_peer
+    from macaronic.commands import bench as bench_command
+
+    seen = {}
+
+    def keep(name):
+        def run(a, *rest):
+            seen[name] = a
+            return 0
+        return run
+
+    monkeypatch.setattr(sections, "run", keep("bench"))
+    monkeypatch.setattr(vllm_peer, "run", keep("vllm"))
+    monkeypatch.setattr(bench_modes, "run", keep("modes"))
+    monkeypatch.setattr(bench_bases, "run", keep("bases"))
+    json_path = tmp_path / "x.json"
+    bench_command.main(["--json", str(json_path), "--only", "lora"])
+    bench_command.main(["vllm", "--json", str(json_path)])
+    bench_command.main(["modes", "--json", str(json_path)])
+    bench_command.main(["bases", "--json", str(json_path), "--bases", "smollm2-135m-instruct"])
+    assert set(seen) == {"bench", "vllm", "modes", "bases"}
+    assert all(a.md is None for a in seen.values())
+    assert seen["modes"].png == tmp_path / "x.png"  # beside its JSON, not in docs/
+    bench_command.main(["--json", str(json_path), "--only", "lora", "--md", str(tmp_path / "B.md")])
+    assert seen["bench"].md == str(tmp_path / "B.md")

@@ -163,18 +163,20 @@ def compare_snapshot(name: str, png: bytes, tolerance: float = 0.02, directory: 
 
 def recorded_replies(served: bool = False) -> list[tuple[str, dict]]:
     """Every GenUI reply the shipped genui specialist wrote in the recorded specialist benchmark
-    runs (docs/bench/*.tasks.jsonl: the genui suite and the genui turns of the mixed suite), as the
+    runs (docs/bench/*.tasks.jsonl.gz: the genui suite and the genui turns of the mixed suite), as the
     serving harness parses it (`parse_genui_output(...).to_dict()`), when it holds an a2ui list.
     `served`: as `macaronic serve` returns it today, a reply that does not validate closed into a
     valid card (`genui.close.close_card`, what the harness does with constraints on)."""
+    import gzip
     import json
 
     from macaronic.genui.close import close_card
     from macaronic.genui.output import parse_genui_output
 
     out = []
-    for path in sorted((Path(__file__).parents[2] / "docs" / "bench").glob("*.tasks.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
+    for gz in sorted((Path(__file__).parents[2] / "docs" / "bench").glob("*.tasks.jsonl.gz")):
+        path = gz.with_suffix("")  # the rows file as the run wrote it: ids name it
+        for line in gzip.decompress(gz.read_bytes()).decode("utf-8").splitlines():
             row = json.loads(line)
             for i, m in enumerate(row.get("messages", [])):
                 if m.get("role") != "assistant" or m.get("adapter", row.get("config")) != "genui":

@@ -26,7 +26,7 @@ against the best row; and, as a diagnostic outside the default rule, the agent s
 contract's dev split (where every rule scores 0 on test, it says whether the rules differ at all). Cost: switched-turn time to first token after 512/2k/4k tokens of history
 (the previous turns on another adapter, measured interleaved in one process) and bytes cached
 per token. Trains what is missing under --work (niced, one torch thread per process); writes
-one JSON, a PNG and the table in docs/BENCHMARKS.md.
+one JSON and a PNG, prints the table, and writes it into a markdown file only when `--md FILE` names one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The sections of `macaronic bench` (commands/bench.py): run the engine benchmarks, write JSON and the
-tables in docs/BENCHMARKS.md."""
+"""The sections of `macaronic bench` (commands/bench.py): run the engine benchmarks, write JSON and print
+the tables (and write them into a markdown file only when `--md FILE` names one)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ from pathlib import Path
 from macaronic.bench.sections import SECTIONS
 from macaronic.engine.bases import BASES, SMALL_BASE
 
+# Benchmarks write where they are told: JSON to --json, markdown to stdout and, only when named, --md.
+MD_HELP = ("also write {what} into this markdown file, between its own markers (appended when absent); "
+           "nothing is written unless given (the markdown is always printed)")
+
 
 def main(argv: list[str]) -> int:
     if argv[:1] and argv[0] in STUDIES:
@@ -28,7 +32,7 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench section is rewritten ('' to skip)")
+    ap.add_argument("--md", default=None, metavar="FILE", help=MD_HELP.format(what="the sections that ran"))
     ap.add_argument("--base", default=SMALL_BASE,
                     help=f"a registered base ({', '.join(BASES)}) or a model directory; default {SMALL_BASE}, the base "
                          "of every published engine figure and of the llama.cpp peer (another base's llama.cpp rows are "
@@ -56,7 +60,7 @@ def vllm(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="macaronic bench vllm", description=vllm_peer.__doc__.split("\n\n")[0])
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose vLLM section is rewritten ('' to skip)")
+    ap.add_argument("--md", default=None, metavar="FILE", help=MD_HELP.format(what="the vLLM section"))
     ap.add_argument("--threads", type=int, default=1, help="cores for each engine (vLLM bound to cores 0..N-1, "
                                                            "Macaronic pinned there with N torch threads; default 1)")
     ap.add_argument("--quick", action="store_true", help="512/2k history only, 1 repetition")
@@ -89,10 +93,10 @@ def modes_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads of the switch-cost measurement")
     p.add_argument("--reuse-cost", type=Path, default=None, metavar="JSON",
                    help="take the switch cost from this earlier `--cost-only` JSON instead of measuring again")
-    p.add_argument("--json", type=Path, default=Path("docs/bench/modes.json"))
-    p.add_argument("--png", type=Path, default=Path("docs/bench/modes.png"))
-    p.add_argument("--md", default="docs/BENCHMARKS.md",
-                   help="markdown file whose section for this JSON (markers named after it) is rewritten ('' to skip)")
+    p.add_argument("--json", type=Path, required=True, metavar="FILE", help="write the results here")
+    p.add_argument("--png", type=Path, default=None, help="the quality-vs-cost plot (default: the JSON's path, .png)")
+    p.add_argument("--md", default=None, metavar="FILE",
+                   help=MD_HELP.format(what="the section for this JSON (markers named after it)"))
     p.add_argument("--title", default="Adapter-switch rules: quality vs switch cost", help="that section's title")
     return p
 
@@ -101,7 +105,10 @@ def modes(argv: list[str]) -> int:
     """`macaronic bench modes`."""
     from macaronic.bench import modes as module
 
-    return module.run(modes_parser().parse_args(argv), list(argv))
+    a = modes_parser().parse_args(argv)
+    if a.png is None:
+        a.png = a.json.with_suffix(".png")
+    return module.run(a, list(argv))
 
 
 def bases(argv: list[str]) -> int:
@@ -115,7 +122,7 @@ def bases(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="macaronic bench bases", description=module.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", required=True, type=Path)
-    ap.add_argument("--md", default="docs/BENCHMARKS.md", help="markdown file whose bench-bases section is rewritten ('' to skip)")
+    ap.add_argument("--md", default=None, metavar="FILE", help=MD_HELP.format(what="the bench-bases section"))
     ap.add_argument("--bases", default=None, help=f"comma list (default: every installed one of {', '.join(bases.BASES)})")
     ap.add_argument("--threads", type=int, default=2, help="torch (and llama.cpp) threads (default 2, as the rule says)")
     ap.add_argument("--history", type=int, default=2048)

@@ -21,9 +21,9 @@ command after a crash), a JSON summary and, with --md, a table between the
 row but base the difference vs base with its 95% paired-bootstrap interval; then per specialist
 whether it beats base and every other adapter on its own suite with the interval above zero.
 
-Reproduce the published table (docs/BENCHMARKS.md):
+Reproduce the SmolLM2 table of 2026-11-30 (docs/bench/history.md, "Specialists"; --md FILE writes it):
   OMP_NUM_THREADS=1 nice -n 10 macaronic eval ablate --contract contracts/macaronic-core-v4.yaml \\
-      --json docs/bench/specialists.json --md docs/BENCHMARKS.md
+      --json docs/bench/specialists.json --md FILE
 """
 
 

@@ -23,13 +23,26 @@ def main(argv: list[str]) -> int:
     return 2
 
 
+def run_rows(path: str | Path, contract_sha256: str) -> list[dict]:
+    """A run's per-task rows: the `--tasks` file it wrote, or that file gzipped beside it (docs/bench
+    keeps the rows of its figures as `X.tasks.jsonl.gz`)."""
+    import gzip
+
+    from macaronic.contract.evaluate import read_rows
+
+    path, gz = Path(path), Path(f"{path}.gz")
+    if path.exists() or not gz.exists():
+        return read_rows(path, contract_sha256)
+    rows = (json.loads(line) for line in gzip.decompress(gz.read_bytes()).decode("utf-8").splitlines() if line.strip())
+    return [r for r in rows if r.get("contract_sha256") == contract_sha256]
+
+
 def bases(argv: list[str]) -> int:
     """`macaronic eval table bases`."""
     from macaronic.contract import bases_table as module
     from macaronic.contract.bases_table import config_scores, markdown, table
 
     from macaronic.bench.docs import write_section
-    from macaronic.contract.evaluate import read_rows
     from macaronic.contract.spec import load
 
     p = argparse.ArgumentParser(prog="macaronic eval table bases", description=module.__doc__,
@@ -51,7 +64,7 @@ def bases(argv: list[str]) -> int:
         if d["contract"]["sha256"] != contract.sha256:
             p.error(f"{x} was measured under another contract ({d['contract']['id']})")
     names = tuple(Path(d["pair"]["base"] or "smollm2-135m-instruct").name for d in docs)
-    scores = tuple(config_scores(contract, d, read_rows(d["tasks"], contract.sha256)) for d in docs)
+    scores = tuple(config_scores(contract, d, run_rows(d["tasks"], contract.sha256)) for d in docs)
     t = table(contract, names, scores)
     text = markdown(contract, names, t, [d["command"] for d in docs])
     if a.json:
@@ -69,7 +82,6 @@ def precision(argv: list[str]) -> int:
 
     from macaronic.bench.docs import write_section
     from macaronic.contract.bases_table import config_scores
-    from macaronic.contract.evaluate import read_rows
     from macaronic.contract.spec import load as load_contract
 
     p = argparse.ArgumentParser(prog="macaronic eval table precision", description=module.__doc__,
@@ -91,7 +103,7 @@ def precision(argv: list[str]) -> int:
             p.error(f"{f} was measured under another contract ({d['contract']['id']})")
         if d["pair_ids"].get("routed") != docs[0]["pair_ids"].get("routed"):
             p.error(f"{f} answered with another pair than {a.ablation[0]}: compare precisions of one pair")
-    scores = [config_scores(contract, d, read_rows(d["tasks"], contract.sha256)) for d in docs]
+    scores = [config_scores(contract, d, run_rows(d["tasks"], contract.sha256)) for d in docs]
     speed, speed_cmd = None, None
     if a.speed:
         sd = json.loads(a.speed.read_text())

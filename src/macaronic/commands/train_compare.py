@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     m.add_argument("--n-heldout", type=int, default=20, help="unseen train-family instances per role")
     m.add_argument("--seed", type=int, default=0, help="task seed")
     m.add_argument("--engine-json", type=Path, default=ROOT / "docs/bench/engine.json")
-    m.add_argument("--json", type=Path, default=Path("docs/bench/train-modes.json"))
+    m.add_argument("--json", type=Path, required=True, metavar="FILE", help="write the rows here")
     m.add_argument("--reuse", type=Path, default=None,
                    help="take rows of the same labels on identical tasks from this JSON instead of rescoring")
     m.add_argument("--extra", action="append", default=[], metavar="LABEL=DIR",
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     g.add_argument("--reuse", type=Path, default=Path("docs/bench/train-modes.json"),
                    help="take rows of the same labels on identical tasks from the modes JSON (scored there, in one "
                    "process with the mode variants) instead of rescoring")
-    g.add_argument("--json", type=Path, default=Path("docs/bench/train-grpo.json"))
+    g.add_argument("--json", type=Path, required=True, metavar="FILE", help="write the rows here")
     d = sub.add_parser("md", help="render both JSONs as markdown tables (to stdout, or between markers)")
     d.add_argument("--modes-json", type=Path, default=Path("docs/bench/train-modes.json"))
     d.add_argument("--grpo-json", type=Path, default=Path("docs/bench/train-grpo.json"))
