@@ -51,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--experience", metavar="FILE",
+                   help="record what each turn did (route, pair, grammar, repairs, tool errors, what the client "
+                        "did next, feedback) into this local SQLite file; off by default, nothing leaves the "
+                        "machine (macaronic experience export / forget)")
     p.add_argument("--substrate", metavar="FILE",
                    help="SQLite file of the built-in tools' state (reminders, calendar, contacts, notes, orders) "
                         "the web chat's agent acts on (default: substrate.sqlite beside the store; ':memory:' keeps none)")
@@ -134,7 +138,7 @@ def load_local(a):
 
 
 def build(a):
-    """(MoL, ServeConfig) from parsed arguments."""
+    """(MoL, ServeConfig, LLM, Experience | None) from parsed arguments."""
     from macaronic.engine.base import home
     from macaronic.harness import load_bundle
     from macaronic.router.shipped import router_for
@@ -145,6 +149,11 @@ def build(a):
 
     store_path = Path(a.store) if a.store else home() / "serve" / "state.sqlite"
     store = Store(store_path)  # first: a damaged store refuses before the model loads
+    experience = None
+    if a.experience:
+        from macaronic.serve.experience import Experience
+
+        experience = Experience(a.experience)  # likewise a damaged experience file
     bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
     if remote:
@@ -164,7 +173,7 @@ def build(a):
     mol = MoL(backend, bundle, router, store, config)
     return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
                             api_docs=a.api_docs, budgets=budgets,
-                            substrate=a.substrate or substrate_beside(store_path)), llm
+                            substrate=a.substrate or substrate_beside(store_path)), llm, experience
 
 
 def substrate_beside(store_path: Path) -> str:
@@ -190,7 +199,7 @@ def main(argv: list[str]) -> int:
         print(f"macaronic serve: cannot listen on {a.host}:{a.port}: {e}", file=sys.stderr)
         return 2
     try:
-        mol, serve_config, llm = build(a)
+        mol, serve_config, llm, experience = build(a)
     except (RuntimeError, ValueError, OSError, sqlite3.Error) as e:  # a damaged store: StoreDamaged
         print(f"macaronic serve: {e}", file=sys.stderr)
         return 2
@@ -199,7 +208,7 @@ def main(argv: list[str]) -> int:
     from macaronic.serve.app import create_app
     from macaronic.serve.http import protocol
 
-    app = create_app(mol, serve_config)
+    app = create_app(mol, serve_config, experience=experience)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     adapters = ", ".join(f"{n} ({m.role or '-'}, {m.mode})" for n, m in mol.backend.adapters().items()) or "none"
@@ -207,6 +216,8 @@ def main(argv: list[str]) -> int:
           flush=True)
     print(f"macaronic serve: pair {mol.pair_id[:16]}, {'engine only' if serve_config.engine_only else 'routed'}"
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
+    if experience is not None:
+        print(f"macaronic serve: recording experience into {experience.path} (stays on this machine)", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
     # uvicorn re-raises the SIGTERM it caught once its graceful shutdown is over; the default action
     # would end the process there, before `finally` checkpoints and closes the store
@@ -220,6 +231,8 @@ def main(argv: list[str]) -> int:
         pass
     finally:
         mol.store.close()
+        if experience is not None:
+            experience.close()
         if llm is not None:
             llm.close()
     return 0

@@ -2,7 +2,7 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, POST /v1/feedback
-(a user's verdict on a reply, kept in the store), GET /v1/tools and POST /v1/tools/execute (the
+(a user's verdict on a reply, kept in the store; with an experience file, there too), GET /v1/tools and POST /v1/tools/execute (the
 built-in tools, run on the server's substrate: `actions.py`; not with --engine-only), GET /metrics, GET / (the web chat) and /static/
 (the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
@@ -11,6 +11,8 @@ metadata (also in the final SSE chunk).
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
 `validate.py` checks every field before the harness runs (off the event loop, within the
 budgets of `budgets.py`); `streams.py` turns a turn generator into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
+With `experience` (`macaronic serve --experience FILE`, off by default) each request's history is read
+against the recorded turns and each answered turn is recorded (`experience.py`).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
 `commands/serve.py`.
 """
@@ -30,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
+from macaronic.serve.experience import Experience
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
@@ -99,7 +102,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, f"internal server error (request id {rid})", code="internal_error")
 
 
-def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None):
+def offered(tools, tool_choice, response_format, **more) -> dict:
+    """What a request offered the turn (recorded beside it in the experience file)."""
+    out = {"tools": [t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)],
+           "tool_choice": tool_choice, "response_format": (response_format or {}).get("type"), **more}
+    return {k: v for k, v in out.items() if v not in (None, [])}
+
+
+def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None,
+               experience: Experience | None = None):
     from macaronic import __version__
 
     metrics = metrics or Metrics()
@@ -108,7 +119,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     app = FastAPI(title="Macaronic", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
-    app.state.mol, app.state.metrics = mol, metrics
+    app.state.mol, app.state.metrics, app.state.experience = mol, metrics, experience
     metrics.engine = getattr(mol.backend, "engine_stats", None)  # the embedded engine's own counters
     background: set[asyncio.Task] = set()
 
@@ -118,6 +129,10 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             t = asyncio.create_task(mol.summarize(result))
             background.add(t)
             t.add_done_callback(background.discard)
+
+    def record(rid: str, endpoint: str, messages: list[dict], result: TurnResult, model: str, what: dict) -> None:
+        if experience is not None:
+            experience.record(rid, endpoint, messages, result, model, what)
 
     install_error_handlers(app)
 
@@ -173,13 +188,20 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except ValueError as e:
             raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
+        what = offered(req.tools, req.tool_choice, req.response_format, stream=req.stream or None, n=req.n)
+        if experience is not None:
+            experience.observe(messages, cid)
+
+        def done(result: TurnResult) -> None:
+            later(result)
+            record(cid, "chat", messages, result, req.model, what)
         if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
             results = await streams.until_gone(request, mol.asample(
                 messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
                 response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel), metrics)
             if results is streams.GONE:
                 return Response(status_code=499)
-            later(results[0])
+            done(results[0])
             if req.stream:
                 usage = bool(req.stream_options and req.stream_options.include_usage)
                 return StreamingResponse(iter([api.sample_chunks(results, cid, created, req.model, usage)]),
@@ -191,14 +213,14 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             result = await streams.collect(request, gen, metrics)
             if result is None:
                 return Response(status_code=499)
-            later(result)
+            done(result)
             return JSONResponse(api.chat_completion(result, req.model, cid, created))
         first = await streams.prime(gen, request)
         if first is streams.GONE:
             return Response(status_code=499)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         body = streams.chat_sse(first, gen, metrics, cid=cid, created=created, model=req.model,
-                                include_usage=include_usage, later=later,
+                                include_usage=include_usage, later=done,
                                 turn_message=lambda e: turn_message(request, e))
         return streams.sse_response(request, body, lambda m: api.sse_error(m, "internal_error") + "data: [DONE]\n\n")
 
@@ -217,15 +239,19 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
         await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
+        rid = api.new_id("resp_")
+        if experience is not None:
+            experience.observe(lead + prior + new, rid)
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
                           response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
-        rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
             obj = api.response_object(rid, req, result, fc_ids=fc_ids)
             if req.store:
                 mol.store.save_response(obj, result.messages[len(lead):], req.previous_response_id)
             later(result)
+            record(rid, "responses", lead + prior + new, result, req.model,
+                   offered(tools, req.tool_choice, req.text_format(), stream=req.stream or None))
             return obj
 
         if not req.stream:
@@ -262,6 +288,9 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             raise TurnError(f"expected_specialist {req.expected_specialist!r} is not one of "
                             f"{', '.join(mol.bundle.role_names)}", param="expected_specialist")
         row = mol.store.record_feedback(req.response_id, req.rating, req.expected_specialist, req.comment)
+        if experience is not None:  # linked: the experience file holds the turn this reply came from
+            row["linked"] = await asyncio.wrap_future(
+                experience.feedback(req.response_id, req.rating, req.expected_specialist, req.comment))
         return {"object": "feedback", **row}
 
     if not config.engine_only:
