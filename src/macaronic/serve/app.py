@@ -33,6 +33,7 @@ from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
 from macaronic.serve.experience import Experience
+from macaronic.serve.follow import Served
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
@@ -109,7 +110,7 @@ def offered(tools, tool_choice, response_format, **more) -> dict:
     return {k: v for k, v in out.items() if v not in (None, [])}
 
 
-def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None,
+def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None,
                experience: Experience | None = None):
     from macaronic import __version__
 
@@ -119,11 +120,13 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     app = FastAPI(title="Macaronic", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
-    app.state.mol, app.state.metrics, app.state.experience = mol, metrics, experience
-    metrics.engine = getattr(mol.backend, "engine_stats", None)  # the embedded engine's own counters
+    # every request reads the served pair once, when it starts (follow.py swaps it between turns)
+    served = mol if isinstance(mol, Served) else Served(mol)
+    app.state.served, app.state.metrics, app.state.experience = served, metrics, experience
+    metrics.engine = getattr(served.mol.backend, "engine_stats", None)  # the embedded engine's own counters
     background: set[asyncio.Task] = set()
 
-    def later(result: TurnResult) -> None:
+    def later(result: TurnResult, mol: MoL) -> None:
         metrics.record_turn(result.macaronic(), result.usage)
         if not config.engine_only and result.needs_summary:
             t = asyncio.create_task(mol.summarize(result))
@@ -138,7 +141,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     async def checked(req, *args, **kw) -> list[dict]:
         """validate.chat off the event loop (a large request takes a while to copy and walk)."""
-        b = mol.config.budgets
+        b = served.mol.config.budgets
 
         def check():
             return validate.chat(req.model_dump(exclude_none=True), *args, budgets=b, **kw)
@@ -152,12 +155,14 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.get("/health")
     async def health():
+        mol = served.mol
         b = mol.backend.base()
         return {"status": "ok", "engine": mol.backend.label, "base": b["id"], "pair_id": mol.pair_id,
                 "adapters": sorted(mol.backend.adapters()), "engine_only": config.engine_only}
 
     @app.get("/v1/models")
     async def models():
+        mol = served.mol
         now, b = int(time.time()), mol.backend.base()
         data = []
         if not config.engine_only:
@@ -179,6 +184,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
+        mol = served.mol
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
         await checked(req, messages, req.tools, req.tool_choice, engine_only=config.engine_only,
                       response_format=req.response_format)
@@ -193,7 +199,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             experience.observe(messages, cid)
 
         def done(result: TurnResult) -> None:
-            later(result)
+            later(result, mol)
             record(cid, "chat", messages, result, req.model, what)
         if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
             results = await streams.until_gone(request, mol.asample(
@@ -226,6 +232,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.post("/v1/responses")
     async def responses(req: api.ResponsesRequest, request: Request):
+        mol = served.mol
         prior: list[dict] = []
         if req.previous_response_id:
             loaded = mol.store.load_response(req.previous_response_id)
@@ -249,7 +256,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             obj = api.response_object(rid, req, result, fc_ids=fc_ids)
             if req.store:
                 mol.store.save_response(obj, result.messages[len(lead):], req.previous_response_id)
-            later(result)
+            later(result, mol)
             record(rid, "responses", lead + prior + new, result, req.model,
                    offered(tools, req.tool_choice, req.text_format(), stream=req.stream or None))
             return obj
@@ -269,6 +276,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.get("/v1/responses/{rid}")
     async def get_response(rid: str):
+        mol = served.mol
         loaded = mol.store.load_response(rid)
         if loaded is None:
             raise TurnError(f"no stored response {rid!r}", 404, "response_not_found")
@@ -276,12 +284,14 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.delete("/v1/responses/{rid}")
     async def delete_response(rid: str):
+        mol = served.mol
         if not mol.store.delete_response(rid):
             raise TurnError(f"no stored response {rid!r}", 404, "response_not_found")
         return {"id": rid, "object": "response", "deleted": True}
 
     @app.post("/v1/feedback")
     async def feedback(req: api.FeedbackRequest):
+        mol = served.mol
         if req.rating is None and req.expected_specialist is None and not req.comment:
             raise TurnError("feedback needs a rating, an expected_specialist or a comment", param="rating")
         if req.expected_specialist is not None and req.expected_specialist not in mol.bundle.role_names:
