@@ -14,6 +14,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("macaronic.commands.serve:main", "serve the OpenAI-compatible MoL API and the web chat"),
     "store": ("macaronic.commands.store:main", "check or back up the server's SQLite store"),
+    "experience": ("macaronic.commands.experience:main", "export or forget the served experience (serve --experience)"),
     "chat": ("macaronic.commands.chat:main", "chat in the terminal with the routed MoL"),
     "generate": ("macaronic.commands.generate:main", "stream one reply from one adapter"),
     "info": ("macaronic.commands.info:main", "describe the base and the registered adapters"),

@@ -50,7 +50,8 @@ def test_generate_streams_and_rejects_unknown_adapter(tiny_dirs):
 
 
 # every command and every stage under one (`macaronic train grpo`, ...): the parent's --help names the stage
-STAGES = {"serve": [], "store": [], "chat": [], "generate": [], "info": [], "route": [], "mcp": [], "pair": [],
+STAGES = {"serve": [], "store": [], "experience": ["export", "forget"], "chat": [], "generate": [], "info": [],
+          "route": [], "mcp": [], "pair": ["show", "diff", "register", "log", "rollback"],
           "export": [], "genui": ["validate", "probe"], "probe": ["bfcl", "instructions"],
           "train": ["grpo", "compare", "check", "distill"], "contract": ["check", "seal", "strata"],
           "eval": ["ablate", "report-only", "table", "toolnames"], "evolve": ["probe"],

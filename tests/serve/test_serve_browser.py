@@ -433,12 +433,17 @@ def test_the_badge_speaks_plainly_and_feedback_reaches_the_store(chromium, serve
     page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '1'")
     reply.locator(".fb-specialist").select_option("coding")
     page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '2'")
+    reply.locator(".fb-comment").fill("it was a code question")  # free text, sent with the verdict
+    reply.locator(".fb-comment").press("Enter")
+    page.wait_for_function("() => document.querySelector('.fb-status').dataset.sent === '3'")
     rows = sqlite3.connect(server.store).execute(
-        "SELECT rating, expected_specialist FROM feedback WHERE response_id = ? ORDER BY id", (rid,)).fetchall()
-    assert rows == [("up", None), ("up", "coding")]  # each row the whole verdict so far
+        "SELECT rating, expected_specialist, comment FROM feedback WHERE response_id = ? ORDER BY id", (rid,)).fetchall()
+    # each row the whole verdict so far
+    assert rows == [("up", None, None), ("up", "coding", None), ("up", "coding", "it was a code question")]
     page.reload()
     page.wait_for_selector(".msg.assistant .feedback")
     assert reply.locator(".fb-up").get_attribute("aria-pressed") == "true"
     assert reply.locator(".fb-specialist").input_value() == "coding"
+    assert reply.locator(".fb-comment").input_value() == "it was a code question"
     assert not page.problems, page.problems
     page.context.close()

@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--harness", default=None, help="harness bundle directory (default: the shipped one)")
     r.add_argument("--alias", choices=["champion", "challenger"], default=None, help="point this alias at it")
     sub.add_parser("log", help="list every lineage record, oldest first")
+    rb = sub.add_parser("rollback", help="point an alias back at its previous holder (a `serve --follow` "
+                                         "server swaps back between turns)")
+    rb.add_argument("--alias", choices=["champion", "challenger"], default="champion")
     return p
 
 
@@ -86,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.alias:
                     lin.move_alias(args.alias, m.id, "registered by hand")
                 print(m.id)
+            elif args.cmd == "rollback":
+                old, new = lin.rollback(args.alias)
+                print(f"{args.alias}: {old[:16]} -> {new[:16]}")
             elif args.cmd == "log":
                 for r in lin.records():
                     print(f"#{r['seq']} gen {r['generation']} {r['pair_id'][:12]} <- {(r['parent_id'] or '-')[:12]} "

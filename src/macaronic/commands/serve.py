@@ -51,6 +51,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
+    p.add_argument("--experience", metavar="FILE",
+                   help="record what each turn did (route, pair, grammar, repairs, tool errors, what the client "
+                        "did next, feedback) into this local SQLite file; off by default, nothing leaves the "
+                        "machine (macaronic experience export / forget)")
+    p.add_argument("--follow", action="store_true",
+                   help="serve the lineage's champion pair and pick up each new one without a restart: swapped "
+                        "between turns, turns in flight finish on the old pair (local engine, same base; "
+                        "`macaronic pair rollback` goes back)")
+    p.add_argument("--lineage", metavar="FILE", help="the lineage --follow reads (default $MACARONIC_LINEAGE or "
+                                                     "$MACARONIC_HOME/lineage.sqlite)")
+    p.add_argument("--follow-interval", type=float, default=2.0, metavar="S",
+                   help="seconds between two reads of the champion (default 2)")
     p.add_argument("--substrate", metavar="FILE",
                    help="SQLite file of the built-in tools' state (reminders, calendar, contacts, notes, orders) "
                         "the web chat's agent acts on (default: substrate.sqlite beside the store; ':memory:' keeps none)")
@@ -134,7 +146,7 @@ def load_local(a):
 
 
 def build(a):
-    """(MoL, ServeConfig) from parsed arguments."""
+    """(MoL or, with --follow, Served; ServeConfig; LLM; Experience | None; Follower | None)."""
     from macaronic.engine.base import home
     from macaronic.harness import load_bundle
     from macaronic.router.shipped import router_for
@@ -145,6 +157,11 @@ def build(a):
 
     store_path = Path(a.store) if a.store else home() / "serve" / "state.sqlite"
     store = Store(store_path)  # first: a damaged store refuses before the model loads
+    experience = None
+    if a.experience:
+        from macaronic.serve.experience import Experience
+
+        experience = Experience(a.experience)  # likewise a damaged experience file
     bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
     if remote:
@@ -162,9 +179,46 @@ def build(a):
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,
                            max_tokens_limit=a.max_tokens_limit, budgets=budgets)
     mol = MoL(backend, bundle, router, store, config)
+    follower = None
+    if a.follow:
+        if remote or a.engine_only:
+            raise ValueError("--follow needs the local engine and the routed harness")
+        from macaronic.pairs.lineage import default_lineage
+        from macaronic.serve.follow import Follower, Served
+
+        mol = Served(mol)
+        follower = Follower(mol, a.lineage or default_lineage(), pair_builder(a, llm, backend, store, config),
+                            a.follow_interval)
     return mol, ServeConfig(api_key=api_key_from(a), max_body_bytes=a.max_body_bytes, engine_only=a.engine_only,
                             api_docs=a.api_docs, budgets=budgets,
-                            substrate=a.substrate or substrate_beside(store_path)), llm
+                            substrate=a.substrate or substrate_beside(store_path)), llm, experience, follower
+
+
+def pair_builder(a, llm, backend, store, config):
+    """build(manifest) -> MoL for --follow: the pair's adapters registered in the running engine (an
+    adapter already there, same content id, is shared), its harness bundle and its router."""
+    from macaronic.harness import load_bundle
+    from macaronic.router.shipped import router_for
+    from macaronic.serve.follow import ScopedBackend
+    from macaronic.serve.mol import MoL
+
+    def build(m):
+        if m.base_fingerprint != backend.base()["fingerprint"]:
+            raise ValueError(f"pair {m.id[:16]} is on another base ({m.base}); restart the server to serve it")
+        by_id = {i.id: i.name for i in llm.adapters.infos()}
+        names = {}
+        for role, ad in m.adapters.items():
+            if ad["id"] not in by_id:
+                by_id[ad["id"]] = llm.add_adapter(ad["path"], f"{role}-{ad['id'][:12]}").name
+            names[role] = by_id[ad["id"]]
+        bundle = load_bundle(m.harness["path"])
+        router = router_for(llm, bundle, a.router_policy, a.router_state)
+        mol = MoL(ScopedBackend(backend, names), bundle, router, store, config)
+        if mol.pair_id != m.id:
+            raise ValueError(f"the served parts hash to {mol.pair_id[:16]}, not the pair's {m.id[:16]}")
+        return mol
+
+    return build
 
 
 def substrate_beside(store_path: Path) -> str:
@@ -190,7 +244,7 @@ def main(argv: list[str]) -> int:
         print(f"macaronic serve: cannot listen on {a.host}:{a.port}: {e}", file=sys.stderr)
         return 2
     try:
-        mol, serve_config, llm = build(a)
+        mol, serve_config, llm, experience, follower = build(a)
     except (RuntimeError, ValueError, OSError, sqlite3.Error) as e:  # a damaged store: StoreDamaged
         print(f"macaronic serve: {e}", file=sys.stderr)
         return 2
@@ -199,7 +253,10 @@ def main(argv: list[str]) -> int:
     from macaronic.serve.app import create_app
     from macaronic.serve.http import protocol
 
-    app = create_app(mol, serve_config)
+    app = create_app(mol, serve_config, experience=experience)
+    if follower is not None:
+        follower.check()  # the champion now, before the first request
+        mol = follower.served.mol  # the MoL serving at start (printed below; its store is every pair's)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
     adapters = ", ".join(f"{n} ({m.role or '-'}, {m.mode})" for n, m in mol.backend.adapters().items()) or "none"
@@ -207,6 +264,11 @@ def main(argv: list[str]) -> int:
           flush=True)
     print(f"macaronic serve: pair {mol.pair_id[:16]}, {'engine only' if serve_config.engine_only else 'routed'}"
           f"{', API key required' if serve_config.api_key else ''}", flush=True)
+    if experience is not None:
+        print(f"macaronic serve: recording experience into {experience.path} (stays on this machine)", flush=True)
+    if follower is not None:
+        follower.start()
+        print(f"macaronic serve: following the champion of {follower.lineage}", flush=True)
     print(f"Web chat: {url}/   API: {url}/v1", flush=True)
     # uvicorn re-raises the SIGTERM it caught once its graceful shutdown is over; the default action
     # would end the process there, before `finally` checkpoints and closes the store
@@ -219,7 +281,11 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:  # Ctrl-C, re-raised by uvicorn after its graceful shutdown: no traceback
         pass
     finally:
+        if follower is not None:
+            follower.stop()
         mol.store.close()
+        if experience is not None:
+            experience.close()
         if llm is not None:
             llm.close()
     return 0

@@ -58,6 +58,7 @@ MIGRATIONS: list[str] = [
     """,
 ]
 ALIASES = ("champion", "challenger")
+ROLLBACK = "rolled back from "  # the reason of a move that undoes the one before it
 
 
 def default_lineage() -> Path:
@@ -192,6 +193,21 @@ class Lineage:
             return row[0]
         return self.conn.execute("INSERT INTO alias_moves (key, alias, pair_id, reason, created) VALUES (?, ?, ?, ?, ?)",
                                  (key, alias, pair_id, reason, time.time())).lastrowid
+
+    def rollback(self, alias: str = "champion") -> tuple[str, str]:
+        """Point `alias` back at the pair that held it before the current holder, by appending a
+        move (reason ROLLBACK + the current id); a rolled-back move stays undone, so rolling back
+        twice goes two holders back. Returns (from, to)."""
+        held: list[str] = []  # the holders still in effect, oldest first
+        for m in self.alias_history(alias):
+            if m["reason"].startswith(ROLLBACK) and len(held) >= 2 and held[-2] == m["pair_id"]:
+                held.pop()
+            else:
+                held.append(m["pair_id"])
+        if len(held) < 2:
+            raise LineageError(f"{alias!r} has no earlier holder to roll back to in {self.path}")
+        self.move_alias(alias, held[-2], ROLLBACK + held[-1])
+        return held[-1], held[-2]
 
     def alias(self, alias: str) -> str | None:
         row = self.conn.execute("SELECT pair_id FROM alias_moves WHERE alias = ? ORDER BY seq DESC LIMIT 1",

@@ -2,7 +2,7 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, POST /v1/feedback
-(a user's verdict on a reply, kept in the store), GET /v1/tools and POST /v1/tools/execute (the
+(a user's verdict on a reply, kept in the store; with an experience file, there too), GET /v1/tools and POST /v1/tools/execute (the
 built-in tools, run on the server's substrate: `actions.py`; not with --engine-only), GET /metrics, GET / (the web chat) and /static/
 (the files in STATIC); GET /openapi.json only with `--api-docs`. Every answer carries `macaronic`
 metadata (also in the final SSE chunk).
@@ -11,6 +11,8 @@ metadata (also in the final SSE chunk).
 boundary); every error here (404, 405, unparsable bodies, validation) answers the OpenAI shape.
 `validate.py` checks every field before the harness runs (off the event loop, within the
 budgets of `budgets.py`); `streams.py` turns a turn generator into a JSON answer or SSE. A client that disconnects cancels its generation (status 499, not 500).
+With `experience` (`macaronic serve --experience FILE`, off by default) each request's history is read
+against the recorded turns and each answered turn is recorded (`experience.py`).
 The harness (`mol.py`) does the work; this module only translates HTTP. `macaronic serve` is
 `commands/serve.py`.
 """
@@ -30,6 +32,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
+from macaronic.serve.experience import Experience
+from macaronic.serve.follow import Served
 from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response, public_message
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
@@ -99,7 +103,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, f"internal server error (request id {rid})", code="internal_error")
 
 
-def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None):
+def offered(tools, tool_choice, response_format, **more) -> dict:
+    """What a request offered the turn (recorded beside it in the experience file)."""
+    out = {"tools": [t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)],
+           "tool_choice": tool_choice, "response_format": (response_format or {}).get("type"), **more}
+    return {k: v for k, v in out.items() if v not in (None, [])}
+
+
+def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None,
+               experience: Experience | None = None):
     from macaronic import __version__
 
     metrics = metrics or Metrics()
@@ -108,22 +120,28 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
     app = FastAPI(title="Macaronic", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json" if config.api_docs else None,
                   description="OpenAI-compatible Mixture-of-LoRA server: one specialist adapter per turn.")
-    app.state.mol, app.state.metrics = mol, metrics
-    metrics.engine = getattr(mol.backend, "engine_stats", None)  # the embedded engine's own counters
+    # every request reads the served pair once, when it starts (follow.py swaps it between turns)
+    served = mol if isinstance(mol, Served) else Served(mol)
+    app.state.served, app.state.metrics, app.state.experience = served, metrics, experience
+    metrics.engine = getattr(served.mol.backend, "engine_stats", None)  # the embedded engine's own counters
     background: set[asyncio.Task] = set()
 
-    def later(result: TurnResult) -> None:
+    def later(result: TurnResult, mol: MoL) -> None:
         metrics.record_turn(result.macaronic(), result.usage)
         if not config.engine_only and result.needs_summary:
             t = asyncio.create_task(mol.summarize(result))
             background.add(t)
             t.add_done_callback(background.discard)
 
+    def record(rid: str, endpoint: str, messages: list[dict], result: TurnResult, model: str, what: dict) -> None:
+        if experience is not None:
+            experience.record(rid, endpoint, messages, result, model, what)
+
     install_error_handlers(app)
 
     async def checked(req, *args, **kw) -> list[dict]:
         """validate.chat off the event loop (a large request takes a while to copy and walk)."""
-        b = mol.config.budgets
+        b = served.mol.config.budgets
 
         def check():
             return validate.chat(req.model_dump(exclude_none=True), *args, budgets=b, **kw)
@@ -137,12 +155,14 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.get("/health")
     async def health():
+        mol = served.mol
         b = mol.backend.base()
         return {"status": "ok", "engine": mol.backend.label, "base": b["id"], "pair_id": mol.pair_id,
                 "adapters": sorted(mol.backend.adapters()), "engine_only": config.engine_only}
 
     @app.get("/v1/models")
     async def models():
+        mol = served.mol
         now, b = int(time.time()), mol.backend.base()
         data = []
         if not config.engine_only:
@@ -164,6 +184,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: api.ChatRequest, request: Request):
+        mol = served.mol
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
         await checked(req, messages, req.tools, req.tool_choice, engine_only=config.engine_only,
                       response_format=req.response_format)
@@ -173,13 +194,20 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         except ValueError as e:
             raise TurnError(str(e), param="top_logprobs") from None
         cid, created = api.new_id("chatcmpl-"), int(time.time())
+        what = offered(req.tools, req.tool_choice, req.response_format, stream=req.stream or None, n=req.n)
+        if experience is not None:
+            experience.observe(messages, cid)
+
+        def done(result: TurnResult) -> None:
+            later(result, mol)
+            record(cid, "chat", messages, result, req.model, what)
         if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
             results = await streams.until_gone(request, mol.asample(
                 messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
                 response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel), metrics)
             if results is streams.GONE:
                 return Response(status_code=499)
-            later(results[0])
+            done(results[0])
             if req.stream:
                 usage = bool(req.stream_options and req.stream_options.include_usage)
                 return StreamingResponse(iter([api.sample_chunks(results, cid, created, req.model, usage)]),
@@ -191,19 +219,20 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             result = await streams.collect(request, gen, metrics)
             if result is None:
                 return Response(status_code=499)
-            later(result)
+            done(result)
             return JSONResponse(api.chat_completion(result, req.model, cid, created))
         first = await streams.prime(gen, request)
         if first is streams.GONE:
             return Response(status_code=499)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         body = streams.chat_sse(first, gen, metrics, cid=cid, created=created, model=req.model,
-                                include_usage=include_usage, later=later,
+                                include_usage=include_usage, later=done,
                                 turn_message=lambda e: turn_message(request, e))
         return streams.sse_response(request, body, lambda m: api.sse_error(m, "internal_error") + "data: [DONE]\n\n")
 
     @app.post("/v1/responses")
     async def responses(req: api.ResponsesRequest, request: Request):
+        mol = served.mol
         prior: list[dict] = []
         if req.previous_response_id:
             loaded = mol.store.load_response(req.previous_response_id)
@@ -217,15 +246,19 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             raise TurnError(f"input: {e}", param="input") from None
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
         await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
+        rid = api.new_id("resp_")
+        if experience is not None:
+            experience.observe(lead + prior + new, rid)
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
                           response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
-        rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
             obj = api.response_object(rid, req, result, fc_ids=fc_ids)
             if req.store:
                 mol.store.save_response(obj, result.messages[len(lead):], req.previous_response_id)
-            later(result)
+            later(result, mol)
+            record(rid, "responses", lead + prior + new, result, req.model,
+                   offered(tools, req.tool_choice, req.text_format(), stream=req.stream or None))
             return obj
 
         if not req.stream:
@@ -243,6 +276,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.get("/v1/responses/{rid}")
     async def get_response(rid: str):
+        mol = served.mol
         loaded = mol.store.load_response(rid)
         if loaded is None:
             raise TurnError(f"no stored response {rid!r}", 404, "response_not_found")
@@ -250,18 +284,23 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
 
     @app.delete("/v1/responses/{rid}")
     async def delete_response(rid: str):
+        mol = served.mol
         if not mol.store.delete_response(rid):
             raise TurnError(f"no stored response {rid!r}", 404, "response_not_found")
         return {"id": rid, "object": "response", "deleted": True}
 
     @app.post("/v1/feedback")
     async def feedback(req: api.FeedbackRequest):
+        mol = served.mol
         if req.rating is None and req.expected_specialist is None and not req.comment:
             raise TurnError("feedback needs a rating, an expected_specialist or a comment", param="rating")
         if req.expected_specialist is not None and req.expected_specialist not in mol.bundle.role_names:
             raise TurnError(f"expected_specialist {req.expected_specialist!r} is not one of "
                             f"{', '.join(mol.bundle.role_names)}", param="expected_specialist")
         row = mol.store.record_feedback(req.response_id, req.rating, req.expected_specialist, req.comment)
+        if experience is not None:  # linked: the experience file holds the turn this reply came from
+            row["linked"] = await asyncio.wrap_future(
+                experience.feedback(req.response_id, req.rating, req.expected_specialist, req.comment))
         return {"object": "feedback", **row}
 
     if not config.engine_only:

@@ -1,7 +1,8 @@
 /*
- * feedback.js: the up / down buttons and the "wrong specialist: should have been …" picker under a
- * reply. Each choice sends the whole verdict so far to POST /v1/feedback ({response_id, rating,
- * expected_specialist}; the server appends it, so its latest row is the verdict) and is remembered
+ * feedback.js: the up / down buttons, the "wrong specialist: should have been …" picker and a
+ * free-text note under a reply. Each choice sends the whole verdict so far to POST /v1/feedback
+ * ({response_id, rating, expected_specialist, comment}; the server appends it, so its latest row is
+ * the verdict; with `serve --experience` it is linked to the recorded turn) and is remembered
  * in the reply's entry so a reload shows it. Knows nothing of how the chat stores conversations:
  * `onChange` does.
  */
@@ -11,14 +12,16 @@
 export function feedbackBar(responseId, { roles, current = {}, post, onChange }) {
   const bar = document.createElement("div");
   bar.className = "feedback";
-  const state = { rating: current.rating || null, expected: current.expected || null };
+  const state = { rating: current.rating || null, expected: current.expected || null,
+    comment: current.comment || null };
   const status = document.createElement("span");
   status.className = "muted fb-status";
 
   async function record(change) {
     const next = { ...state, ...change };
     try {
-      await post({ response_id: responseId, rating: next.rating, expected_specialist: next.expected });
+      await post({ response_id: responseId, rating: next.rating, expected_specialist: next.expected,
+        comment: next.comment });
       Object.assign(state, next);
       paint();
       status.textContent = "thanks";
@@ -57,11 +60,29 @@ export function feedbackBar(responseId, { roles, current = {}, post, onChange })
   pick.addEventListener("change", () => {
     if (pick.value) record({ expected: pick.value });
   });
-  bar.append(pick, status);
+  const note = document.createElement("input");
+  note.className = "fb-comment";
+  note.maxLength = 4000;
+  note.placeholder = "say more (optional)";
+  note.title = "a note on this reply, sent with your verdict";
+  const send = document.createElement("button");
+  send.type = "button";
+  send.className = "quiet fb-send";
+  send.textContent = "Send note";
+  const sendNote = () => {
+    const text = note.value.trim();
+    if (text && text !== state.comment) record({ comment: text });
+  };
+  send.addEventListener("click", sendNote);
+  note.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); sendNote(); }
+  });
+  bar.append(pick, note, send, status);
 
   function paint() {
     for (const [r, btn] of Object.entries(buttons)) btn.setAttribute("aria-pressed", String(state.rating === r));
     pick.value = state.expected || "";
+    note.value = state.comment || "";
   }
   paint();
   return bar;
