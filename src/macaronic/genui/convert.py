@@ -182,3 +182,35 @@ def card_to_v09(card: dict[str, Any]) -> dict[str, Any]:
     """A `{text_response, a2ui}` card with its messages in v0.9 (already v0.9: unchanged)."""
     messages = card.get("a2ui") or []
     return card if v09.is_v09(messages) else {**card, "a2ui": to_v09(messages)}
+
+
+# ---- what a client renders: the version it states on its request ----
+
+VERSIONS = ("0.8", "0.9")  # the `a2ui_version` a client may state; the specialist writes the first
+DEFAULT_VERSION = VERSIONS[0]
+
+
+def check_version(value: Any) -> str:
+    """The stated version, or ValueError saying which ones there are."""
+    if value is None:
+        return DEFAULT_VERSION
+    if value not in VERSIONS:
+        raise ValueError(f"a2ui_version must be one of {', '.join(map(repr, VERSIONS))} "
+                         f"(the A2UI version the client renders), not {value!r}")
+    return value
+
+
+def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], str | None]:
+    """A served turn's card (`TurnResult.genui`, v0.8 as decoded, validated or closed) in the
+    version the client renders, and the reply text to serve for it (None: the text as decoded).
+    A card that did not validate is served as it is (its errors are v0.8's)."""
+    if version == DEFAULT_VERSION or not genui.get("valid"):
+        return genui, None
+    from macaronic.genui.close import card_text
+
+    card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]})
+    errors, _ = v09.validate_messages(card["a2ui"], "/a2ui")
+    out = {**genui, "a2ui": card["a2ui"], "a2ui_version": version}
+    if errors:  # the converter's tests say this never happens; if it does, the client is told
+        out.update(valid=False, errors=errors)
+    return out, card_text(card)

@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from macaronic.genui.convert import check_version
 from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
@@ -176,7 +177,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
             results = await streams.until_gone(request, mol.asample(
                 messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
-                response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel), metrics)
+                response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
+                a2ui_version=check_version(req.a2ui_version)), metrics)
             if results is streams.GONE:
                 return Response(status_code=499)
             later(results[0])
@@ -186,7 +188,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
                                          media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
-                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
+                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
+                          a2ui_version=check_version(req.a2ui_version))
         if not req.stream:
             result = await streams.collect(request, gen, metrics)
             if result is None:
@@ -218,7 +221,8 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         lead = [{"role": "system", "content": req.instructions}] if req.instructions else []
         await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
-                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
+                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False,
+                          a2ui_version=check_version(req.a2ui_version))
         rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
