@@ -40,6 +40,7 @@ log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
           "a2ui-demo.js": "text/javascript", "a2ui-demo.css": "text/css", "a2ui-card.js": "text/javascript",
+          "a2ui-card-v09.js": "text/javascript", "vendor/a2ui-lit-v09.js": "text/javascript",
           "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8",
           "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
