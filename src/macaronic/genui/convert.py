@@ -29,7 +29,7 @@ result with `v09.validate_messages`), models or rendering.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal, get_args
 
 from macaronic.genui import v09
 from macaronic.genui.datamodel import decode_contents
@@ -186,18 +186,9 @@ def card_to_v09(card: dict[str, Any]) -> dict[str, Any]:
 
 # ---- what a client renders: the version it states on its request ----
 
-VERSIONS = ("0.8", "0.9")  # the `a2ui_version` a client may state; the specialist writes the first
+Version = Literal["0.8", "0.9"]  # the `a2ui_version` a client may state; the specialist writes the first
+VERSIONS: tuple[str, ...] = get_args(Version)
 DEFAULT_VERSION = VERSIONS[0]
-
-
-def check_version(value: Any) -> str:
-    """The stated version, or ValueError saying which ones there are."""
-    if value is None:
-        return DEFAULT_VERSION
-    if value not in VERSIONS:
-        raise ValueError(f"a2ui_version must be one of {', '.join(map(repr, VERSIONS))} "
-                         f"(the A2UI version the client renders), not {value!r}")
-    return value
 
 
 def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], str | None]:

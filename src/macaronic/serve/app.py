@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from macaronic.genui.convert import check_version
+from macaronic.genui.convert import DEFAULT_VERSION
 from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
@@ -179,7 +179,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             results = await streams.until_gone(request, mol.asample(
                 messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
                 response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
-                a2ui_version=check_version(req.a2ui_version)), metrics)
+                a2ui_version=req.a2ui_version or DEFAULT_VERSION), metrics)
             if results is streams.GONE:
                 return Response(status_code=499)
             later(results[0])
@@ -190,7 +190,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
                           response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
-                          a2ui_version=check_version(req.a2ui_version))
+                          a2ui_version=req.a2ui_version or DEFAULT_VERSION)
         if not req.stream:
             result = await streams.collect(request, gen, metrics)
             if result is None:
@@ -223,7 +223,7 @@ def create_app(mol: MoL, config: ServeConfig = ServeConfig(), metrics: Metrics |
         await checked(req, lead + prior + new, tools, req.tool_choice, response_format=req.text_format())
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
                           response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False,
-                          a2ui_version=check_version(req.a2ui_version))
+                          a2ui_version=req.a2ui_version or DEFAULT_VERSION)
         rid = api.new_id("resp_")
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
