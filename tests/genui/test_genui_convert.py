@@ -134,3 +134,38 @@ def test_an_update_to_an_earlier_surface_keeps_its_ids_and_a_v09_card_is_left_al
     before = json.dumps(GOLD[0].values[0])
     card_to_v09({"text_response": "", "a2ui": GOLD[0].values[0]})
     assert json.dumps(GOLD[0].values[0]) == before  # the input is not changed
+
+
+def test_a_v09_card_cut_anywhere_closes_into_a_valid_v09_card():
+    """The closer on v0.9 text (a v0.9 card cut by a token cap): repaired, then closed by the v0.9
+    rules, it stays v0.9 and valid, wherever the cut falls after its first message."""
+    from macaronic.genui.close import card_text, close_card
+    from macaronic.genui.output import parse_genui_output
+
+    for messages in [GOLD[0].values[0], GOLD[5].values[0]]:
+        card = {"text_response": "Here.", "a2ui": to_v09(messages)}
+        text = card_text(card)
+        start = text.index('"version"', text.index('"createSurface"') + 1)  # after the first message
+        for cut in range(start, len(text), 41):
+            out = parse_genui_output(text[:cut])
+            closed, fixes = close_card(out.obj, text[:cut])
+            assert v09.is_v09(closed["a2ui"]) and validate(closed).valid, (cut, fixes)
+
+
+def test_what_v09_refuses_and_v08_let_through_is_closed_when_served():
+    """An empty id passes v0.8 (and v0.9's schema) but the official v0.9 renderer refuses the whole
+    message: the v0.9 integrity layer names it, and the served card drops that component."""
+    from macaronic.genui.convert import served_card
+
+    v08 = [{"surfaceUpdate": {"surfaceId": "s", "components": [
+        {"id": "root", "component": {"Column": {"children": {"explicitList": ["t"]}}}},
+        {"id": "t", "component": {"Text": {"text": {"literalString": "Hi"}}}},
+        {"id": "", "component": {"Divider": {}}}]}}, {"beginRendering": {"surfaceId": "s", "root": "root"}}]
+    assert validate(v08).valid
+    errors, _ = v09.validate_messages(to_v09(v08))
+    assert [e["message"] for e in errors] == ["empty component id"]
+    genui = {"valid": True, "errors": [], "text_response": "Hi.", "a2ui": v08}
+    out, text = served_card(genui, "0.9")
+    assert out["valid"] and out["closed"] == ["component_dropped:"] and validate(out["a2ui"]).valid
+    assert json.loads(text) == {"text_response": "Hi.", "a2ui": out["a2ui"]}
+    assert served_card(genui, "0.8") == (genui, None)

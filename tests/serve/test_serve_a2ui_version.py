@@ -49,6 +49,19 @@ def test_a_v09_client_gets_a_v09_card_and_a_v08_client_the_card_as_written(inpro
     assert mol.annotate(views.normalize_messages(more))[1]["specialist"] == "genui"
 
 
+def test_a_card_cut_by_the_token_cap_is_closed_then_served_in_v09(inproc):
+    """Closing happens on what the specialist wrote (v0.8, genui/close.py), conversion after it:
+    a card cut at max_tokens reaches a v0.9 client closed, valid and in v0.9."""
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    r = client(url).chat.completions.create(model="genui", messages=[{"role": "user", "content": "a lunch card"}],
+                                            max_tokens=200, extra_body={"a2ui_version": "0.9"})
+    meta = r.model_extra["macaronic"]["genui"]
+    card = json.loads(r.choices[0].message.content)
+    assert r.choices[0].finish_reason == "length" and meta["closed"] and meta["raw_errors"]
+    assert meta["valid"] and v09.is_v09(card["a2ui"]) and validate(card).valid and meta["a2ui"] == card["a2ui"]
+
+
 def test_a_version_nobody_renders_is_a_clear_400(inproc):
     url, _, _ = inproc
     for bad in ("1.0", "v0.9", 0.9, ""):

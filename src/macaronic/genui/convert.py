@@ -194,14 +194,16 @@ DEFAULT_VERSION = VERSIONS[0]
 def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], str | None]:
     """A served turn's card (`TurnResult.genui`, v0.8 as decoded, validated or closed) in the
     version the client renders, and the reply text to serve for it (None: the text as decoded).
-    A card that did not validate is served as it is (its errors are v0.8's)."""
+    What v0.9 refuses and v0.8 let through (an empty id) is closed by the v0.9 rules
+    (`close.close_card`), its fixes added to `closed`. A card that did not validate is served as it is."""
     if version == DEFAULT_VERSION or not genui.get("valid"):
         return genui, None
-    from macaronic.genui.close import card_text
+    from macaronic.genui.close import card_text, close_card
 
     card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]})
-    errors, _ = v09.validate_messages(card["a2ui"], "/a2ui")
-    out = {**genui, "a2ui": card["a2ui"], "a2ui_version": version}
-    if errors:  # the converter's tests say this never happens; if it does, the client is told
-        out.update(valid=False, errors=errors)
+    out = {**genui, "a2ui_version": version}
+    if v09.validate_messages(card["a2ui"], "/a2ui")[0]:
+        card, fixes = close_card(card, card["text_response"])
+        out["closed"] = [*(genui.get("closed") or []), *fixes]
+    out["a2ui"] = card["a2ui"]
     return out, card_text(card)
