@@ -4,11 +4,13 @@
 import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { join } from "node:path";
 
-const meta = JSON.parse(readFileSync(process.argv[2], "utf8"));
-const pkgs = new Set(process.argv.slice(3));
-for (const input of Object.keys(meta.inputs)) {
-  const m = input.match(/node_modules\/((?:@[^/]+\/)?[^/]+)\//);
-  if (m) pkgs.add(m[1]);
+const metas = process.argv.slice(2).filter((a) => a.endsWith(".json")); // the bundles' metafiles
+const pkgs = new Set(process.argv.slice(2).filter((a) => !a.endsWith(".json")));
+for (const file of metas) {
+  for (const input of Object.keys(JSON.parse(readFileSync(file, "utf8")).inputs)) {
+    const m = input.match(/node_modules\/((?:@[^/]+\/)?[^/]+)\//);
+    if (m) pkgs.add(m[1]);
+  }
 }
 for (const name of [...pkgs].sort()) {
   const dir = join("node_modules", name);

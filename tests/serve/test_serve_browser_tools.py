@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from test_serve_browser import TOOLS, chat_page, chromium  # noqa: F401 (fixture)
+from test_serve_browser import DEEP_TEXT, TOOLS, chat_page, chromium  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.browser
 CALL = '<tool_call>{"name": "add_reminder", "arguments": {"title": "call Sam", "due": "2031-05-04"}}</tool_call>'
@@ -214,9 +214,65 @@ def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path): 
         s.stop()
 
 
-def test_a_v09_card_is_shown_as_json_with_a_note_not_fed_to_the_v08_renderer(chromium, inproc):  # noqa: F811
-    """The validator accepts A2UI v0.9; the vendored Lit renderer draws v0.8 only, so a stored v0.9
-    card is shown as its JSON under a note (the page never hands v0.9 messages to the renderer)."""
+# What the genui specialist writes (v0.8, compact): a text field, a choice and a button.
+BOOKING = json.dumps({"text_response": "Book a table.", "a2ui": [
+    {"surfaceUpdate": {"surfaceId": "book", "components": [
+        {"id": "root", "component": {"Column": {"children": {"explicitList": ["title", "name", "time", "go"]}}}},
+        {"id": "title", "component": {"Text": {"text": {"literalString": "Table for tonight"}, "usageHint": "h3"}}},
+        {"id": "name", "component": {"TextField": {"label": {"literalString": "Your name"}, "text": {"path": "/name"}}}},
+        {"id": "time", "component": {"MultipleChoice": {"selections": {"path": "/time"},
+            "options": [{"label": {"literalString": "7 pm"}, "value": "19"},
+                        {"label": {"literalString": "9 pm"}, "value": "21"}], "maxAllowedSelections": 1}}},
+        {"id": "go-label", "component": {"Text": {"text": {"literalString": "Book"}}}},
+        {"id": "go", "component": {"Button": {"child": "go-label", "action": {
+            "name": "book", "context": [{"key": "name", "value": {"path": "/name"}},
+                                        {"key": "party", "value": {"literalNumber": 2}}]}}}}]}},
+    {"dataModelUpdate": {"surfaceId": "book", "contents": [
+        {"key": "name", "valueString": ""}, {"key": "time", "valueString": "[\"19\"]"}]}},
+    {"beginRendering": {"surfaceId": "book", "root": "root"}}]}, separators=(",", ":"))
+
+
+def test_a_v09_card_draws_with_its_field_choice_and_button_and_its_action_comes_back(chromium, inproc):  # noqa: F811
+    """The page's setting asks for A2UI v0.9: the server converts the specialist's card, and the
+    official v0.9 renderer draws it once, under the strict CSP, with no outside request; typing,
+    choosing and pressing the button send the userAction the specialist reads."""
+    url, _, script = inproc
+    script.replies["genui"] = lambda view: (
+        '{"text_response":"Booked.","a2ui":[]}' if "userAction" in view[-1]["content"] else BOOKING)
+    page = chat_page(chromium, url)
+    page.locator("#settings-box summary").click()
+    page.select_option("#a2ui-version", "0.9")
+    page.fill("#max-tokens", "1500")  # the whole card, in the tiny test model's tokens
+    page.select_option("#adapter", "genui")
+    ask(page, "book a table for tonight")
+    page.wait_for_selector(".card[data-a2ui-version='0.9'] a2ui09-surface a2ui09-basic-button button", timeout=60000)
+    reply = page.locator(".msg.assistant").nth(0)
+    assert reply.locator(".text").inner_text().strip() == "Book a table."
+    box = reply.locator(".card")
+    assert box.count() == 1 and box.locator("a2ui09-surface").count() == 1  # drawn once
+    assert page.locator("a2ui-surface").count() == 0  # not by the v0.8 renderer
+    assert "Table for tonight" in box.evaluate(DEEP_TEXT)
+    assert box.locator("a2ui09-basic-textfield input").count() == 1
+    assert box.locator("a2ui09-choicepicker").count() == 1 and "9 pm" in box.locator("a2ui09-choicepicker").inner_text()
+    meta = page.evaluate("MacaronicChat.state.conv.entries.at(-1).meta.genui")
+    assert meta["a2ui_version"] == "0.9" and all(m["version"] == "v0.9" for m in meta["a2ui"])
+
+    box.locator("a2ui09-basic-textfield input").fill("Ada")
+    box.locator("a2ui09-choicepicker").get_by_text("9 pm").click()
+    assert box.locator("a2ui09-choicepicker input:checked").count() == 1
+    assert box.locator("a2ui09-choicepicker label:has(input:checked)").inner_text().strip() == "9 pm"
+    box.locator("a2ui09-basic-button button").click()
+    page.wait_for_selector(".msg.assistant:nth-of-type(4) .badge", timeout=60000)
+    adapter, view = next((a, v) for a, v in reversed(script.seen) if "userAction" in v[-1]["content"])
+    action = json.loads(view[-1]["content"])["userAction"]
+    assert adapter == "genui" and action["name"] == "book" and action["surfaceId"] == "book"
+    assert action["context"] == {"name": "Ada", "party": 2}
+    assert not page.problems, page.problems
+    page.context.close()
+
+
+def test_a_stored_v09_card_is_drawn_on_reload(chromium, inproc):  # noqa: F811
+    """A v0.9 card kept in the conversation draws again after a reload, by the v0.9 renderer."""
     import sys
     from pathlib import Path
 
@@ -232,9 +288,9 @@ def test_a_v09_card_is_shown_as_json_with_a_note_not_fed_to_the_v08_renderer(chr
     page.evaluate("c => { localStorage.setItem('macaronic-conversations', JSON.stringify([c]));"
                   " localStorage.setItem('macaronic-current', c.id); }", conv)
     page.reload()
-    page.wait_for_selector(".note.v09")
+    page.wait_for_selector(".card a2ui09-surface a2ui09-basic-button button")
     assert page.locator(".msg.assistant .text").inner_text().strip() == "Here it is."
-    assert page.locator(".msg.assistant .card").count() == 0
-    assert "createSurface" in page.locator(".msg.assistant details.tool-call pre").text_content()  # collapsed
+    assert page.locator(".msg.assistant .card a2ui09-surface").count() == 1
+    assert "Hello" in page.locator(".msg.assistant .card").evaluate(DEEP_TEXT)
     assert not page.problems, page.problems
     page.context.close()

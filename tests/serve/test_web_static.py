@@ -29,6 +29,7 @@ def test_serve_ships_the_renderer_and_refuses_other_paths(inproc):
     assert '<script type="module" src="/static/chat.js">' in page.text
     for name, kind in [("chat.js", "javascript"), ("a2ui-card.js", "javascript"), ("markdown.js", "javascript"),
                        ("vendor/a2ui-lit.js", "javascript"), ("vendor/LICENSES.txt", "text/plain"),
+                       ("a2ui-card-v09.js", "javascript"), ("vendor/a2ui-lit-v09.js", "javascript"),
                        ("a2ui-demo.html", "text/html"), ("favicon.svg", "image/svg+xml"),
                        ("vendor/material-icons-outlined.woff2", "font/woff2"),
                        *[(m, "javascript") for m in ("badge.js", "cardstream.js", "conversations.js", "feedback.js", "toolrun.js",
@@ -37,6 +38,8 @@ def test_serve_ships_the_renderer_and_refuses_other_paths(inproc):
         assert r.status_code == 200 and kind in r.headers["content-type"], name
     bundle = httpx.get(url + "/static/vendor/a2ui-lit.js").text
     assert "a2ui-surface" in bundle and "a2uiaction" in bundle  # the official renderer's elements
+    v09 = httpx.get(url + "/static/vendor/a2ui-lit-v09.js").text  # v0.9's, renamed to live beside them
+    assert "a2ui09-surface" in v09 and "a2ui09-choicepicker" in v09 and "'a2ui-surface'" not in v09
     for bad in ("vendor%2F..%2Fchat.js", "..%2Fserve%2Fapp.py", "vendor/missing.js", "package.json", "a2ui.js"):
         r = httpx.get(f"{url}/static/{bad}")
         assert r.status_code == 404 and "no static file" in r.json()["error"]["message"], bad

@@ -5,7 +5,7 @@ v0.9 messages say their version (`"version": "v0.9"`) and use other message kind
 (`{"id": .., "component": "Text", "text": ..}`). Two layers, every error at once with a JSON
 pointer: the official JSON Schema (draft 2020-12, the basic catalog bound as `catalog.json`,
 exactly as the spec's own `test/run_tests.py` binds it), then integrity across a message list
-(unique ids, defined children, a `root`, `createSurface` before its other messages).
+(unique, non-empty ids, defined children, a `root`, `createSurface` before its other messages).
 Knows nothing about v0.8 (`validate.py` dispatches here) nor about parsing or repairing text.
 """
 
@@ -132,6 +132,8 @@ def integrity_errors(messages: list[Any], prefix: str = "", require_create: bool
         elif kind == "updateComponents":
             seen: set[str] = set()
             for j, comp in enumerate(body["components"]):
+                if not comp["id"]:  # the schema allows it; the official renderer refuses the whole message
+                    errors.append({"path": at + ptr("components", j, "id"), "message": "empty component id"})
                 if comp["id"] in seen:
                     errors.append({"path": at + ptr("components", j, "id"),
                                    "message": f"duplicate component id {comp['id']!r} in one message"})

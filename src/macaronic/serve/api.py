@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from macaronic.genui.convert import Version
+
 SEED_MAX = 2**63 - 1
 
 
@@ -64,7 +66,8 @@ class ChatRequest(BaseModel):
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     user: str | None = None
-
+    a2ui_version: Version | None = Field(
+        None, description="the A2UI version the client renders ('0.8', the default, or '0.9'): a card is served in it")
     def logprobs_k(self) -> int | None:
         """None when no logprobs were asked; else how many top alternatives per token."""
         if not self.logprobs:
@@ -113,6 +116,8 @@ class ResponsesRequest(BaseModel):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     text: dict[str, Any] | None = Field(None, description="{'format': {'type': 'text' | 'json_object' | 'json_schema', ...}}")
+    a2ui_version: Version | None = Field(
+        None, description="the A2UI version the client renders ('0.8', the default, or '0.9'): a card is served in it")
 
     def text_format(self) -> dict | None:
         fmt = (self.text or {}).get("format") if isinstance(self.text, dict) else None

@@ -29,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from macaronic.genui.convert import DEFAULT_VERSION
 from macaronic.serve import api, pools, streams, validate
 from macaronic.serve.actions import ServedSubstrate
 from macaronic.serve.budgets import BudgetError, off_loop
@@ -43,6 +44,7 @@ log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css", "a2ui-demo.html": "text/html",
           "a2ui-demo.js": "text/javascript", "a2ui-demo.css": "text/css", "a2ui-card.js": "text/javascript",
+          "a2ui-card-v09.js": "text/javascript", "vendor/a2ui-lit-v09.js": "text/javascript",
           "markdown.js": "text/javascript", "vendor/a2ui-lit.js": "text/javascript",
           "vendor/LICENSES.txt": "text/plain; charset=utf-8",
           "vendor/material-icons-outlined.woff2": "font/woff2", "favicon.svg": "image/svg+xml",
@@ -204,7 +206,8 @@ def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: 
         if (req.n or 1) > 1:  # the samples come whole; a client that leaves first cancels them (499)
             results = await streams.until_gone(request, mol.asample(
                 messages, req.n, req.tools, req.model, req.sampling(), req.tool_choice,
-                response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel), metrics)
+                response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
+                a2ui_version=req.a2ui_version or DEFAULT_VERSION), metrics)
             if results is streams.GONE:
                 return Response(status_code=499)
             done(results[0])
@@ -214,7 +217,8 @@ def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: 
                                          media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             return JSONResponse(api.chat_completion(results, req.model, cid, created))
         gen = mol.astream(messages, req.tools, req.model, req.sampling(), req.tool_choice, raw=config.engine_only,
-                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel)
+                          response_format=req.response_format, logprobs=k, parallel_tool_calls=parallel,
+                          a2ui_version=req.a2ui_version or DEFAULT_VERSION)
         if not req.stream:
             result = await streams.collect(request, gen, metrics)
             if result is None:
@@ -250,7 +254,8 @@ def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: 
         if experience is not None:
             experience.observe(lead + prior + new, rid)
         gen = mol.astream(lead + prior + new, tools, req.model, req.sampling(), req.tool_choice,
-                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False)
+                          response_format=req.text_format(), parallel_tool_calls=req.parallel_tool_calls is not False,
+                          a2ui_version=req.a2ui_version or DEFAULT_VERSION)
 
         def finish(result: TurnResult, fc_ids: list[str] | None = None) -> dict:
             obj = api.response_object(rid, req, result, fc_ids=fc_ids)

@@ -413,9 +413,11 @@ class MoL:
     async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
                       sampling: dict | SamplingParams | None = None, tool_choice: Any = None,
                       raw: bool = False, *, response_format: Any = None, logprobs: int | None = None,
-                      parallel_tool_calls: bool = True) -> AsyncIterator[str | TurnResult]:
+                      parallel_tool_calls: bool = True, a2ui_version: str = "0.8") -> AsyncIterator[str | TurnResult]:
         """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
         Closing early cancels the generation. `parallel_tool_calls=False`: at most one call.
+        `a2ui_version`: the A2UI version the client renders; a card in another version than the
+        specialist writes (v0.8) is converted when whole, so its text comes in one delta at the end.
         `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
         an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
         if raw:
@@ -430,7 +432,8 @@ class MoL:
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
             messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         gen: Generation | None = None
-        buf, sent, hold = "", 0, False
+        converted = route.specialist == "genui" and a2ui_version != "0.8"  # streamed once converted
+        buf, sent, hold = "", 0, converted
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
         stream = self.backend.stream(view, route.adapter, sp, structure=structure.spec if structure else None,
@@ -463,7 +466,7 @@ class MoL:
             raise TurnError("the engine ended without a result", 502)
         if gen.finish_reason == "error":
             raise TurnError(f"generation failed: {gen.error}", 500, "engine_error")
-        result = await self._afinish(msgs, route, view, gen, call_tools, structure, parallel_tool_calls)
+        result = await self._afinish(msgs, route, view, gen, call_tools, structure, parallel_tool_calls, a2ui_version)
         rest = ""
         if calls is not None:
             if len(calls.ids) >= len(result.tool_calls):  # the ids the client already saw (a cut last call: more)
@@ -474,7 +477,7 @@ class MoL:
             prose, shown = result.content or "", buf[:sent].strip()
             rest = prose[len(shown):] if prose.startswith(shown) else ""
         else:
-            rest = buf[sent:]
+            rest = result.content if converted and result.genui is not None else buf[sent:]
         if rest:
             yield rest
         yield result
@@ -482,7 +485,7 @@ class MoL:
     async def asample(self, messages: list[dict], n: int, tools: list[dict] | None = None, model: str | None = None,
                       sampling: dict | SamplingParams | None = None, tool_choice: Any = None, *,
                       response_format: Any = None, logprobs: int | None = None,
-                      parallel_tool_calls: bool = True) -> list[TurnResult]:
+                      parallel_tool_calls: bool = True, a2ui_version: str = "0.8") -> list[TurnResult]:
         """n answers to one turn (one route, one view, one shared prefill): the `n` of Chat Completions.
         Sample i uses seed + i when a seed is given, so the answers differ and still reproduce."""
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
@@ -500,7 +503,8 @@ class MoL:
         if any(g.finish_reason == "error" for g in gens):
             raise TurnError(f"generation failed: {next(g.error for g in gens if g.finish_reason == 'error')}", 500,
                             "engine_error")
-        return [await self._afinish(msgs, route, view, g, call_tools, structure, parallel_tool_calls) for g in gens]
+        return [await self._afinish(msgs, route, view, g, call_tools, structure, parallel_tool_calls, a2ui_version)
+                for g in gens]
 
     async def _raw(self, msgs: list[dict], model: str | None, sampling, structure=None,
                    logprobs: int | None = None) -> AsyncIterator[str | TurnResult]:
@@ -535,7 +539,8 @@ class MoL:
                          loop_period=gen.loop_period, constrained=structure.kind if structure else None)
 
     async def _afinish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
-                       tools: list[dict] | None, structure=None, parallel: bool = True) -> TurnResult:
+                       tools: list[dict] | None, structure=None, parallel: bool = True,
+                       a2ui_version: str = "0.8") -> TurnResult:
         """`_finish`, with the tool calls read off the event loop (a call is checked against the
         client's schema: its patterns run, each within the regex budget)."""
         read = None
@@ -543,10 +548,11 @@ class MoL:
             read = await pools.run(pools.CHECKS, read_calls, gen.text, gen.finish_reason,
                                    gen.usage.get("completion_tokens"), tools, structure, parallel,
                                    self.config.budgets.regex_s)
-        return self._finish(msgs, route, view, gen, tools, structure, read)
+        return self._finish(msgs, route, view, gen, tools, structure, read, a2ui_version)
 
     def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
-                tools: list[dict] | None, structure=None, read: tuple | None = None) -> TurnResult:
+                tools: list[dict] | None, structure=None, read: tuple | None = None,
+                a2ui_version: str = "0.8") -> TurnResult:
         text, content, calls, tool_error, genui = gen.text, gen.text, [], None, None
         finish = gen.finish_reason
         if tools:
@@ -564,6 +570,11 @@ class MoL:
                 content = card_text(closed)
                 genui = {**genui, "valid": True, "errors": [], "closed": fixes, "raw_errors": out.validation.errors,
                          "text_response": closed["text_response"], "a2ui": closed["a2ui"]}
+            if a2ui_version != "0.8":  # the client renders another version: the valid card, converted
+                from macaronic.genui.convert import served_card
+
+                genui, served = served_card(genui, a2ui_version)
+                content = served if served is not None else content
         prev_user = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
         key = views.content_key(prev_user, content or "", calls)
         self.store.remember(key, route.adapter, route.specialist, None, text if calls else None)

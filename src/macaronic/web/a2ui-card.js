@@ -250,6 +250,7 @@ export function renderCard(container, messages, { onAction, asIs = false } = {})
   return {
     element: el,
     get ready() { return el.updateComplete; },
+    get size() { return el.processor.getSurfaces().size; },
     process(more) { el.processor.processMessages(prepare(more)); el.requestUpdate(); return el.updateComplete; },
     dataModel(surfaceId) {
       const surface = el.processor.getSurfaces().get(surfaceId);

@@ -16,6 +16,7 @@
  * (toolrun.js).
  */
 import { renderCard } from "./a2ui-card.js";
+import { renderCardV09 } from "./a2ui-card-v09.js";
 import { renderMarkdownInto } from "./markdown.js";
 import { hljs } from "./vendor/a2ui-lit.js";
 import { badge } from "./badge.js";
@@ -38,7 +39,8 @@ import * as toolrun from "./toolrun.js";
   const log = $("log"), input = $("input"), select = $("adapter"), keyBox = $("apikey");
   const sendBtn = $("send"), stopBtn = $("stop"), toolsBox = $("tools"), builtinBox = $("builtin-tools");
   toolrun.initToggle(builtinBox);
-  const settings = initSettings({ temperature: $("temperature"), maxTokens: $("max-tokens"), system: $("system") });
+  const settings = initSettings({ temperature: $("temperature"), maxTokens: $("max-tokens"), system: $("system"),
+    a2uiVersion: $("a2ui-version") });
   initTheme($("theme"));
   const state = { conv: store.create(), cards: new Map(), roles: Object.keys(EXAMPLES), publicName: "macaronic",
     busy: false, turn: false, abort: null };
@@ -142,20 +144,24 @@ import * as toolrun from "./toolrun.js";
 
   // ---- cards ----
 
-  const sidOf = (m) => Object.values(m || {})[0]?.surfaceId;
+  // The surface a message is for (a v0.9 message also carries its "version").
+  const sidOf = (m) => Object.values(m || {}).find((v) => v && typeof v === "object")?.surfaceId;
 
   // A surface drawn anew later leaves the earlier card (each surface is on the page once).
   function retire(old, sid) {
-    try { old.handle.process([{ deleteSurface: { surfaceId: sid } }]); } catch (e) { /* already gone */ }
-    if (!old.handle.element.processor.getSurfaces().size && old.box.isConnected) {
-      old.box.replaceWith(note("this card was drawn again in a later reply"));
-    }
+    Promise.resolve().then(() => old.handle.process([deleteMessage(old.version, sid)])).catch(() => { /* already gone */ })
+      .then(() => {
+        if (!old.handle.size && old.box.isConnected) old.box.replaceWith(note("this card was drawn again in a later reply"));
+      });
   }
 
-  // A GenUI reply's card, drawn only if the server validated it. Surfaces live for the whole
-  // conversation, as in A2UI: updates without a beginRendering for a surface an earlier reply drew
-  // (a dataModelUpdate, a deleteSurface) go to that card; a surface rendered anew (beginRendering)
-  // is drawn in this reply and leaves the earlier one.
+  const deleteMessage = (version, sid) => ({ ...(version === "0.9" ? { version: "v0.9" } : {}), deleteSurface: { surfaceId: sid } });
+
+  // A GenUI reply's card, drawn only if the server validated it, by the official renderer of its
+  // A2UI version (v0.8: a2ui-card.js; v0.9: a2ui-card-v09.js). Surfaces live for the whole
+  // conversation, as in A2UI: updates without a beginRendering / createSurface for a surface an
+  // earlier reply drew (a data update, a deleteSurface) go to that card; a surface rendered anew is
+  // drawn in this reply and leaves the earlier one.
   function card(div, genui) {
     if (!genui.valid) {
       const why = (genui.errors || []).map((x) => x.message).join("; ");
@@ -163,19 +169,17 @@ import * as toolrun from "./toolrun.js";
       return;
     }
     const messages = Array.isArray(genui.a2ui) ? genui.a2ui : [];
-    if (messages.some((m) => m && m.version === "v0.9")) { // validated as v0.9; the renderer is v0.8
-      div.appendChild(note("an A2UI v0.9 card (it validated): this page's renderer draws v0.8 only, so here is its JSON",
-        "note v09"));
-      toolCalls(div, [{ function: { name: "A2UI v0.9 messages", arguments: JSON.stringify(messages) } }], "card json");
-      return;
-    }
-    const redrawn = new Set(messages.filter((m) => m && m.beginRendering).map(sidOf));
+    const version = messages.some((m) => m && m.version === "v0.9") ? "0.9" : "0.8";
+    const creates = version === "0.9" ? "createSurface" : "beginRendering";
+    const redrawn = new Set(messages.filter((m) => m && m[creates]).map(sidOf));
     const fresh = [];
     let updated = 0;
     for (const m of messages) {
       const sid = sidOf(m), old = state.cards.get(sid);
-      if (!old || redrawn.has(sid)) { fresh.push(m); continue; }
-      try { old.handle.process([m]); updated++; } catch (e) { div.appendChild(note("card error: " + e.message, "refused")); }
+      if (!old || redrawn.has(sid) || old.version !== version) { fresh.push(m); continue; }
+      Promise.resolve().then(() => old.handle.process([m]))
+        .catch((e) => div.appendChild(note("card error: " + e.message, "refused")));
+      updated++;
       if (m.deleteSurface) state.cards.delete(sid);
     }
     for (const sid of redrawn) {
@@ -186,11 +190,14 @@ import * as toolrun from "./toolrun.js";
     if (!fresh.length) return;
     const box = document.createElement("div");
     box.className = "card";
+    box.dataset.a2uiVersion = version;
     div.appendChild(box);
     try {
-      const handle = renderCard(box, fresh, { onAction: (message) => send(message) });
+      const draw = version === "0.9" ? renderCardV09 : renderCard;
+      const handle = draw(box, fresh, { onAction: (message) => send(message) });
+      Promise.resolve(handle.ready).catch((e) => { box.textContent = "card error: " + e.message; });
       for (const m of fresh) {
-        if (m.deleteSurface) state.cards.delete(sidOf(m)); else state.cards.set(sidOf(m), { handle, box });
+        if (m.deleteSurface) state.cards.delete(sidOf(m)); else state.cards.set(sidOf(m), { handle, box, version });
       }
     } catch (e) {
       box.textContent = "card error: " + e.message;

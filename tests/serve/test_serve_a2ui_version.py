@@ -1,0 +1,103 @@
+"""A client states the A2UI version it renders (`a2ui_version`, default "0.8"); the genui
+specialist answers in it: it decodes v0.8 under its grammar, and the harness serves the validated
+(or closed) card converted to v0.9 (`genui/convert.py`), streamed or not."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from test_serve_mol import card_reply
+
+from macaronic.genui import v09
+from macaronic.genui.validate import validate
+from macaronic.serve import views
+
+
+def client(url):
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def test_a_v09_client_gets_a_v09_card_and_a_v08_client_the_card_as_written(inproc):
+    url, mol, script = inproc
+    script.replies["genui"] = card_reply()
+    c = client(url)
+    ask = [{"role": "user", "content": "a lunch card"}]
+    r = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024, extra_body={"a2ui_version": "0.9"})
+    card = json.loads(r.choices[0].message.content)
+    meta = r.model_extra["macaronic"]["genui"]
+    assert card["text_response"] == "Here is a card." and v09.is_v09(card["a2ui"])
+    assert validate(card).valid and meta["a2ui"] == card["a2ui"] and meta["valid"] and meta["a2ui_version"] == "0.9"
+    assert card["a2ui"][0]["createSurface"]["surfaceId"] == "s1"
+
+    r8 = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024)  # the default
+    assert r8.choices[0].message.content == card_reply()
+    assert "a2ui_version" not in r8.model_extra["macaronic"]["genui"]
+
+    # streamed: the card comes whole, once converted (no v0.8 JSON on the way)
+    chunks = list(c.chat.completions.create(model="genui", messages=ask, max_tokens=1024, stream=True,
+                                            extra_body={"a2ui_version": "0.9"}))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert json.loads(text) == card
+    assert [ch.choices[0].delta.content for ch in chunks if ch.choices and ch.choices[0].delta.content] == [text]
+
+    # the next turn carries the v0.9 card back: the harness still knows the genui specialist wrote it
+    more = ask + [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": "again"}]
+    assert mol.annotate(views.normalize_messages(more))[1]["specialist"] == "genui"
+
+
+def test_a_card_cut_by_the_token_cap_is_closed_then_served_in_v09(inproc):
+    """Closing happens on what the specialist wrote (v0.8, genui/close.py), conversion after it:
+    a card cut at max_tokens reaches a v0.9 client closed, valid and in v0.9."""
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    r = client(url).chat.completions.create(model="genui", messages=[{"role": "user", "content": "a lunch card"}],
+                                            max_tokens=200, extra_body={"a2ui_version": "0.9"})
+    meta = r.model_extra["macaronic"]["genui"]
+    card = json.loads(r.choices[0].message.content)
+    assert r.choices[0].finish_reason == "length" and meta["closed"] and meta["raw_errors"]
+    assert meta["valid"] and v09.is_v09(card["a2ui"]) and validate(card).valid and meta["a2ui"] == card["a2ui"]
+
+
+def test_a_version_nobody_renders_is_a_clear_400(inproc):
+    url, _, _ = inproc
+    for bad in ("1.0", "v0.9", 0.9, ""):
+        r = httpx.post(url + "/v1/chat/completions", json={
+            "model": "genui", "messages": [{"role": "user", "content": "x"}], "a2ui_version": bad})
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == "a2ui_version", (bad, err)
+        if isinstance(bad, str):
+            assert "'0.8' or '0.9'" in err["message"], err
+    r = httpx.post(url + "/v1/responses", json={"model": "genui", "input": "x", "a2ui_version": "2"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "a2ui_version"
+
+
+def test_the_responses_api_takes_the_version_too(inproc):
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    r = client(url).responses.create(model="genui", input="a lunch card", extra_body={"a2ui_version": "0.9"})
+    assert v09.is_v09(json.loads(r.output_text)["a2ui"])
+
+
+@pytest.mark.real_model
+def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
+    """SmolLM2-135M with its shipped genui adapter, through the official client: the card the
+    specialist decodes (v0.8, closed if the token cap cut it) arrives as a valid v0.9 card."""
+    from serve_helpers import ServerProcess
+
+    s = ServerProcess(["--base", "smollm2-135m-instruct", "--store", str(tmp_path / "s.sqlite")], timeout=300)
+    try:
+        r = client(s.url).chat.completions.create(
+            model="genui", messages=[{"role": "user", "content": "A card to book a table: name field and a Book button"}],
+            max_tokens=160, temperature=0, extra_body={"a2ui_version": "0.9"})
+        card = json.loads(r.choices[0].message.content)
+        meta = r.model_extra["macaronic"]
+        assert meta["specialist"] == "genui" and meta["genui"]["valid"] and meta["genui"]["a2ui_version"] == "0.9"
+        assert v09.is_v09(card["a2ui"]) and all(m["version"] == "v0.9" for m in card["a2ui"])
+        assert v09.validate_messages(card["a2ui"])[0] == []
+        assert any("updateComponents" in m for m in card["a2ui"])
+    finally:
+        s.stop()
