@@ -13,6 +13,7 @@ with its own --help:
     macaronic train compare modes|grpo|md  the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md)
     macaronic train check ...              trained specialists vs the bare base on dev-family prompts
     macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
+    macaronic train sample-chat ...        the chat_engine data (the base's replies that pass the chat engine's checks)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is ski
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
 
-STAGES = ("grpo", "compare", "check", "distill")  # `macaronic train STAGE ...`: commands/train_STAGE.py
+STAGES = ("grpo", "compare", "check", "distill", "sample-chat")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:
@@ -154,7 +155,7 @@ def run(args) -> Path:
 def main(argv: list[str]) -> int:
     argv = list(argv)
     if argv and argv[0] in STAGES:
-        return importlib.import_module(f"macaronic.commands.train_{argv[0]}").main(argv[1:])
+        return importlib.import_module(f"macaronic.commands.train_{argv[0].replace('-', '_')}").main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)
