@@ -249,11 +249,13 @@ DIALOGUE = (("Customer", "Baker"), ("Teacher", "Student"), ("Pilot", "Tower"), (
             ("Captain", "Sailor"), ("Tourist", "Guide"), ("Knight", "Dragon"), ("Doctor", "Patient"))
 DIALOGUE_ASK = ("Write a short exchange between a {a} and a {b}, {n} lines long. Start every line with '{A}:' or '{B}:'.",
                 "Script a {n}-line conversation: each line begins with '{A}:' or '{B}:' (a {a} and a {b} talking).")
-ONE_WORD = ("what colour do you get by mixing blue and yellow", "which planet is known as the red planet",
-            "what is frozen water called", "which animal is famous for its black and white stripes",
-            "what gas do plants take in from the air", "what is the opposite of 'generous'",
-            "which season comes after winter", "what do bees make", "what is a baby cat called",
-            "which metal is liquid at room temperature", "what is the largest ocean on Earth")
+ONE_WORD = {"what colour do you get by mixing blue and yellow": "green", "which planet is known as the red planet": "Mars",
+            "what is frozen water called": "ice", "which animal is famous for its black and white stripes": "zebra",
+            "which gas do people need to breathe": "oxygen", "which season comes after winter": "spring",
+            "what do bees make": "honey", "what is a baby cat called": "kitten",
+            "which metal is liquid at room temperature": "mercury", "which bird is a symbol of peace": "dove",
+            "what is the opposite of 'noisy'": "quiet", "which organ pumps blood around the body": "heart",
+            "what is the closest star to Earth": "Sun", "how many legs does a spider have": "eight"}
 ONE_WORD_ASK = ("In a single word: {q}?", "{Q}? Just one word, please.", "One-word reply only. {Q}?")
 TEMPLATE_DOCS = ("a job offer letter", "a rental listing", "a meeting agenda", "an event flyer", "a school permission slip",
                  "a lost-pet poster", "a wedding invitation", "an out-of-office reply", "a receipt", "a reference letter")
@@ -524,7 +526,12 @@ def _task(r: random.Random, category: str) -> tuple[str, list, dict]:
     if category == "reasoning":
         q, a = r.choice(PROBLEMS)(r)
         text = r.choice(REASON).format(q=q)
-        return text, [["answer", {"value": str(a)}]], {"task": text}
+        if isinstance(a, int) or ":" in a:
+            args = {"value": str(a), "given": sorted(set(re.findall(r"\d+(?::\d\d)?", q)))}
+        else:
+            pool = DAYS if a in DAYS else [x for x in NAMES if re.search(rf"\b{x}\b", q)]  # every day, or the names asked about
+            args = {"value": a, "candidates": sorted(pool)}
+        return text, [["answer", args]], {"task": text}
     kind = r.choice(("json", "dialogue", "one_word", "template", "title"))  # formats
     if kind == "json":
         t, keys = r.choice(JSON_THINGS)
@@ -536,9 +543,9 @@ def _task(r: random.Random, category: str) -> tuple[str, list, dict]:
         text = r.choice(DIALOGUE_ASK).format(a=a.lower(), b=b.lower(), A=a, B=b, n=n)
         return text, [["lines", {"n": n}], ["line_prefixes", {"prefixes": [f"{a}:", f"{b}:"]}]], {"task": text, "format": "dialogue"}
     if kind == "one_word":
-        q = r.choice(ONE_WORD)
+        q = r.choice(sorted(ONE_WORD))
         text = r.choice(ONE_WORD_ASK).format(q=q, Q=q[0].upper() + q[1:])
-        return text, [["one_word", {}]], {"task": text, "format": "one_word"}
+        return text, [["one_word", {}], ["include", {"words": [ONE_WORD[q]]}]], {"task": text, "format": "one_word"}
     if kind == "template":
         k = r.randrange(2, 5)
         text = r.choice(TEMPLATE_ASK).format(d=r.choice(TEMPLATE_DOCS), n=k)
@@ -591,13 +598,20 @@ def _plain_words(t: str) -> list[str]:
 
 
 def _answer(t: str, a: dict) -> bool:
-    """The computed answer is in the reply's last sentence (numbers read without thousands commas)."""
+    """The computed answer is in the reply's last sentence; every other number there was given in the
+    question (numbers read without thousands commas), and of the candidate words (days, names) the
+    answer is the last one named."""
     lines = [x for x in t.strip().splitlines() if x.strip()]
     if not lines:
         return False
     last = re.split(r"(?<=[.!?])\s+(?=\S)", re.sub(r"(?<=\d),(?=\d{3})", "", lines[-1].strip()))
     tail = last[-1] if len(last[-1]) > 12 or len(last) == 1 else " ".join(last[-2:])
-    return re.search(r"(?<![\w.:])" + re.escape(a["value"]) + r"(?![\w:])", tail, re.I) is not None
+    if re.search(r"(?<![\w.:])" + re.escape(a["value"]) + r"(?![\w:])", tail, re.I) is None:
+        return False
+    if a.get("candidates"):
+        named = re.findall(r"\b(" + "|".join(map(re.escape, a["candidates"])) + r")\b", tail, re.I)
+        return named[-1].lower() == a["value"].lower()
+    return set(re.findall(r"\d+(?::\d\d)?", tail)) <= {a["value"], *a.get("given", ())}
 
 
 def _summary(t: str, a: dict, run: int = 10) -> bool:

@@ -98,6 +98,8 @@ def run(llm, prompts: list[dict], out: Path, k: int, *, on_row=None, **kw) -> in
     """Sample every prompt not yet in `out`, appending each row as it is done; returns rows written."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and (data := out.read_bytes()) and not data.endswith(b"\n"):
+        out.write_bytes(data[:data.rfind(b"\n") + 1])  # a row cut by a kill: drop it, it is redone
     n = 0
     with out.open("a") as f:
         for row in sample(llm, todo(prompts, read(out)), k, **kw):
