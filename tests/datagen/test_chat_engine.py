@@ -114,6 +114,15 @@ def test_generated_constraints_are_satisfiable_together():
     assert ok >= 10
 
 
+def test_a_reply_that_fails_only_on_case_is_recased_and_nothing_else_is():
+    p = {"checks": [["uppercase", {}], ["bullets", {"n": 2}], ["no_harness", {}]]}
+    assert chat.repair_case(p, "- Tides rise\n- Tides fall") == "- TIDES RISE\n- TIDES FALL"
+    assert chat.repair_case(p, "- Tides rise") is None  # fails bullets too
+    assert chat.repair_case(p, "- TIDES RISE\n- TIDES FALL") is None  # nothing to repair
+    low = {"checks": [["lowercase", {}], ["starts_with", {"text": "Well"}]]}
+    assert chat.repair_case(low, "Well, Rain falls.") == "well, rain falls."
+
+
 def test_identity_answers_come_from_the_harness_and_only_when_asked():
     from macaronic.engine.bases import get
     from macaronic.harness import load_bundle
@@ -155,6 +164,10 @@ def test_select_keeps_the_first_passing_sample_greedy_first():
     row = _select(p, s)
     assert (row["reply"], row["k"]) == ("b", 1) and all("text" not in x for x in row["samples"])
     assert _select(p, [s[0]])["reply"] is None
+    up = {**p, "checks": [["uppercase", {}]]}
+    row = _select(up, [{"k": 0, "text": "Loud", "failed": ["uppercase", "complete"], "tokens": 9},
+                       {"k": 1, "text": "Loud and clear", "failed": ["uppercase"], "tokens": 4}])
+    assert (row["reply"], row["k"], row["repaired"]) == ("LOUD AND CLEAR", 1, "case")  # never a cut reply
 
 
 def test_driver_on_the_small_base_writes_rows_and_resumes_without_redoing_them(real_llm, tmp_path, monkeypatch):

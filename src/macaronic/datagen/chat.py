@@ -236,12 +236,12 @@ REASON = ("{q}", "{q} Think it through step by step.", "Puzzle: {q}", "{q} Expla
 # ---- format tasks (their own check is the format) -------------------------------------------
 
 JSON_THINGS = (("a fictional hotel", ("name", "city", "stars")), ("a houseplant", ("name", "light", "water")),
-               ("a planet of the solar system", ("name", "position", "moons")),
-               ("a famous painting", ("title", "artist", "year")), ("a board game", ("name", "players", "minutes")),
+               ("an invented planet", ("name", "position", "moons")),
+               ("a painting you imagine", ("title", "artist", "year")), ("a board game you invent", ("name", "players", "minutes")),
                ("a simple recipe", ("dish", "ingredients", "minutes")), ("a dog breed", ("breed", "size", "temperament")),
                ("a city you would like to visit", ("city", "country", "reason")),
                ("a musical instrument", ("instrument", "family", "range")), ("a made-up superhero", ("alias", "power", "weakness")),
-               ("a river", ("river", "continent", "length_km")), ("a healthy breakfast", ("main", "side", "drink")))
+               ("an imaginary river", ("river", "continent", "length_km")), ("a healthy breakfast", ("main", "side", "drink")))
 JSON_ASK = ("Describe {t} in JSON: one object holding the keys {k}. Return only the JSON.",
             "Give me {t} in JSON form, using exactly these keys: {k}. No extra text.",
             "Output a single JSON object for {t}; it needs the keys {k}.")
@@ -391,7 +391,7 @@ def _c_commas(r, ctx):
 
 
 def _c_title(r, ctx):
-    return "title", {}, r.choice(("Put a title at the top inside << and >>.", "Give it a heading written as <<Heading>>.",
+    return "title", {}, r.choice(("Put a title at the top inside << and >>.", "Head the reply with a title between << and >>.",
                                   "Add a title enclosed in double angle brackets."))
 
 
@@ -414,8 +414,8 @@ def _c_placeholders(r, ctx):
 
 def _c_highlights(r, ctx):
     k, w = _n(r, 1, 3)
-    return "highlights", {"min": k}, r.choice((f"Emphasise at least {w} phrase(s) with single asterisks, as in *key idea*.",
-                                                f"Mark {w} or more key terms in *italics* using asterisks."))
+    return "highlights", {"min": k}, r.choice((f"Emphasise at least {w} phrase(s) by putting single asterisks around them.",
+                                                f"Mark {w} or more key terms in italics, one asterisk on each side."))
 
 
 # kind -> (maker, group): one constraint per group, except "vocab" (include and exclude may meet)
@@ -621,6 +621,19 @@ def _summary(t: str, a: dict, run: int = 10) -> bool:
     src, out = _plain_words(a["source"]), _plain_words(t)
     grams = {tuple(src[i:i + run]) for i in range(len(src) - run + 1)}
     return not any(tuple(out[i:i + run]) in grams for i in range(len(out) - run + 1))
+
+
+CASE_KINDS = ("uppercase", "lowercase")
+
+
+def repair_case(p: dict, reply: str) -> str | None:
+    """`reply` in the case `p` asks for, when case is all it fails: the base's own words, recased
+    (a small base rarely writes a whole reply in capitals, so sampling alone never yields one)."""
+    failed = verify(p, reply)
+    if not failed or not set(failed) <= set(CASE_KINDS):
+        return None
+    fixed = reply.upper() if "uppercase" in failed else reply.lower()
+    return fixed if not verify(p, fixed) else None
 
 
 ENGINE_CHECKS = {"answer": _answer, "summary": _summary, "no_harness": lambda t, a: HARNESS.search(t) is None}
