@@ -66,7 +66,7 @@ PAIRS = (("a virus", "a bacterium"), ("a comet", "an asteroid"), ("a lake", "a s
          ("tea", "coffee"), ("a museum", "a gallery"), ("a mountain", "a hill"), ("a star", "a planet"))
 ASK = ("Explain {c} to a curious teenager.", "What should everyone know about {c}?", "Give me an overview of {c}.",
        "How would you describe {c} to a beginner?", "Tell me the key ideas behind {c}.",
-       "I keep hearing about {c}. What is it, in plain words?", "Why does {c} matter?",
+       "I keep hearing about {c}. What is it, in plain words?", "What makes {c} important?",
        "Teach me something interesting about {c}.", "Can you break down {c} for me?",
        "My friend asked me about {c} and I had no idea. Help me out.", "What's the story behind {c}?",
        "Give a short explainer on {c}.")
