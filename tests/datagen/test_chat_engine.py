@@ -61,6 +61,8 @@ CASES = [  # (kind, args, a reply that follows it, one that does not)
     ("no_harness", {}, "A cat is a small, soft animal that purrs.",
      "I have four specialists: chat for conversation and coding for code. A cat purrs."),
     ("no_harness", {}, "Rain falls on the hills.", "As Macaronic, I can tell you that rain falls on the hills."),
+    ("substance", {"min": 15}, "Friction is the force that resists two surfaces sliding past each other, which is why "
+     "brakes stop a bike.", "* **friction**\n* **hope this helps!**"),
 ]
 
 
@@ -101,10 +103,12 @@ def test_generated_constraints_are_satisfiable_together():
     for p in chat.prompts(600, seed=3):
         kinds = {n: a for n, a in p["checks"]}
         if p["category"] != "knowledge" or not set(kinds) <= {"bullets", "lowercase", "uppercase", "starts_with",
-                                                              "no_commas", "exclude", "no_harness", "highlights"}:
+                                                              "no_commas", "exclude", "no_harness", "highlights",
+                                                              "substance"}:
             continue
         n = kinds.get("bullets", {}).get("n", 1)
-        lines = [f"- point *number* {i}" for i in range(n)] if "bullets" in kinds else ["a *plain* and *short* *reply*"]
+        filler = "with enough plain words to count as a real answer to the question here"
+        lines = [f"- point *number* {i} {filler}" for i in range(n)] if "bullets" in kinds else [f"a *plain* *reply* {filler}"]
         text = "\n".join(lines)
         if "starts_with" in kinds:
             text = kinds["starts_with"]["text"] + "\n" + text if "bullets" in kinds else kinds["starts_with"]["text"] + " " + text
@@ -114,13 +118,16 @@ def test_generated_constraints_are_satisfiable_together():
     assert ok >= 10
 
 
-def test_a_reply_that_fails_only_on_case_is_recased_and_nothing_else_is():
+def test_a_reply_that_fails_only_mechanical_kinds_is_repaired_and_nothing_else_is():
     p = {"checks": [["uppercase", {}], ["bullets", {"n": 2}], ["no_harness", {}]]}
-    assert chat.repair_case(p, "- Tides rise\n- Tides fall") == "- TIDES RISE\n- TIDES FALL"
-    assert chat.repair_case(p, "- Tides rise") is None  # fails bullets too
-    assert chat.repair_case(p, "- TIDES RISE\n- TIDES FALL") is None  # nothing to repair
-    low = {"checks": [["lowercase", {}], ["starts_with", {"text": "Well"}]]}
-    assert chat.repair_case(low, "Well, Rain falls.") == "well, rain falls."
+    assert chat.repair(p, "- Tides rise\n- Tides fall") == ("- TIDES RISE\n- TIDES FALL", ["uppercase"])
+    assert chat.repair(p, "- Tides rise") is None  # fails bullets too
+    assert chat.repair(p, "- TIDES RISE\n- TIDES FALL") is None  # nothing to repair
+    q = {"checks": [["starts_with", {"text": "Great question"}], ["ends_with", {"text": "Cheers."}], ["lowercase", {}]]}
+    assert chat.repair(q, "Tides follow the Moon.") == ("great question! tides follow the moon.\n\ncheers.",
+                                                         ["starts_with", "ends_with", "lowercase"])
+    assert chat.repair({"checks": [["quoted", {}]]}, "Tides rise.") == ('"Tides rise."', ["quoted"])
+    assert chat.repair({"checks": [["quoted", {}], ["no_harness", {}]]}, "My LoRA adapter says hi.") is None
 
 
 def test_identity_answers_come_from_the_harness_and_only_when_asked():
@@ -167,7 +174,7 @@ def test_select_keeps_the_first_passing_sample_greedy_first():
     up = {**p, "checks": [["uppercase", {}]]}
     row = _select(up, [{"k": 0, "text": "Loud", "failed": ["uppercase", "complete"], "tokens": 9},
                        {"k": 1, "text": "Loud and clear", "failed": ["uppercase"], "tokens": 4}])
-    assert (row["reply"], row["k"], row["repaired"]) == ("LOUD AND CLEAR", 1, "case")  # never a cut reply
+    assert (row["reply"], row["k"], row["repaired"]) == ("LOUD AND CLEAR", 1, ["uppercase"])  # never a cut reply
 
 
 def test_driver_on_the_small_base_writes_rows_and_resumes_without_redoing_them(real_llm, tmp_path, monkeypatch):

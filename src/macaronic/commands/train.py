@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", help="the specialist's role (chat, agent, coding, genui or a new name)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
+    src.add_argument("--generator", help="built-in data generator: chat, chat_engine (the base's own replies that "
+                     "passed the chat engine's checks: macaronic train sample-chat), route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
                      "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui) "

@@ -65,5 +65,5 @@ def main(argv: list[str]) -> int:
         print(f"  {kind:<13} {v['passed']}/{v['samples']} samples pass ({v['rate']:.2f})", file=sys.stderr)
     per = f", {dt / written:.1f} s per prompt" if written else ""
     print(f"sample-chat: {written} new prompts ({len(wanted) - left} already done) in {dt:.0f} s{per}; "
-          f"{s['kept']}/{s['prompts']} prompts kept ({s['recased']} recased) in {a.out}", file=sys.stderr)
+          f"{s['kept']}/{s['prompts']} prompts kept (repaired: {s['repaired'] or 'none'}) in {a.out}", file=sys.stderr)
     return 0

@@ -9,9 +9,11 @@ generated passage to summarise, a word problem with a computed answer, a format 
 constraints of the instruction suite's kinds (counts, case, start/end phrases, include/exclude,
 JSON keys, titles, placeholders, highlights, postscript, sections, ...), in one of several
 phrasings and joins. The checks are the instruction suite's own (`suites.instructions.CHECKS`,
-shared, not copied) plus three of this engine: `answer` (the computed answer in the last
-sentence), `summary` (at most half the passage, no 10-word run copied) and `no_harness` (no
-harness vocabulary: the assistant names itself only when asked). One prompt in twenty asks who
+shared, not copied) plus four of this engine: `answer` (the computed answer in the last
+sentence), `summary` (at most half the passage, no 10-word run copied), `substance` (enough words
+to be an answer, not only its format) and `no_harness` (no harness vocabulary: the assistant names
+itself only when asked). `repair` makes a reply that fails only mechanical kinds (opening or
+closing phrase, quotes, case) follow them, keeping its words. One prompt in twenty asks who
 the assistant is; its answer is written from the harness's own identity text and role
 descriptions (`identity_answer`), not sampled. No prompt shares six consecutive words with the
 hand-written instruction suite or a chat-suite prompt (`tests/datagen/test_chat_engine.py`).
@@ -269,8 +271,9 @@ TITLE_THINGS = ("a podcast about gardening", "a documentary about deep-sea fish"
 # ---- constraints ---------------------------------------------------------------------------
 
 NUM = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight")
-START = ("Great question", "Sure thing", "In short", "Here goes", "Let me explain", "To begin", "Picture this",
-         "Quick answer", "Good news", "Well", "Okay", "Fun fact")
+START = {"Great question": "! ", "Sure thing": "! ", "In short": ": ", "Here goes": ": ", "Let me explain": ": ",
+         "To begin": ": ", "Picture this": ": ", "Quick answer": ": ", "Good news": ": ", "Fun fact": ": ",
+         "Short version": ": ", "The gist": ": "}  # phrase -> how it joins a reply it is put before
 END = ("That is all.", "Hope this helps!", "Thanks for reading.", "Stay curious.", "The end.", "Over and out.",
        "Enjoy!", "Cheers.")
 INCLUDE = ("because", "example", "important", "people", "simple", "history", "surprising", "today", "everyday", "world")
@@ -345,7 +348,7 @@ def _c_upper(r, ctx):
 
 
 def _c_start(r, ctx):
-    p = r.choice(START)
+    p = r.choice(sorted(START))
     return "starts_with", {"text": p}, r.choice((f"Begin your reply with '{p}'.", f"Open with the words '{p}'.",
                                                  f"The first words of the reply must be '{p}'."))
 
@@ -581,6 +584,8 @@ def prompt(i: int, seed: int = 0) -> dict:
     if any(n == "uppercase" for n, _, _ in extra) and "\n" not in text and r.random() < 0.3:
         text = text.upper()  # the way people often ask for capitals
     checks = checks + [[n, a] for n, a, _ in extra] + [["no_harness", {}]]
+    if category in SUBSTANCE:  # a reply that only performs the format ("* **friction**") is no answer
+        checks.append(["substance", {"min": SUBSTANCE[category]}])
     return {"id": pid, "category": category, "prompt": text, "checks": checks}
 
 
@@ -623,20 +628,33 @@ def _summary(t: str, a: dict, run: int = 10) -> bool:
     return not any(tuple(out[i:i + run]) in grams for i in range(len(out) - run + 1))
 
 
-CASE_KINDS = ("uppercase", "lowercase")
+REPAIRABLE = ("starts_with", "ends_with", "quoted", "uppercase", "lowercase")
 
 
-def repair_case(p: dict, reply: str) -> str | None:
-    """`reply` in the case `p` asks for, when case is all it fails: the base's own words, recased
-    (a small base rarely writes a whole reply in capitals, so sampling alone never yields one)."""
+def repair(p: dict, reply: str) -> tuple[str, list[str]] | None:
+    """`reply` made to follow `p` when all it fails are mechanical kinds (an opening or closing
+    phrase, quotes, case), with the kinds repaired; None otherwise. The words stay the base's own: a
+    small base rarely writes a whole reply in capitals or in quotes, so sampling alone never yields
+    one, and the adapter could not learn what its data never shows."""
     failed = verify(p, reply)
-    if not failed or not set(failed) <= set(CASE_KINDS):
+    if not failed or not set(failed) <= set(REPAIRABLE):
         return None
-    fixed = reply.upper() if "uppercase" in failed else reply.lower()
-    return fixed if not verify(p, fixed) else None
+    args, t = {n: a for n, a in p["checks"]}, reply.strip()
+    if "starts_with" in failed:
+        t = args["starts_with"]["text"] + START.get(args["starts_with"]["text"], ": ") + t
+    if "ends_with" in failed:
+        t = t + "\n\n" + args["ends_with"]["text"]
+    if "quoted" in failed:
+        t = f'"{t}"'
+    t = t.upper() if "uppercase" in failed else t.lower() if "lowercase" in failed else t
+    return (t, failed) if not verify(p, t) else None
 
 
-ENGINE_CHECKS = {"answer": _answer, "summary": _summary, "no_harness": lambda t, a: HARNESS.search(t) is None}
+SUBSTANCE = {"knowledge": 15, "writing": 12, "summarise": 8}  # words a real answer needs, whatever its shape
+
+
+ENGINE_CHECKS = {"answer": _answer, "summary": _summary,
+                 "substance": lambda t, a: INSTRUCTION_CHECKS["words"](t, {"min": a["min"]}), "no_harness": lambda t, a: HARNESS.search(t) is None}
 
 
 def check(name: str, args: dict, reply: str) -> bool:

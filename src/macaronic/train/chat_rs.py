@@ -9,8 +9,9 @@ teaching new (possibly wrong) facts. For each prompt: one greedy and k-1 sampled
 the prompt head the chat adapter is served with (`prompts.first_turn` on the full bundle: a pair
 with a chat adapter keeps the chat instruction, `HarnessBundle.served`), each verified
 (`datagen.chat.verify`, plus `complete`: not cut by the token cap); the first passing reply in
-sample order (greedy first) is kept; failing that, the first that fails only on case, recased
-(`datagen.chat.repair_case`: the base's own words, marked `repaired`). Identity prompts are answered from the harness's identity
+sample order (greedy first) is kept; failing that, the first that fails only mechanical kinds,
+repaired (`datagen.chat.repair`: an opening or closing phrase, quotes or case added to the base's
+own words; the row names the kinds in `repaired`, so training can leave them out). Identity prompts are answered from the harness's identity
 text (`datagen.chat.identity_answer`), never sampled. Every prompt gets one row, kept or not,
 appended as soon as its samples are graded, so a killed run resumes where it stopped (prompts
 whose id or text is already in the file are skipped) and the summary covers the whole file.
@@ -50,16 +51,16 @@ def todo(prompts: list[dict], done: list[dict]) -> list[dict]:
 
 
 def _select(p: dict, samples: list[dict]) -> dict:
-    """The first passing sample (greedy first); else the first that fails only on case, recased."""
-    from macaronic.datagen.chat import repair_case
+    """The first passing sample (greedy first); else the first whose failures `repair` fixes."""
+    from macaronic.datagen.chat import repair
 
     keep, reply, repaired = next((s for s in samples if not s["failed"]), None), None, None
     if keep:
         reply = keep["text"]
     else:
         for s in samples:
-            if "complete" not in s["failed"] and (fixed := repair_case(p, s["text"])) is not None:
-                keep, reply, repaired = s, fixed, "case"
+            if "complete" not in s["failed"] and (fixed := repair(p, s["text"])) is not None:
+                keep, (reply, repaired) = s, fixed
                 break
     return {**p, "reply": reply, "k": keep["k"] if keep else None, "repaired": repaired,
             "samples": [{key: s[key] for key in ("k", "failed", "tokens")} for s in samples]}
@@ -135,7 +136,7 @@ def summary(rows: list[dict]) -> dict:
                 seen[kind] += 1
                 passed[kind] += kind not in s["failed"]
     return {"prompts": len(rows), "kept": sum(r["reply"] is not None for r in rows),
-            "recased": sum(r.get("repaired") == "case" for r in rows),
+            "repaired": dict(Counter(k for r in rows for k in r.get("repaired") or [])),
             "samples": sum(len(r["samples"]) for r in rows),
             "categories": {c: {"prompts": a, "kept": b} for c, (a, b) in sorted(cats.items())},
             "kinds": {kd: {"samples": seen[kd], "passed": passed[kd], "rate": round(passed[kd] / seen[kd], 3)}
