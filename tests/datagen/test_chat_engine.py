@@ -43,7 +43,7 @@ def test_prompts_are_deterministic_extendable_and_diverse(stream):
 def test_every_non_identity_prompt_is_checked_for_harness_vocabulary(stream):
     for p in stream:
         names = [n for n, _ in p["checks"]]
-        assert ("no_harness" in names) == (p["category"] != "identity")
+        assert ("no_harness" in names) == ("no_refusal" in names) == (p["category"] != "identity")
         if p["category"] != "identity":
             assert not chat.HARNESS.search(p["prompt"]), p["prompt"]  # the check is never asked to allow a word
 
@@ -61,6 +61,10 @@ CASES = [  # (kind, args, a reply that follows it, one that does not)
     ("no_harness", {}, "A cat is a small, soft animal that purrs.",
      "I have four specialists: chat for conversation and coding for code. A cat purrs."),
     ("no_harness", {}, "Rain falls on the hills.", "As Macaronic, I can tell you that rain falls on the hills."),
+    ("no_refusal", {}, "Jet lag is tiredness after crossing time zones.",
+     "I'm sorry, but as a text-based AI I can't provide medical advice."),
+    ("no_echo", {"texts": ["Use at least 2 commas."]}, "Batteries store energy, power phones, and start cars.",
+     "In this scenario, it is essential to use at least 2 commas to separate items."),
     ("substance", {"min": 15}, "Friction is the force that resists two surfaces sliding past each other, which is why "
      "brakes stop a bike.", "* **friction**\n* **hope this helps!**"),
 ]
@@ -104,7 +108,7 @@ def test_generated_constraints_are_satisfiable_together():
         kinds = {n: a for n, a in p["checks"]}
         if p["category"] != "knowledge" or not set(kinds) <= {"bullets", "lowercase", "uppercase", "starts_with",
                                                               "no_commas", "exclude", "no_harness", "highlights",
-                                                              "substance"}:
+                                                              "substance", "no_refusal", "no_echo"}:
             continue
         n = kinds.get("bullets", {}).get("n", 1)
         filler = "with enough plain words to count as a real answer to the question here"

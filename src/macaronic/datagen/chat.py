@@ -9,10 +9,11 @@ generated passage to summarise, a word problem with a computed answer, a format 
 constraints of the instruction suite's kinds (counts, case, start/end phrases, include/exclude,
 JSON keys, titles, placeholders, highlights, postscript, sections, ...), in one of several
 phrasings and joins. The checks are the instruction suite's own (`suites.instructions.CHECKS`,
-shared, not copied) plus four of this engine: `answer` (the computed answer in the last
+shared, not copied) plus the engine's own: `answer` (the computed answer in the last
 sentence), `summary` (at most half the passage, no 10-word run copied), `substance` (enough words
-to be an answer, not only its format) and `no_harness` (no harness vocabulary: the assistant names
-itself only when asked). `repair` makes a reply that fails only mechanical kinds (opening or
+to be an answer, not only its format), `no_echo` (no five words of an instruction repeated: talking
+about an instruction is not following it), `no_refusal` (every prompt is benign) and `no_harness`
+(no harness vocabulary: the assistant names itself only when asked). `repair` makes a reply that fails only mechanical kinds (opening or
 closing phrase, quotes, case) follow them, keeping its words. One prompt in twenty asks who
 the assistant is; its answer is written from the harness's own identity text and role
 descriptions (`identity_answer`), not sampled. No prompt shares six consecutive words with the
@@ -583,7 +584,9 @@ def prompt(i: int, seed: int = 0) -> dict:
     text = _join(r, task, [t for _, _, t in extra])
     if any(n == "uppercase" for n, _, _ in extra) and "\n" not in text and r.random() < 0.3:
         text = text.upper()  # the way people often ask for capitals
-    checks = checks + [[n, a] for n, a, _ in extra] + [["no_harness", {}]]
+    checks = checks + [[n, a] for n, a, _ in extra] + [["no_harness", {}], ["no_refusal", {}]]
+    if extra:  # "In this scenario, it is essential to use at least 2 commas" follows no instruction
+        checks.append(["no_echo", {"texts": [t for _, _, t in extra]}])
     if category in SUBSTANCE:  # a reply that only performs the format ("* **friction**") is no answer
         checks.append(["substance", {"min": SUBSTANCE[category]}])
     return {"id": pid, "category": category, "prompt": text, "checks": checks}
@@ -653,7 +656,19 @@ def repair(p: dict, reply: str) -> tuple[str, list[str]] | None:
 SUBSTANCE = {"knowledge": 15, "writing": 12, "summarise": 8}  # words a real answer needs, whatever its shape
 
 
-ENGINE_CHECKS = {"answer": _answer, "summary": _summary,
+REFUSAL = re.compile(r"\b(as an? (ai|language model|text-based ai|assistant)\b|i('m| am) (sorry|unable|not able)|"
+                     r"i can(no|')t (help|provide|assist|answer))", re.I)
+
+
+def _no_echo(t: str, a: dict, run: int = 5) -> bool:
+    """No run of `run` words from an instruction's own text: talking about the instruction is not following it."""
+    grams = {tuple(w[i:i + run]) for x in a["texts"] for w in [_plain_words(x)] for i in range(len(w) - run + 1)}
+    out = _plain_words(t)
+    return not any(tuple(out[i:i + run]) in grams for i in range(len(out) - run + 1))
+
+
+ENGINE_CHECKS = {"answer": _answer, "summary": _summary, "no_echo": _no_echo,
+                 "no_refusal": lambda t, a: REFUSAL.search(t) is None,
                  "substance": lambda t, a: INSTRUCTION_CHECKS["words"](t, {"min": a["min"]}), "no_harness": lambda t, a: HARNESS.search(t) is None}
 
 
