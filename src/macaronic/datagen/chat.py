@@ -9,16 +9,16 @@ generated passage to summarise, a word problem with a computed answer, a format 
 constraints of the instruction suite's kinds (counts, case, start/end phrases, include/exclude,
 JSON keys, titles, placeholders, highlights, postscript, sections, ...), in one of several
 phrasings and joins. The checks are the instruction suite's own (`suites.instructions.CHECKS`,
-shared, not copied) plus the engine's own: `answer` (the computed answer in the last
-sentence), `summary` (at most half the passage, no 10-word run copied), `substance` (enough words
-to be an answer, not only its format), `no_echo` (no five words of an instruction repeated: talking
-about an instruction is not following it), `no_refusal` (every prompt is benign) and `no_harness`
-(no harness vocabulary: the assistant names itself only when asked). `repair` makes a reply that fails only mechanical kinds (opening or
-closing phrase, quotes, case) follow them, keeping its words. One prompt in twenty asks who
-the assistant is; its answer is written from the harness's own identity text and role
-descriptions (`identity_answer`), not sampled. No prompt shares six consecutive words with the
-hand-written instruction suite or a chat-suite prompt (`tests/datagen/test_chat_engine.py`).
-Knows nothing about models or training.
+shared, not copied) plus the engine's own: `answer` (the computed answer in the last sentence),
+`summary` (at most half the passage, no 10-word run copied), `substance` (enough words to be an
+answer, not only its format), `no_echo` (no five words of an instruction repeated: talking about an
+instruction is not following it), `no_refusal` (every prompt is benign) and `no_harness` (no
+harness vocabulary: the assistant names itself only when asked). `repair` makes a reply that fails
+only mechanical kinds (opening or closing phrase, quotes, case) follow them, keeping its words. One
+prompt in twenty asks who the assistant is; its answer is written from the harness's own identity
+text and role descriptions (`identity_answer`), not sampled. No prompt shares six consecutive words
+with the hand-written instruction suite or a dev/test chat-suite prompt
+(`tests/datagen/test_chat_engine.py`). Knows nothing about models or training.
 
     prompts(n, seed) -> list[dict]        {id, category, prompt, checks: [[kind, args], ...]}
     verify(prompt, reply) -> list[str]    the kinds a reply fails ([] = kept)

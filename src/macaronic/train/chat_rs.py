@@ -3,17 +3,17 @@
 
     macaronic train sample-chat --base qwen2.5-coder-0.5b --prompts 3000 --k 4   (commands/train_sample_chat.py)
 
-Why: the chat adapter must keep what the base knows and follow instructions better. Training on
-the base's own replies that pass the checks moves probability toward following them without
-teaching new (possibly wrong) facts. For each prompt: one greedy and k-1 sampled replies under
-the prompt head the chat adapter is served with (`prompts.first_turn` on the full bundle: a pair
-with a chat adapter keeps the chat instruction, `HarnessBundle.served`), each verified
-(`datagen.chat.verify`, plus `complete`: not cut by the token cap); the first passing reply in
-sample order (greedy first) is kept; failing that, the first that fails only mechanical kinds,
-repaired (`datagen.chat.repair`: an opening or closing phrase, quotes or case added to the base's
-own words; the row names the kinds in `repaired`, so training can leave them out). Identity prompts are answered from the harness's identity
-text (`datagen.chat.identity_answer`), never sampled. Every prompt gets one row, kept or not,
-appended as soon as its samples are graded, so a killed run resumes where it stopped (prompts
+Why: the chat adapter must keep what the base knows and follow instructions better. Training on the
+base's own replies that pass the checks moves probability toward following them without teaching
+new (possibly wrong) facts. For each prompt: one greedy and k-1 sampled replies under the prompt
+head the chat adapter is served with (`prompts.first_turn` on the full bundle: a pair with a chat
+adapter keeps the chat instruction, `HarnessBundle.served`), each verified (`datagen.chat.verify`,
+plus `complete`: not cut by the token cap); the first passing reply in sample order (greedy first)
+is kept; failing that, the first that fails only mechanical kinds, repaired (`datagen.chat.repair`:
+an opening or closing phrase, quotes or case added to the base's own words; the row names the kinds
+in `repaired`, so they can be told apart). Identity prompts are answered from the harness's
+identity text (`datagen.chat.identity_answer`), never sampled. Every prompt gets one row, kept or
+not, appended as soon as its samples are graded, so a killed run resumes where it stopped (prompts
 whose id or text is already in the file are skipped) and the summary covers the whole file.
 """
 
