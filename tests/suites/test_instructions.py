@@ -59,9 +59,11 @@ def test_every_check_kind_has_a_case():
 
 def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
     """The suite is evaluation only: no hand-written routing turn, routing example or chat training
-    example repeats six consecutive words of one of its prompts (never train on what you evaluate)."""
+    example (the chat data engine's prompts included, a few thousand of them over two seeds) repeats
+    six consecutive words of one of its prompts (never train on what you evaluate)."""
     import re
 
+    from macaronic.datagen.chat import prompts as chat_engine_prompts
     from macaronic.router.data import load_routing_data
     from macaronic.router.handwritten import load_handwritten
     from macaronic.suites.instructions import load
@@ -73,5 +75,6 @@ def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
     suite = set().union(*(grams(p["prompt"]) for p in load()))
     texts = [m["content"] for e in load_handwritten() + load_routing_data("train") + load_routing_data("dev")
              for m in e["messages"] if isinstance(m.get("content"), str)]
+    texts += [p["prompt"] for seed in (0, 1) for p in chat_engine_prompts(2500, seed)]
     shared = [t[:80] for t in texts if grams(t) & suite]
     assert not shared, shared

@@ -13,6 +13,7 @@ with its own --help:
     macaronic train compare modes|grpo|md  the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md)
     macaronic train check ...              trained specialists vs the bare base on dev-family prompts
     macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
+    macaronic train sample-chat ...        the chat_engine data (the base's replies that pass the chat engine's checks)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is ski
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
 
-STAGES = ("grpo", "compare", "check", "distill")  # `macaronic train STAGE ...`: commands/train_STAGE.py
+STAGES = ("grpo", "compare", "check", "distill", "sample-chat")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", help="the specialist's role (chat, agent, coding, genui or a new name)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
+    src.add_argument("--generator", help="built-in data generator: chat, chat_engine (the base's own replies that "
+                     "passed the chat engine's checks: macaronic train sample-chat), route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
                      "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui) "
@@ -154,7 +156,7 @@ def run(args) -> Path:
 def main(argv: list[str]) -> int:
     argv = list(argv)
     if argv and argv[0] in STAGES:
-        return importlib.import_module(f"macaronic.commands.train_{argv[0]}").main(argv[1:])
+        return importlib.import_module(f"macaronic.commands.train_{argv[0].replace('-', '_')}").main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)

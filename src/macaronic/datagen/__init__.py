@@ -9,4 +9,5 @@ its encoding into ids + the current-turn loss mask (the renderer's one chat-temp
 engine's turn rule); it sits here, below train/, so that both layers read one definition.
 
     macaronic.datagen.agent.examples(n, seed) -> list[Example]
+    macaronic.datagen.chat.prompts(n, seed) -> list[dict]     (targets: macaronic.train.chat_rs, best of k)
 """

@@ -1,7 +1,7 @@
 """Data builders: the training conversations for each specialist, generated here from seeded
 task families (nothing downloaded), train-split families only.
 
-    build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, route, agent, agent_grounded,
+    build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, chat_engine, route, agent, agent_grounded,
                                                agent_engine, coding, coding_distill, genui, genui_engine
 
 Every conversation opens with the messages the served harness puts before a first turn answered
@@ -67,6 +67,23 @@ def chat_examples(n: int, seed: int = 0, base: str | None = None) -> list[Exampl
         t = make_task(fams[i % len(fams)], i // len(fams), seed, base)
         out.append(Example(_conv("chat", t.prompt, {"role": "assistant", "content": t.gold}), "chat", f"chat/{t.family}"))
     return out
+
+
+def chat_engine_examples(n: int, seed: int = 0, path=None) -> list[Example]:
+    """The chat data engine's kept rows (`macaronic train sample-chat`, train/data/chat_rs.jsonl): the
+    bare base's own replies that passed every check, and the identity answers written from the
+    harness; under the head the chat adapter is served with (the full bundle keeps the chat
+    instruction when the pair has a chat adapter: `HarnessBundle.served`), shuffled by `seed`,
+    repeated in order when `n` exceeds them."""
+    from macaronic.train.chat_rs import DATA, read
+
+    rows = [r for r in read(path or DATA) if r.get("reply")]
+    if not rows:
+        raise ValueError(f"no kept rows in {path or DATA}; run macaronic train sample-chat --base BASE first")
+    random.Random(seed).shuffle(rows)
+    out = [Example(_conv("chat", r["prompt"], {"role": "assistant", "content": r["reply"]}), "chat",
+                   f"engine/chat/{r['category']}") for r in rows]
+    return [out[i % len(out)] for i in range(n)]
 
 
 def route_examples(n: int, seed: int = 0) -> list[Example]:
@@ -283,7 +300,7 @@ def genui_example(t) -> Example:
                    "genui", f"genui/{t.family}")
 
 
-GENERATORS = {"chat": chat_examples, "route": route_examples, "agent": agent_examples,
+GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route": route_examples, "agent": agent_examples,
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples,
               "genui_engine": genui_engine_examples}
