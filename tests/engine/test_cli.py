@@ -52,7 +52,7 @@ def test_generate_streams_and_rejects_unknown_adapter(tiny_dirs):
 # every command and every stage under one (`macaronic train grpo`, ...): the parent's --help names the stage
 STAGES = {"serve": [], "store": [], "chat": [], "generate": [], "info": [], "route": [], "mcp": [], "pair": [],
           "export": [], "genui": ["validate", "probe"], "probe": ["bfcl", "instructions"],
-          "train": ["grpo", "compare", "check", "distill"], "contract": ["check", "seal", "strata"],
+          "train": ["grpo", "compare", "check", "distill", "sample-coding"], "contract": ["check", "seal", "strata"],
           "eval": ["ablate", "report-only", "table", "toolnames"], "evolve": ["probe"],
           "bench": ["vllm", "modes", "bases"]}
 HELP = """

@@ -13,6 +13,7 @@ with its own --help:
     macaronic train compare modes|grpo|md  the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md)
     macaronic train check ...              trained specialists vs the bare base on dev-family prompts
     macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
+    macaronic train sample-coding ...      RFT data from the coding engine (the base's passing replies)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is ski
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
 
-STAGES = ("grpo", "compare", "check", "distill")  # `macaronic train STAGE ...`: commands/train_STAGE.py
+STAGES = ("grpo", "compare", "check", "distill", "sample-coding")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--generator", help="built-in data generator: chat, route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
-                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui, genui_engine (requests that name values, "
+                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
@@ -154,7 +155,7 @@ def run(args) -> Path:
 def main(argv: list[str]) -> int:
     argv = list(argv)
     if argv and argv[0] in STAGES:
-        return importlib.import_module(f"macaronic.commands.train_{argv[0]}").main(argv[1:])
+        return importlib.import_module(f"macaronic.commands.train_{argv[0].replace('-', '_')}").main(argv[1:])
     args = parser().parse_args(argv)
     try:
         run(args)
