@@ -183,8 +183,11 @@ def test_driver_writes_rows_and_resumes_after_a_kill(tmp_path):
     assert [r["id"] for r in rows] == [p.id for p in probs] and llm.submitted == 4 + 4
     assert [r["id"] for r in rft.read(out)] == [p.id for p in probs]  # no duplicate of problem 2
     assert {s["solved"] for s in rft.summary(rows).values()} == {1}
+    with pytest.raises(ValueError, match="replies of"):
+        rft.sample_coding(llm, probs, out, k=2, progress=False, base="another")
 
 
+@pytest.mark.real_model
 def test_driver_on_the_tiny_base(real_llm, tmp_path):
     probs = coding.problems(3, seed=0)
     out = tmp_path / "rft.jsonl"

@@ -9,4 +9,5 @@ its encoding into ids + the current-turn loss mask (the renderer's one chat-temp
 engine's turn rule); it sits here, below train/, so that both layers read one definition.
 
     macaronic.datagen.agent.examples(n, seed) -> list[Example]
+    macaronic.datagen.coding.problems(n, seed) -> list[Problem]   (targets: train/rft.py, the base's own passing replies)
 """

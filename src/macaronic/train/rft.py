@@ -127,6 +127,9 @@ def sample_coding(llm, problems: list, out: Path, *, k: int = 4, per_problem: in
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     _, done = resume(out)
+    others = {r.get("base") for r in done} - {base, "", None}
+    if base and others:  # RFT data is one base's own replies
+        raise ValueError(f"{out} holds replies of {sorted(others)}, not {base}: choose another --out")
     seen = {r["id"] for r in done}
     todo = [p for p in problems if p.id not in seen]
     bundle = load_bundle()
