@@ -220,3 +220,16 @@ def test_engine_rows_train_under_the_served_coding_head(monkeypatch, tmp_path):
         assert e.messages[-1] == {"role": "assistant", "content": CODE} and e.role == "coding"
     assert {e.messages[-2]["content"] for e in exs} == {"p0", "p1", "p2"}
     assert [e.messages for e in builders.build("coding_engine", 5, 0)] == [e.messages for e in exs]
+
+
+def test_checked_in_rows_are_the_engines_problems_and_pass_their_tests():
+    from macaronic.suites.coding import extract_code
+
+    rows, done = rft.resume(rft.DATA)  # read only: a clean file is not rewritten
+    assert done and {r["base"] for r in done} == {"qwen2.5-coder-0.5b"}
+    assert {r["id"] for r in rows} <= {r["id"] for r in done}
+    for r in rows:
+        _, fam, seed, idx = re.fullmatch(r"(gen)-(\w+)-(\d+)-(\d+)", r["id"]).groups()
+        p = coding.make_problem(fam, int(idx), int(seed))
+        assert (p.prompt, p.style) == (r["prompt"], r["style"])
+        assert coding.run_tests(extract_code(r["reply"]), p.tests) == (len(p.tests), len(p.tests)), r["id"]
