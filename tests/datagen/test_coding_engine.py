@@ -187,6 +187,15 @@ def test_driver_writes_rows_and_resumes_after_a_kill(tmp_path):
         rft.sample_coding(llm, probs, out, k=2, progress=False, base="another")
 
 
+def test_driver_gives_up_on_a_family_nothing_passes(tmp_path):
+    probs = coding.problems(len(FAMILIES) + 2, seed=0)  # the first two families come twice
+    llm = FakeLLM(probs)
+    llm.by_prompt[probs[0].prompt] = probs[1]  # the first problem gets the second one's code: fails
+    rows = rft.sample_coding(llm, probs, tmp_path / "r.jsonl", k=1, window=1, progress=False, give_up=1)
+    assert [r["id"] for r in rows] == [p.id for p in probs if p is not probs[len(FAMILIES)]]
+    assert rows[0]["passed"] == 0 and all(r["passed"] == 1 for r in rows[1:])
+
+
 @pytest.mark.real_model
 def test_driver_on_the_tiny_base(real_llm, tmp_path):
     probs = coding.problems(3, seed=0)

@@ -24,6 +24,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--max-tokens", type=int, default=384)
     p.add_argument("--window", type=int, default=8, help="problems in flight at once")
+    p.add_argument("--give-up", type=int, default=0, metavar="N",
+                   help="sample no more problems of a family whose first N had no passing reply (0: never)")
     p.add_argument("--seed", type=int, default=0, help="problem seed and sampling seed")
     p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
@@ -49,7 +51,7 @@ def main(argv: list[str]) -> int:
         base = registered(a.base) or str(a.base)
         rows = sample_coding(llm, probs, a.out, k=a.k, per_problem=a.per_problem, temperature=a.temperature,
                              top_p=a.top_p, max_tokens=a.max_tokens, seed=a.seed, window=a.window, base=base,
-                             progress=not a.no_progress)
+                             progress=not a.no_progress, give_up=a.give_up)
     finally:
         llm.close()
     for key in ("family", "style"):

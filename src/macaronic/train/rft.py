@@ -116,8 +116,10 @@ def select(problem, replies: list[tuple[int, str, bool, bool]], per_problem: int
 
 def sample_coding(llm, problems: list, out: Path, *, k: int = 4, per_problem: int = 2, temperature: float = 0.8,
                   top_p: float = 0.95, max_tokens: int = 384, seed: int = 0, window: int = 8, base: str = "",
-                  progress: bool = True) -> list[dict]:
-    """Sample, grade and append, resuming `out`; returns every progress row (earlier runs' too)."""
+                  progress: bool = True, give_up: int = 0) -> list[dict]:
+    """Sample, grade and append, resuming `out`; returns every progress row (earlier runs' too).
+    `give_up` > 0: a family whose first `give_up` problems had no passing reply gets no more (its
+    problems are left unsampled, so a later run without it still can)."""
     from macaronic.datagen.coding import run_tests
     from macaronic.engine.sampling import SamplingParams
     from macaronic.harness import load_bundle
@@ -148,13 +150,32 @@ def sample_coding(llm, problems: list, out: Path, *, k: int = 4, per_problem: in
         from tqdm import tqdm
 
         bar = tqdm(total=len(problems), initial=len(problems) - len(todo), desc="sample-coding", dynamic_ncols=True)
-    pending = [submit(p) for p in todo[:window]]
-    nxt, t_last = window, time.time()
+    tried: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # family -> [problems, passing replies]
+    for r in done:
+        tried[r["family"]][0] += 1
+        tried[r["family"]][1] += r["passed"]
+
+    def hopeless(fam: str) -> bool:
+        n, passed = tried[fam]
+        return give_up > 0 and n >= give_up and not passed
+
+    pending, nxt, t_last = [], 0, time.time()
+
+    def refill():
+        nonlocal nxt
+        while len(pending) < window and nxt < len(todo):
+            p = todo[nxt]
+            nxt += 1
+            if hopeless(p.family):
+                if bar is not None:
+                    bar.total -= 1
+                continue
+            pending.append(submit(p))
+
+    refill()
     while pending:
         p, handles = pending.pop(0)
-        if nxt < len(todo):
-            pending.append(submit(todo[nxt]))
-            nxt += 1
+        refill()
         replies = []
         for j, h in enumerate(handles):
             text, last = h.result()
@@ -175,6 +196,8 @@ def sample_coding(llm, problems: list, out: Path, *, k: int = 4, per_problem: in
         with progress_path(out).open("a") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
         done.append(row)
+        tried[p.family][0] += 1
+        tried[p.family][1] += row["passed"]
         if bar is not None:
             bar.update(1)
             bar.set_postfix(kept=sum(r["kept"] for r in done))
