@@ -477,6 +477,17 @@ def NAME(words: list[str]) -> dict:
 
 
 def merge_counts(rng):
+    if rng.random() < 0.35:
+        return Spec(rng.choice(("merge_max", "combine_best", "keep_larger")),
+                    "Return a new dict with every key of the dicts `a` and `b`; a key found in both gets the larger "
+                    "of its two values. Neither input is changed.",
+                    """
+def NAME(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(out[k], v) if k in out else v
+    return out
+""", (({"x": 1, "y": 2}, {"y": 5, "z": 3}), ({}, {}), ({"a": 1}, {}), ({"b": 4}, {"b": -2}), ({"k": -1.5}, {"k": -2.5})))
     return Spec(rng.choice(("merge_counts", "add_dicts", "combine_totals")),
                 "Return a new dict with every key of the dicts `a` and `b`; a key found in both gets the sum of its "
                 "two values. Neither input is changed.",
@@ -531,6 +542,18 @@ def NAME(d: dict) -> dict:
 # ---- numbers -----------------------------------------------------------------------------
 
 def collatz(rng):
+    if rng.random() < 0.35:
+        return Spec(rng.choice(("collatz_peak", "hailstone_max", "highest_collatz_value")),
+                    "Return the largest number reached when the Collatz rule (halve an even number, turn an odd number "
+                    "n into 3n + 1) is applied to the positive integer `n` until it reaches 1, `n` itself included.",
+                    """
+def NAME(n: int) -> int:
+    peak = n
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        peak = max(peak, n)
+    return peak
+""", ((6,), (1,), (8,), (27,), (7,)))
     return Spec(rng.choice(("collatz_steps", "steps_to_one", "hailstone_length")),
                 "Return how many steps the Collatz rule (halve an even number, turn an odd number n into 3n + 1) "
                 "takes to bring the positive integer `n` down to 1.",
@@ -556,6 +579,18 @@ def NAME(n: int) -> str:
 
 
 def binary_gap(rng):
+    if rng.random() < 0.4:
+        return Spec(rng.choice(("longest_ones_run", "max_consecutive_ones", "ones_streak")),
+                    "Return the length of the longest run of consecutive ones in the binary form of the non-negative "
+                    "integer `n` (0 for 0).",
+                    """
+def NAME(n: int) -> int:
+    best = cur = 0
+    for b in bin(n)[2:]:
+        cur = cur + 1 if b == "1" else 0
+        best = max(best, cur)
+    return best
+""", ((13,), (0,), (1,), (255,), (0b1011101111,)))
     return Spec(rng.choice(("binary_gap", "longest_zero_gap", "max_zero_run")),
                 "Return the length of the longest run of zeros with a one on both sides in the binary form of the "
                 "positive integer `n` (0 if there is none).",
@@ -643,20 +678,24 @@ def NAME(text: str) -> dict:
 
 
 def duration(rng):
+    days = rng.random() < 0.4
+    units = '{"d": 86400, "h": 3600, "m": 60, "s": 1}' if days else '{"h": 3600, "m": 60, "s": 1}'
+    parts = "d (days), h (hours), m (minutes) and s (seconds)" if days else "h (hours), m (minutes) and s (seconds)"
+    example = "2d1h30m15s" if days else "1h30m15s"
     return Spec(rng.choice(("parse_duration", "duration_seconds", "to_seconds")),
-                'Return the number of seconds in a duration string such as "1h30m15s": each of the parts h (hours), '
-                "m (minutes) and s (seconds) may be missing, and the ones present come in that order.",
-                """
+                f'Return the number of seconds in a duration string such as "{example}": each of the parts {parts} '
+                "may be missing, and the ones present come in that order.",
+                f"""
 def NAME(text: str) -> int:
     total, num = 0, ""
     for c in text:
         if c.isdigit():
             num += c
         else:
-            total += int(num) * {"h": 3600, "m": 60, "s": 1}[c]
+            total += int(num) * {units}[c]
             num = ""
     return total
-""", (("1h30m15s",), ("45s",), ("",), ("2h",), ("10m5s",), ("100h1s",)))
+""", ((example,), ("45s",), ("",), ("2h",), ("10m5s",), ("100h1s",)) + ((("3d",), ("1d1s",)) if days else ()))
 
 
 def rpn(rng):
@@ -678,6 +717,17 @@ def NAME(tokens: list[str]) -> int:
 
 
 def versions(rng):
+    if rng.random() < 0.35:
+        return Spec(rng.choice(("is_newer", "newer_version", "version_after")),
+                    "Return True if the version string `a` (dot-separated integers) is strictly newer than `b`, else "
+                    'False; missing parts count as 0 ("1.2" equals "1.2.0").',
+                    """
+def NAME(a: str, b: str) -> bool:
+    x = [int(p) for p in a.split(".")]
+    y = [int(p) for p in b.split(".")]
+    n = max(len(x), len(y))
+    return x + [0] * (n - len(x)) > y + [0] * (n - len(y))
+""", (("1.2.10", "1.2.9"), ("1.0", "1.0.0"), ("0.9", "1.0"), ("2", "1.99.99"), ("3.1.4", "3.1.4")))
     return Spec(rng.choice(("compare_versions", "version_cmp", "cmp_version")),
                 "Compare two version strings made of dot-separated integers: return -1 if `a` is older than `b`, 1 if "
                 'it is newer and 0 if they are equal; missing parts count as 0 ("1.2" equals "1.2.0").',
@@ -934,6 +984,17 @@ class NAME:
 # ---- dates and times (no external libraries) ---------------------------------------------
 
 def day_of_year(rng):
+    if rng.random() < 0.35:
+        return Spec(rng.choice(("days_left_in_year", "days_until_new_year", "remaining_days")),
+                    'Return how many days of the year are left after `date`, a string "YYYY-MM-DD" (0 on December '
+                    "31st), with Gregorian leap years.",
+                    """
+def NAME(date: str) -> int:
+    y, m, d = map(int, date.split("-"))
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    return sum(days) - (sum(days[:m - 1]) + d)
+""", (("2023-03-01",), ("2024-03-01",), ("2021-01-01",), ("2000-12-31",), ("1900-02-28",)))
     return Spec(rng.choice(("day_of_year", "ordinal_day", "day_number")),
                 'Return the day of the year (1 for January 1st) of `date`, a string "YYYY-MM-DD", with Gregorian '
                 "leap years.",
@@ -971,12 +1032,16 @@ def NAME(a: str, b: str) -> int:
 
 
 def weekday(rng):
+    short = rng.random() < 0.35
+    names = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"] if short else \
+        ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
     return Spec(rng.choice(("weekday_name", "day_of_week", "which_weekday")),
-                'Return the English name of the weekday ("Monday" to "Sunday") of `date`, a string "YYYY-MM-DD".',
-                """
+                f'Return the {"three-letter English abbreviation" if short else "English name"} of the weekday '
+                f'("{names[0]}" to "{names[-1]}") of `date`, a string "YYYY-MM-DD".',
+                f"""
 def NAME(date: str) -> str:
     import datetime
-    names = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    names = {names!r}
     return names[datetime.date.fromisoformat(date).weekday()]
 """, (("2024-07-04",), ("2000-01-01",), ("2023-12-25",), ("1970-01-01",), ("2024-02-29",)))
 
@@ -994,6 +1059,15 @@ def NAME(start: str, end: str) -> int:
 
 
 def clock_format(rng):
+    if rng.random() < 0.35:
+        return Spec(rng.choice(("format_minutes", "as_min_sec", "seconds_to_ms")),
+                    'Format the non-negative number of seconds `total` as "M:SS" (minutes not padded and possibly '
+                    "above 59).",
+                    """
+def NAME(total: int) -> str:
+    m, s = divmod(total, 60)
+    return f"{m}:{s:02d}"
+""", ((125,), (0,), (59,), (3600,), (61,)))
     return Spec(rng.choice(("format_duration", "as_clock", "seconds_to_hms")),
                 'Format the non-negative number of seconds `total` as "H:MM:SS" (hours not padded and possibly above 24).',
                 """
