@@ -53,7 +53,7 @@ def test_generate_streams_and_rejects_unknown_adapter(tiny_dirs):
 STAGES = {"serve": [], "store": [], "experience": ["export", "forget"], "chat": [], "generate": [], "info": [],
           "route": [], "mcp": [], "pair": ["show", "diff", "register", "log", "rollback"],
           "export": [], "genui": ["validate", "probe"], "probe": ["bfcl", "instructions"],
-          "train": ["grpo", "compare", "check", "distill", "sample-chat"], "contract": ["check", "seal", "strata"],
+          "train": ["grpo", "compare", "check", "distill", "sample-chat", "sample-coding"], "contract": ["check", "seal", "strata"],
           "eval": ["ablate", "report-only", "table", "toolnames"], "evolve": ["probe"],
           "bench": ["vllm", "modes", "bases"]}
 HELP = """

@@ -14,6 +14,7 @@ with its own --help:
     macaronic train check ...              trained specialists vs the bare base on dev-family prompts
     macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
     macaronic train sample-chat ...        the chat_engine data (the base's replies that pass the chat engine's checks)
+    macaronic train sample-coding ...      RFT data from the coding engine (the base's passing replies)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is ski
     "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
 }
 
-STAGES = ("grpo", "compare", "check", "distill", "sample-chat")  # `macaronic train STAGE ...`: commands/train_STAGE.py
+STAGES = ("grpo", "compare", "check", "distill", "sample-chat", "sample-coding")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--generator", help="built-in data generator: chat, chat_engine (the base's own replies that "
                      "passed the chat engine's checks: macaronic train sample-chat), route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
-                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, genui, genui_engine (requests that name values, "
+                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")

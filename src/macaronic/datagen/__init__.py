@@ -10,4 +10,5 @@ engine's turn rule); it sits here, below train/, so that both layers read one de
 
     macaronic.datagen.agent.examples(n, seed) -> list[Example]
     macaronic.datagen.chat.prompts(n, seed) -> list[dict]     (targets: macaronic.train.chat_rs, best of k)
+    macaronic.datagen.coding.problems(n, seed) -> list[Problem]   (targets: train/rft.py, the base's own passing replies)
 """

@@ -261,6 +261,20 @@ def coding_distill_examples(n: int, seed: int = 0, refs_per_family: int = 3) -> 
     return [out[i % len(out)] for i in range(n)]
 
 
+def coding_engine_examples(n: int, seed: int = 0) -> list[Example]:
+    """The bare base's own passing replies to the coding engine's generated problems (`macaronic
+    train sample-coding`, train/data/coding_rft.jsonl: code and a short explanation as the base
+    wrote them) under the head the coding adapter is served with; shuffled by `seed`, repeated in
+    order when `n` exceeds them. The rows name the base that wrote them."""
+    from macaronic.train.rft import read
+
+    rows = read()
+    random.Random(seed).shuffle(rows)
+    out = [Example(_conv("coding", r["prompt"], {"role": "assistant", "content": r["reply"]}), "coding",
+                   f"coding-engine/{r['family']}/{r['style']}") for r in rows]
+    return [out[i % len(out)] for i in range(n)]
+
+
 # ---- genui ------------------------------------------------------------------------------
 
 def genui_reply(gold: dict) -> str:
@@ -302,7 +316,8 @@ def genui_example(t) -> Example:
 
 GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route": route_examples, "agent": agent_examples,
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
-              "coding": coding_examples, "coding_distill": coding_distill_examples, "genui": genui_examples,
+              "coding": coding_examples, "coding_distill": coding_distill_examples,
+              "coding_engine": coding_engine_examples, "genui": genui_examples,
               "genui_engine": genui_engine_examples}
 
 
