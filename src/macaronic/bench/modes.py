@@ -40,8 +40,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from macaronic.specialist import BUILTIN_NAMES
+
 ROOT = Path(__file__).resolve().parents[3]
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES
 def markers(json_path: Path) -> tuple[str, str]:
     """The BENCHMARKS.md markers of one study run, named after its JSON (one section per JSON)."""
     return f"<!-- bench:{json_path.stem}:start -->", f"<!-- bench:{json_path.stem}:end -->"

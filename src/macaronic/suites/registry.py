@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from macaronic.specialist import BUILTIN, get, resolve
 
 RL_SEED = 1000  # rl_tasks instances start here: never the indices SFT data or dev checks use
 
@@ -172,22 +173,30 @@ def _genui_turn_ok(expect, reply):
     return parse_genui_output(reply).valid
 
 
-SUITES: dict[str, Suite] = {
-    "chat": Suite("chat", 96, _chat_generate, lambda t: t.prompt, _chat_grade, lambda g: g["score"],
-                  lambda n, seed: _chat_generate("dev", -(-n // 3), seed)[:n], _chat_rl, _chat_turn_ok),
-    "coding": Suite("coding", 200, _coding_generate, lambda t: t.prompt, _coding_grade, lambda g: g["tests"],
-                    lambda n, seed: _spread(_coding_generate("dev", -(-n // 3), seed), n), _coding_rl,
-                    _coding_turn_ok),
-    "agent": Suite("agent", 160, _agent_generate, lambda t: t.request, _agent_grade, _agent_reward,
-                   lambda n, seed: _agent_generate("dev", -(-n // 2), seed)[:n], _agent_rl, _agent_turn_ok),
-    "genui": Suite("genui", 800, _genui_generate, lambda t: t.user_message(), _genui_grade,
-                   lambda g: 0.5 * g["pass"] + 0.5 * g["l2"],
-                   lambda n, seed: _genui_generate("dev", 10, seed)[:n], _genui_rl, _genui_turn_ok),
-}
+CHAT = Suite("chat", 96, _chat_generate, lambda t: t.prompt, _chat_grade, lambda g: g["score"],
+             lambda n, seed: _chat_generate("dev", -(-n // 3), seed)[:n], _chat_rl, _chat_turn_ok)
+CODING = Suite("coding", 200, _coding_generate, lambda t: t.prompt, _coding_grade, lambda g: g["tests"],
+               lambda n, seed: _spread(_coding_generate("dev", -(-n // 3), seed), n), _coding_rl, _coding_turn_ok)
+AGENT = Suite("agent", 160, _agent_generate, lambda t: t.request, _agent_grade, _agent_reward,
+              lambda n, seed: _agent_generate("dev", -(-n // 2), seed)[:n], _agent_rl, _agent_turn_ok)
+GENUI = Suite("genui", 800, _genui_generate, lambda t: t.user_message(), _genui_grade,
+              lambda g: 0.5 * g["pass"] + 0.5 * g["l2"],
+              lambda n, seed: _genui_generate("dev", 10, seed)[:n], _genui_rl, _genui_turn_ok)
+
+# name -> suite, for every registered specialist that names one (macaronic.specialist decides which)
+SUITES: dict[str, Suite] = {s.name: resolve(s.suite) for s in BUILTIN if s.suite}
 
 
 def suite(role: str) -> Suite:
+    """The suite of a specialist, as its registry entry names it."""
     try:
         return SUITES[role]
     except KeyError:
-        raise ValueError(f"no suite for role {role!r}; have {sorted(SUITES)}") from None
+        pass
+    try:
+        ref = get(role).suite
+    except (KeyError, ValueError):
+        ref = None
+    if ref is None:
+        raise ValueError(f"no suite for role {role!r}; have {sorted(SUITES)}")
+    return resolve(ref)
