@@ -98,7 +98,8 @@ def load_user(root: str | Path | None = None) -> tuple[Specialist, ...]:
     """The user entries recorded in ROOT/registry.json (none when there is no file)."""
     path = Path(root or user_dir()) / USER_FILE
     try:
-        stamp = path.stat().st_mtime_ns
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
     except FileNotFoundError:
         return ()
     cached = _USER_CACHE.get(str(path))
@@ -109,7 +110,7 @@ def load_user(root: str | Path | None = None) -> tuple[Specialist, ...]:
     return entries
 
 
-_USER_CACHE: dict[str, tuple[int, tuple[Specialist, ...]]] = {}  # path -> (mtime, entries): serving asks per turn
+_USER_CACHE: dict[str, tuple[tuple[int, int], tuple[Specialist, ...]]] = {}  # path -> ((mtime, size), entries): serving asks per turn
 
 
 def _parse_user(path: Path, doc: dict) -> tuple[Specialist, ...]:

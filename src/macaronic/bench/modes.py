@@ -161,7 +161,8 @@ def convert(role: str, rule: Rule, out: Path, n_layers: int | None = None) -> di
     return {"dir": str(out), "converted_from": str(src.relative_to(ROOT)), "steps": 0, "train_s": 0.0}
 
 
-TRAINED, CONVERTED = ("agent",), ("chat", "coding", "genui")
+TRAINED = ("agent",)
+CONVERTED = tuple(r for r in ROLES if r not in TRAINED)
 
 
 def train_set(work: Path, tag: str, steps_frac: float, roles=TRAINED, converted=CONVERTED) -> dict:
