@@ -27,9 +27,7 @@ ALLOWED = {
     # not converted yet: per-suite behaviour that belongs in the Suite entries
     "evolve/collect.py": "not converted yet: hints per suite",
     "evolve/failures.py": "not converted yet: failure clusters per suite",
-    "evolve/failure_data.py": "not converted yet: failure-driven data per skill",
-    "evolve/operators.py": "not converted yet: candidate operators per role",
-    "evolve/successor.py": "not converted yet: the card style of replayed GenUI data",
+    "evolve/operators.py": "not converted yet: which failure-data and GRPO operators each built-in gets",
     "train/compare.py": "not converted yet: the mode and GRPO comparisons' per-role budgets",
     "train/devscore.py": "not converted yet: dev scoring of agent episodes and coding tests",
     "commands/train_compare.py": "not converted yet: the roles devscore can score",
