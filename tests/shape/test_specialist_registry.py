@@ -25,7 +25,6 @@ ALLOWED = {
     "testing/__init__.py": "test doubles for the four built-ins",
     "testing/router_fakes.py": "test doubles for the four built-ins",
     # not converted yet: per-suite behaviour that belongs in the Suite entries
-    "evolve/collect.py": "not converted yet: hints per suite",
     "evolve/failures.py": "not converted yet: failure clusters per suite",
     "evolve/operators.py": "not converted yet: which failure-data and GRPO operators each built-in gets",
     "train/compare.py": "not converted yet: the mode and GRPO comparisons' per-role budgets",
