@@ -50,12 +50,6 @@ class Specialist:
     description: str = ""  # the adapter's one line (macaronic.json); the router reads the bundle's
     builtin: bool = field(default=False, compare=False)
 
-    @property
-    def tools(self) -> bool:
-        """Whether its prompt head lists the tools (a tool-calling specialist is trained and
-        served with them)."""
-        return self.output == "tool_calls"
-
 
 # The four shipped specialists, in the bundle's order (chat L0, agent L1, coding L2, genui L3):
 # every reader that iterates the built-ins iterates in this order, as the tuples it replaced did.

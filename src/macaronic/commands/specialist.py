@@ -129,7 +129,10 @@ def add(a, root: Path) -> int:
     entries = reg.load_user(root)
     if any(s.name == name for s in entries):
         raise ValueError(f"{name!r} is already registered; `macaronic specialist remove {name}` first")
-    grader = reg.resolve(a.grader) if a.grader else us.contains_gold
+    try:
+        grader = reg.resolve(a.grader) if a.grader else us.contains_gold
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--grader {a.grader}: {e}") from None
     base = base_name(a.base)
     convs = us.read_examples(a.examples)
     train, held = us.holdout(convs, a.holdout_every)

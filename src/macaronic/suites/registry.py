@@ -202,7 +202,8 @@ GENUI = Suite("genui", 800, _genui_generate, lambda t: t.user_message(), _genui_
               lambda g: 0.5 * g["pass"] + 0.5 * g["l2"],
               lambda n, seed: _genui_generate("dev", 10, seed)[:n], _genui_rl, _genui_turn_ok)
 
-# name -> suite, for every registered specialist that names one (macaronic.specialist decides which)
+# name -> suite, for every built-in specialist, by the module:attribute its registry entry names (the
+# entries name this module's constants, defined above, so resolving them here is safe mid-import)
 SUITES: dict[str, Suite] = {s.name: resolve(s.suite) for s in BUILTIN if s.suite}
 
 
