@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("macaronic.commands.probe:main", "the external-suite probes (BFCL, instructions) through the served MoL"),
     "genui": ("macaronic.commands.genui:main", "validate A2UI v0.8 GenUI output (probe: the genui specialist's cards)"),
     "mcp": ("macaronic.commands.mcp:main", "serve the action substrate's tools over MCP stdio"),
+    "specialist": ("macaronic.commands.specialist:main", "add your own specialist from an examples file; list, remove"),
     "train": ("macaronic.commands.train:main", "train a specialist LoRA adapter (SFT; grpo, compare, check, distill)"),
     "eval": ("macaronic.commands.eval:main", "evaluate a pair under a contract (ablate, report-only, table, toolnames)"),
     "contract": ("macaronic.commands.contract:main", "check, seal or stratify a contract file"),

@@ -2,13 +2,14 @@
 
 from macaronic.harness import load_bundle
 from macaronic.serve import views
+from macaronic.specialist import BUILTIN_NAMES
 from macaronic.substrate.tools import openai_tools
 from macaronic.train import builders
 
 
 def test_training_examples_open_with_the_served_view():
     bundle, tools = load_bundle(), openai_tools()
-    for role in builders.ROLES:
+    for role in BUILTIN_NAMES:
         user = f"a first request for {role}"
         served = views.build_view(views.normalize_messages([{"role": "user", "content": user}]), bundle,
                                   adapter=role, mode="turn", specialist=role,

@@ -18,7 +18,7 @@ ROOT = Path(macaronic.__file__).resolve().parent
 # bottom first: a module may import its own layer and the layers before it. The same list, with what
 # each layer holds, is the "Layers" section of docs/ARCHITECTURE.md.
 LAYERS: list[tuple[str, ...]] = [
-    ("macaronic", "splits", "migrations"),  # the package's version; split hashing; SQLite migrations
+    ("macaronic", "splits", "migrations", "specialist"),  # the version; split hashing; migrations; the specialist registry
     ("substrate",),
     ("prompts",),
     ("engine",),

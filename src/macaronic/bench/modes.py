@@ -40,8 +40,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from macaronic.specialist import BUILTIN_NAMES
+
 ROOT = Path(__file__).resolve().parents[3]
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES
 def markers(json_path: Path) -> tuple[str, str]:
     """The BENCHMARKS.md markers of one study run, named after its JSON (one section per JSON)."""
     return f"<!-- bench:{json_path.stem}:start -->", f"<!-- bench:{json_path.stem}:end -->"
@@ -159,7 +161,8 @@ def convert(role: str, rule: Rule, out: Path, n_layers: int | None = None) -> di
     return {"dir": str(out), "converted_from": str(src.relative_to(ROOT)), "steps": 0, "train_s": 0.0}
 
 
-TRAINED, CONVERTED = ("agent",), ("chat", "coding", "genui")
+TRAINED = ("agent",)
+CONVERTED = tuple(r for r in ROLES if r not in TRAINED)
 
 
 def train_set(work: Path, tag: str, steps_frac: float, roles=TRAINED, converted=CONVERTED) -> dict:

@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 
 from macaronic.engine.sampling import SamplingParams
+from macaronic.specialist import BUILTIN_NAMES
 
 
 def pct(xs: list[float], q: float) -> float | None:
@@ -81,7 +82,7 @@ VARIANTS = ("none", "direct", "engine, two forwards", "engine")
 
 
 def stall(llm, router, streams: int = 8, tokens: int = 64, reps: int = 2, turns: int = 24) -> dict:
-    roles = [r for r in ("chat", "agent", "coding", "genui") if r in llm.adapters.names()]
+    roles = [r for r in BUILTIN_NAMES if r in llm.adapters.names()]
     convos = _turns(turns)
     engine_backbone = router.backbone
     out: dict = {"streams": streams, "tokens": tokens, "reps": reps, "variants": {}}

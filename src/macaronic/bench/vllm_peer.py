@@ -31,9 +31,10 @@ from pathlib import Path
 import httpx
 
 from macaronic.bench.vllm_server import VllmServer, export, free_port
+from macaronic.specialist import BUILTIN_NAMES
 
 START, END = "<!-- bench-vllm:start -->", "<!-- bench-vllm:end -->"
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES
 FILLER = ("The committee reviewed the quarterly figures, noted that shipping delays had eased, and asked the "
           "team to prepare a short summary of open risks before the next planning meeting on Thursday. ")
 
@@ -138,7 +139,7 @@ async def _streams(url: str, n: int, tokens: int) -> dict:
     token to its last, aggregated over the span in which all streams decode."""
     async def one(client, i):
         first = None
-        body = {"model": ROLES[i % 4] if n > 1 else "chat", "stream": True, "max_tokens": tokens, "temperature": 0,
+        body = {"model": ROLES[i % len(ROLES)] if n > 1 else ROLES[0], "stream": True, "max_tokens": tokens, "temperature": 0,
                 "stream_options": {"include_usage": True},
                 "messages": [{"role": "user", "content": f"Count from {i} to {i + 400}, one number per line."}]}
         done, count = None, 0

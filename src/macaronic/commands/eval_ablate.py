@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     from macaronic.contract import ablate
+    from macaronic.specialist import BUILTIN_NAMES
     from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
     from macaronic.contract.opening import Refused, contamination_of, prepare, progress
 
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> int:
     except Refused as e:
         print(f"macaronic eval ablate: {e}", file=sys.stderr)
         return e.code
-    roles = tuple(r for r in ablate.ROLES if r in manifest.adapters)
+    roles = tuple(r for r in BUILTIN_NAMES if r in manifest.adapters)
     cfgs = ablate.configs(roles, external=not args.no_external)
     if args.configs:
         want = [c.strip() for c in args.configs.split(",") if c.strip()]

@@ -15,6 +15,7 @@ from macaronic.contract.report_only import __doc__ as REPORT_ONLY_DOC
 
 def main(argv: list[str]) -> int:
     from macaronic.contract import ablate
+    from macaronic.specialist import BUILTIN_NAMES
     from macaronic.commands.eval_ablate import default_pair, run
     from macaronic.contract.evaluate import ResultLog, read_rows, unit_key, write_json_atomic
     from macaronic.contract.opening import Refused, prepare, progress
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
         print(f"report_only: no report-only suite among {want}", file=sys.stderr)
         return 2
     known = {"base": ablate.Config("base", "base"), "routed": ablate.Config("routed", "routed"),
-             **{r: ablate.Config(r, "forced", r) for r in ablate.ROLES if r in manifest.adapters}}
+             **{r: ablate.Config(r, "forced", r) for r in BUILTIN_NAMES if r in manifest.adapters}}
     names = [c.strip() for c in a.configs.split(",") if c.strip()]
     if set(names) - set(known):
         print(f"report_only: unknown configurations {sorted(set(names) - set(known))}; known: {sorted(known)}",

@@ -49,6 +49,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--router-policy", choices=(*POLICIES, "none"),
                    help="override the bundle's routing policy (none: always the default route)")
     p.add_argument("--router-state", metavar="DIR", help="a saved router state (macaronic route fit --out DIR)")
+    p.add_argument("--no-user-specialists", action="store_true",
+                   help="serve only the shipped specialists, not those `macaronic specialist add` registered "
+                        "(they are served by default, with their bundle and router state, unless --adapter-dir, "
+                        "--bundle or --router-state is given)")
     p.add_argument("--store", help="SQLite file for Responses and segment memory "
                                    "(default $MACARONIC_HOME/serve/state.sqlite)")
     p.add_argument("--experience", metavar="FILE",
@@ -137,12 +141,30 @@ def budgets_from(a):
                    stoppable=True)  # grammar work in worker processes, killed at the budget
 
 
-def load_local(a):
+def user_specialists(a) -> tuple[Path | None, list[str]]:
+    """(the user directory of the served base, its user specialists' names) when `macaronic
+    specialist add` registered some for it and the command line names no adapters, bundle or router
+    state of its own; else (None, [])."""
+    from macaronic.engine.bases import registered
+    from macaronic.specialist import load_user, user_dir
+
+    base = registered(a.base)
+    if base is None or a.adapter_dir or a.bundle or a.router_state or a.no_user_specialists:
+        return None, []
+    names = [s.name for s in load_user() if s.base == base]
+    return (user_dir() / base, names) if names else (None, [])
+
+
+def load_local(a, user: tuple[Path | None, list[str]] = (None, [])):
     from macaronic.engine.llm import EngineConfig, load_base_llm
 
     precision = served_precision(a.base, a.dtype, a.quant)
     cfg = EngineConfig.from_env(max_tokens_limit=a.max_tokens_limit, max_batch=a.max_batch, **precision)
-    return load_base_llm(a.base, a.adapter_dir, cfg)
+    llm = load_base_llm(a.base, a.adapter_dir, cfg)
+    root, names = user
+    for n in names:
+        llm.add_adapter(root / "adapters" / n, n)
+    return llm
 
 
 def build(a):
@@ -162,8 +184,10 @@ def build(a):
         from macaronic.serve.experience import Experience
 
         experience = Experience(a.experience)  # likewise a damaged experience file
-    bundle = load_bundle(a.bundle)
     remote = a.engine != "local"
+    user = user_specialists(a) if not remote else (None, [])  # a remote engine serves its own adapters
+    bundle = load_bundle(user[0] / "bundle" if user[1] else a.bundle)
+    state = user[0] / "router" if user[1] else a.router_state
     if remote:
         from macaronic.serve.remote import RemoteBackend
 
@@ -171,9 +195,9 @@ def build(a):
         needs_local = not a.engine_only and a.router_policy != "none"
         llm = load_local(a) if needs_local else None
     else:
-        llm = load_local(a)
+        llm = load_local(a, user)
         backend = LocalBackend(llm, compile_s=a.compile_budget_s, stoppable=True)
-    router = router_for(llm, bundle, a.router_policy, a.router_state) \
+    router = router_for(llm, bundle, a.router_policy, state) \
         if llm is not None and not a.engine_only else None
     budgets = budgets_from(a)
     config = HarnessConfig(public_name=a.public_name, summaries=not a.no_summaries,

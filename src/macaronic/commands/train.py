@@ -27,9 +27,18 @@ from pathlib import Path
 
 from macaronic.engine.bases import BASE_HELP
 
-ROLE_DEFAULTS = {  # generator, max_turn tokens: a turn that does not fit is skipped
-    "chat": ("chat", 384), "agent": ("agent", 384), "coding": ("coding", 384), "genui": ("genui", 768),
-}
+
+
+def role_defaults(role: str) -> tuple[str, int]:
+    """(generator, max_turn tokens) from the role's registry entry: a turn that does not fit is
+    skipped. A name the registry does not know: the generator of that name, 384 tokens."""
+    from macaronic.specialist import get
+
+    try:
+        s = get(role)
+    except (KeyError, ValueError):
+        return role, 384
+    return s.engine or role, s.max_turn
 
 STAGES = ("grpo", "compare", "check", "distill", "sample-chat", "sample-coding")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
@@ -93,7 +102,7 @@ def load_examples(args) -> tuple[list, str]:
 
     if args.data:
         return read_jsonl(args.data), f"file:{args.data.name}"
-    gen = args.generator or ROLE_DEFAULTS.get(args.role, (args.role,))[0]
+    gen = args.generator or role_defaults(args.role)[0]
     from macaronic.engine.bases import BASES
 
     base = args.base if args.base in BASES else None  # a model directory gets the default identity
@@ -111,7 +120,7 @@ def run(args) -> Path:
     base_dir = resolve_base(args.base)
     tok = load_tokenizer(base_dir)
     examples, source = load_examples(args)
-    max_turn = args.max_turn or ROLE_DEFAULTS.get(args.role, (None, 384))[1]
+    max_turn = args.max_turn or role_defaults(args.role)[1]
     encoded, too_long = encode_all(tok, examples, args.max_len)
     enc = [e for e in encoded if len(e.ids) - e.turn_start <= max_turn]
     cfg = TrainConfig(role=args.role, mode=args.mode, top_k=args.top_k, rank=args.rank, alpha=args.alpha or 2.0 * args.rank,

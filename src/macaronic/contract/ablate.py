@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass
 from macaronic.contract.report import _block, task_scores
 from macaronic.contract.stats import paired_bootstrap
 from macaronic.contract.suites import KINDS, Reply
+from macaronic.specialist import BUILTIN_NAMES, output_of
 
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES  # the rows: the shipped specialists, in registry order
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,8 @@ class Config:
 def configs(roles=ROLES, external: bool = True) -> list[Config]:
     out = [Config("base", "base"), *[Config(r, "forced", r) for r in roles],
            Config("routed", "routed"), Config("oracle", "oracle")]
-    if external and "genui" in roles:
-        out.append(Config("genui+grammar", "forced", "genui", grammar=True))
+    if external:  # a card specialist also answers under the card grammar
+        out += [Config(f"{r}+grammar", "forced", r, grammar=True) for r in roles if output_of(r) == "card"]
     return out
 
 
@@ -302,10 +303,11 @@ def summarize(contract, rows: list[dict], cfgs: list[Config]) -> dict:
             role = getattr(KINDS[s.kind], "role", None)
             if role in names:
                 external[s.name] = {"role": role, "vs_base": versus(role, "base", s.name)}
-    grammar = next((c.name for c in cfgs if c.grammar), None)
+    grammar = next((c for c in cfgs if c.grammar), None)
     if grammar:
-        for sname in suites_for(contract, Config("g", "forced", "genui", grammar=True)):
-            external[f"{sname}+grammar"] = {"role": "genui", "vs_unconstrained": versus(grammar, "genui", sname)}
+        for sname in suites_for(contract, grammar):
+            external[f"{sname}+grammar"] = {"role": grammar.adapter,
+                                             "vs_unconstrained": versus(grammar.name, grammar.adapter, sname)}
     return {"configs": out, "quality_bar": bar, "mixed_bar": mixed_bar, "external": external}
 
 
@@ -364,10 +366,11 @@ def markdown(contract, summary: dict, cfgs: list[Config]) -> str:
         for name, e in sorted(ext.items(), key=lambda kv: kv[0].endswith("+grammar")):
             if name.endswith("+grammar"):
                 s = name[: -len("+grammar")]
-                a, b = summary["configs"].get("genui", {}).get(s), summary["configs"].get("genui+grammar", {}).get(s)
+                r = e["role"]
+                a, b = summary["configs"].get(r, {}).get(s), summary["configs"].get(f"{r}+grammar", {}).get(s)
                 v = e["vs_unconstrained"]
                 if a and b and v:
-                    lines.append(f"| {s}: A2UI validity (L1) of genui-adapter replies, without / with constrained "
+                    lines.append(f"| {s}: A2UI validity (L1) of {r}-adapter replies, without / with constrained "
                                  f"decoding, n={b['n']} | {_f(a.get('l1_valid'))} | {_f(b.get('l1_valid'))} | suite score "
                                  f"{_f(a['score'])} → {_f(b['score'])}: {_f(v['delta'], True)} "
                                  f"[{_f(v['ci95'][0], True)}, {_f(v['ci95'][1], True)}] |")

@@ -48,17 +48,15 @@ def collect(contract, loader, runner, pair_id: str, budget, log: ResultLog, on_u
 
 
 def hint_of(suite: str, task) -> str | None:
-    """The reference answer shown on a hinted retry (None: this suite has no short one)."""
-    t = task.obj
-    if suite == "chat" and getattr(t, "gold", None):
-        return t.gold
-    if suite == "coding" and hasattr(t, "reference_reply"):
-        return t.reference_reply()
-    if suite == "agent" and getattr(t, "gold_actions", None):
-        from macaronic.substrate.toolcalls import format_tool_call
+    """The reference answer shown on a hinted retry: the suite entry's `hint` (None: the suite
+    has no short one, or is no specialist's, like mixed)."""
+    from macaronic.suites.registry import suite as suite_of
 
-        return "the tool calls, in order: " + " then ".join(format_tool_call(n, a) for n, a in t.gold_actions)
-    return None
+    try:
+        hint = suite_of(suite).hint
+    except ValueError:
+        return None
+    return hint(task.obj) if hint is not None else None
 
 
 class Hinted:

@@ -60,6 +60,7 @@ import json
 import random
 from dataclasses import replace
 
+from macaronic.specialist import output_of
 from macaronic.substrate.tasks import AgentTask, Family, NoCandidate, World, _pick, build_task
 
 
@@ -547,7 +548,7 @@ def make(fam: Family, seed: int) -> AgentTask:
 
 def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> list[dict]:
     fams = families(skill, version)
-    if ROLE.get(skill) == "genui":
+    if output_of(ROLE.get(skill)) == "card":
         from macaronic.train.builders import genui_example
 
         out = [genui_example(genui_task(fams[i % len(fams)], i // len(fams), seed)).to_dict() for i in range(n)]

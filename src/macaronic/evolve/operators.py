@@ -37,6 +37,7 @@ from pathlib import Path
 from macaronic.evolve.failure_data import step_version
 from macaronic.evolve.failures import hints_for
 from macaronic.evolve.search import Candidate
+from macaronic.specialist import BUILTIN_NAMES, output_of
 
 # failure-driven data: skill, the agent clusters it answers, what it teaches (evolve/failure_data.py)
 FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-placeholder"),
@@ -48,7 +49,7 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                   ("order_writes", ("answered_after_lookup",), "the-write-the-order-allows"))
 GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
-ROLE_SUITES = {"agent": "agent", "chat": "chat", "coding": "coding", "genui": "genui"}
+ROLE_SUITES = {r: r for r in BUILTIN_NAMES}  # a built-in specialist's contract suite has its name
 
 
 def signature(parent: str, steps) -> str:
@@ -66,7 +67,7 @@ def signature(parent: str, steps) -> str:
 def trained_skills(data, role: str = "agent") -> list[str]:
     """The failure-data skills a pair's adapter for `role` was trained on, from its data files' names
     (successor.failure_data writes `failure-<role>-<skill>+<skill>.jsonl`)."""
-    names = {s for s, _, _ in (GENUI_SKILLS if role == "genui" else FAILURE_SKILLS)}
+    names = {s for s, _, _ in (GENUI_SKILLS if output_of(role) == "card" else FAILURE_SKILLS)}
     out, head = [], f"failure-{role}-"
     for f in data:
         n = Path(f).name

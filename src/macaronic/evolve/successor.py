@@ -39,6 +39,7 @@ from macaronic.contract.runner import ROUTER_STATE_DIR, default_tools, for_rende
 from macaronic.prompts import conversation
 from macaronic.evolve.config import step_spec
 from macaronic.pairs.ids import PairManifest
+from macaronic.specialist import output_of
 
 
 def data_manifest_sha256(files: list[Path]) -> str | None:
@@ -229,7 +230,7 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
         replay = [e for e in replay if str(e.get("source", "")).partition("/")[2] not in held]
     random.Random(f"replay:{role}").shuffle(replay)
     replay = replay[:len(data)]
-    if role == "genui":  # the replayed cards in the step's card style, so one adapter sees one style
+    if output_of(role) == "card":  # the replayed cards in the step's card style, so one adapter sees one style
         replay = [card_style(e, version) for e in replay]
     name = "+".join(skills)
     path = tmp / "data" / f"failure-{role}-{name}.jsonl"

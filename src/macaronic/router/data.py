@@ -26,9 +26,10 @@ import random
 from functools import lru_cache
 
 from macaronic.router.families import FAMILIES, HAND, INJECTIONS, REPLIES, TOOL_CALLS, Family
+from macaronic.specialist import BUILTIN_NAMES
 from macaronic.splits import SPLITS
 
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES  # the built-in specialists, in registry order (the rng draws below depend on it)
 SEED = 20250501
 
 

@@ -20,10 +20,11 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+from macaronic.specialist import BUILTIN_NAMES
 from macaronic.splits import SPLITS
 
 DATA = Path(__file__).with_name("handwritten.txt")
-ROLES = ("chat", "agent", "coding", "genui")
+ROLES = BUILTIN_NAMES  # the file labels turns with the built-in specialists only
 SEP = " ¦ "
 
 

@@ -46,6 +46,7 @@ from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loo
 from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
+from macaronic.specialist import BUILTIN, output_of
 
 log = logging.getLogger("macaronic.serve")
 SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token_ids"}
@@ -212,6 +213,12 @@ class MoL:
 
     # ---- names ----
 
+    def card_role(self) -> str:
+        """The specialist that draws cards: the bundle's first role whose registry entry outputs one
+        (the built-in card specialist's name when the bundle has none)."""
+        cards = [n for n in self.bundle.role_names if output_of(n) == "card"]
+        return cards[0] if cards else next(s.name for s in BUILTIN if s.output == "card")
+
     def adapter_for_role(self, role: str) -> str | None:
         adapters = self.backend.adapters()
         for name, meta in adapters.items():
@@ -287,11 +294,12 @@ class MoL:
                 a = caller["adapter"]
                 return Route(a, caller.get("specialist"), self.mode_of(a), "sticky", 1.0, 0.0, "sticky-tool")
         if user_action_of(last) is not None:
-            drew = next((m for m in reversed(messages) if m["role"] == "assistant" and m.get("specialist") == "genui"),
+            card = self.card_role()  # a user action on a card goes back to the specialist that draws cards
+            drew = next((m for m in reversed(messages) if m["role"] == "assistant" and m.get("specialist") == card),
                         None)
-            a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role("genui")
-            if a is not None or "genui" in self.bundle.role_names:
-                return Route(a, "genui", self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
+            a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role(card)
+            if a is not None or card in self.bundle.role_names:
+                return Route(a, card, self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
         by_tools = tools_route(self.bundle, tools, tool_choice, request_text(messages))
         if by_tools is not None:
             a = self.adapter_for_role(by_tools)
@@ -351,7 +359,7 @@ class MoL:
             return None
         try:
             return structured.structure_for(tools=tools, tool_choice=tool_choice, response_format=response_format,
-                                            role=role, genui_schema=self.genui_schema() if role == "genui" else None,
+                                            role=role, genui_schema=self.genui_schema() if output_of(role) == "card" else None,
                                             parallel_tool_calls=parallel)
         except structured.StructureError as e:
             raise TurnError(str(e), 400, "invalid_structure", e.param) from None
@@ -360,14 +368,14 @@ class MoL:
         """`structure` off the event loop, within the compile budget (it builds each tool's grammar;
         with `budgets.stoppable`, in a worker process that is killed at the budget)."""
         b = self.config.budgets
-        if not tools and response_format is None and role != "genui":  # no schema: nothing to build or compile
+        if not tools and response_format is None and output_of(role) != "card":  # no schema: nothing to build or compile
             return self.structure(tools, tool_choice, response_format, role, parallel)
         try:
             check_request(tools, response_format, b)
             if not self.config.constrain:
                 return await off_loop(self.structure, tools, tool_choice, response_format, role, parallel,
                                       budget_s=b.compile_s, what="checking the schema")
-            genui = self.genui_schema() if role == "genui" else None
+            genui = self.genui_schema() if output_of(role) == "card" else None
             build = functools.partial(structured.structure_for, tools=tools, tool_choice=tool_choice,
                                       response_format=response_format, role=role, genui_schema=genui,
                                       parallel_tool_calls=parallel)
@@ -405,9 +413,10 @@ class MoL:
                                 specialist=route.specialist, tools=tools if use_tools else None)
         required = early is not None and early.calls_required
         structure = early
-        if route.specialist == "genui" and not required and response_format is None:
-            structure = await self.astructure(None, None, None, role="genui")  # a card, never calls
-        parse_calls = use_tools and (route.specialist != "genui" or required)
+        card = output_of(route.specialist) == "card"
+        if card and not required and response_format is None:
+            structure = await self.astructure(None, None, None, role=route.specialist)  # a card, never calls
+        parse_calls = use_tools and (not card or required)
         return msgs, route, sp, view, structure, parse_calls, tools if parse_calls else None
 
     async def astream(self, messages: list[dict], tools: list[dict] | None = None, model: str | None = None,
@@ -558,7 +567,7 @@ class MoL:
         if tools:
             content, calls, tool_error, finish = read or read_calls(
                 text, finish, gen.usage.get("completion_tokens"), tools, structure, True, self.config.budgets.regex_s)
-        if route.specialist == "genui" and not (structure is not None and structure.kind != "genui"):
+        if output_of(route.specialist) == "card" and not (structure is not None and structure.kind != "genui"):
             from macaronic.genui.output import parse_genui_output
 
             out = parse_genui_output(text)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from macaronic.engine.constraints import GrammarSpec
+from macaronic.specialist import output_of
 from macaronic.substrate.toolcalls import CLOSE, OPEN
 
 # JSON Schema keywords the grammar enforces, plus annotations that change nothing.
@@ -289,6 +290,6 @@ def structure_for(*, tools: list[dict] | None = None, tool_choice: Any = None, r
                          json_alternative=choice == "auto" and schema is not None)
     if schema is not None:
         return Structure(GrammarSpec("json_schema", json.dumps(schema)), "json")
-    if role == "genui" and genui_schema is not None:
+    if output_of(role) == "card" and genui_schema is not None:
         return Structure(GrammarSpec("json_schema", json.dumps(genui_schema), (",", ":")), "genui")
     return None

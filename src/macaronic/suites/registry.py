@@ -12,7 +12,8 @@ The task sources keep their own modules (chat and coding in `suites/`, agent epi
 - `dev(n, seed)`: the dev-split tasks the sanity checks score (spread over families);
 - `rl_tasks(n, seed)`: fresh train-family instances for on-policy training (seeds from 1000);
 - `turn_ok(expect, reply)`: the mixed suite's per-turn acceptance for this role;
-- `max_new`: the token cap of a check reply.
+- `max_new`: the token cap of a check reply;
+- `hint(task)`: the reference answer a hinted retry shows (evolve's STaR-style collection), or None.
 
 The contract's sealed kinds (`contract/suites.py`) run episodes and cards through the served
 harness; they are the contract's, not this registry's. Knows nothing about engines or prompts
@@ -26,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from macaronic.specialist import BUILTIN, get, resolve
 
 RL_SEED = 1000  # rl_tasks instances start here: never the indices SFT data or dev checks use
 
@@ -41,6 +43,7 @@ class Suite:
     dev: Callable[[int, int], list]
     rl_tasks: Callable[[int, int], list]
     turn_ok: Callable[[str, str], bool]
+    hint: Callable[[Any], str | None] | None = None  # the reference answer a hinted retry shows (evolve)
 
 
 def _spread(ts: list, n: int) -> list:
@@ -73,6 +76,10 @@ def _chat_rl(n, seed):
     return _train_instances(FAMILIES, make_task, n, seed)
 
 
+def _chat_hint(t):
+    return getattr(t, "gold", None) or None
+
+
 def _chat_turn_ok(expect, reply):
     return re.search(r"(?<!\w)" + re.escape(expect.lower()) + r"(?!\w)", reply.lower()) is not None
 
@@ -96,6 +103,10 @@ def _coding_rl(n, seed):
     from macaronic.suites.coding import FAMILIES, make_task
 
     return _train_instances(FAMILIES, make_task, n, seed)
+
+
+def _coding_hint(t):
+    return t.reference_reply() if hasattr(t, "reference_reply") else None
 
 
 def _coding_turn_ok(expect, reply):
@@ -138,6 +149,14 @@ def _agent_rl(n, seed):
     return generate_tasks("train", n_per_family=max(1, n // 10 + 1), base_seed=RL_SEED + seed)[:n]
 
 
+def _agent_hint(t):
+    from macaronic.substrate.toolcalls import format_tool_call
+
+    if not getattr(t, "gold_actions", None):
+        return None
+    return "the tool calls, in order: " + " then ".join(format_tool_call(n, a) for n, a in t.gold_actions)
+
+
 def _agent_turn_ok(expect, reply):
     p, _ = _agent_calls(reply)
     return p.ok and any(c["function"]["name"] == expect for c in p.tool_calls)
@@ -172,22 +191,32 @@ def _genui_turn_ok(expect, reply):
     return parse_genui_output(reply).valid
 
 
-SUITES: dict[str, Suite] = {
-    "chat": Suite("chat", 96, _chat_generate, lambda t: t.prompt, _chat_grade, lambda g: g["score"],
-                  lambda n, seed: _chat_generate("dev", -(-n // 3), seed)[:n], _chat_rl, _chat_turn_ok),
-    "coding": Suite("coding", 200, _coding_generate, lambda t: t.prompt, _coding_grade, lambda g: g["tests"],
-                    lambda n, seed: _spread(_coding_generate("dev", -(-n // 3), seed), n), _coding_rl,
-                    _coding_turn_ok),
-    "agent": Suite("agent", 160, _agent_generate, lambda t: t.request, _agent_grade, _agent_reward,
-                   lambda n, seed: _agent_generate("dev", -(-n // 2), seed)[:n], _agent_rl, _agent_turn_ok),
-    "genui": Suite("genui", 800, _genui_generate, lambda t: t.user_message(), _genui_grade,
-                   lambda g: 0.5 * g["pass"] + 0.5 * g["l2"],
-                   lambda n, seed: _genui_generate("dev", 10, seed)[:n], _genui_rl, _genui_turn_ok),
-}
+CHAT = Suite("chat", 96, _chat_generate, lambda t: t.prompt, _chat_grade, lambda g: g["score"],
+             lambda n, seed: _chat_generate("dev", -(-n // 3), seed)[:n], _chat_rl, _chat_turn_ok, _chat_hint)
+CODING = Suite("coding", 200, _coding_generate, lambda t: t.prompt, _coding_grade, lambda g: g["tests"],
+               lambda n, seed: _spread(_coding_generate("dev", -(-n // 3), seed), n), _coding_rl, _coding_turn_ok,
+               _coding_hint)
+AGENT = Suite("agent", 160, _agent_generate, lambda t: t.request, _agent_grade, _agent_reward,
+              lambda n, seed: _agent_generate("dev", -(-n // 2), seed)[:n], _agent_rl, _agent_turn_ok, _agent_hint)
+GENUI = Suite("genui", 800, _genui_generate, lambda t: t.user_message(), _genui_grade,
+              lambda g: 0.5 * g["pass"] + 0.5 * g["l2"],
+              lambda n, seed: _genui_generate("dev", 10, seed)[:n], _genui_rl, _genui_turn_ok)
+
+# name -> suite, for every built-in specialist, by the module:attribute its registry entry names (the
+# entries name this module's constants, defined above, so resolving them here is safe mid-import)
+SUITES: dict[str, Suite] = {s.name: resolve(s.suite) for s in BUILTIN if s.suite}
 
 
 def suite(role: str) -> Suite:
+    """The suite of a specialist, as its registry entry names it."""
     try:
         return SUITES[role]
     except KeyError:
-        raise ValueError(f"no suite for role {role!r}; have {sorted(SUITES)}") from None
+        pass
+    try:
+        ref = get(role).suite
+    except (KeyError, ValueError):
+        ref = None
+    if ref is None:
+        raise ValueError(f"no suite for role {role!r}; have {sorted(SUITES)}")
+    return resolve(ref)

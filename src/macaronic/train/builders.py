@@ -17,8 +17,7 @@ import json
 import random
 
 from macaronic.datagen.examples import Example
-
-ROLES = ("chat", "agent", "coding", "genui")
+from macaronic.specialist import output_of
 
 
 def _bundle():
@@ -37,12 +36,12 @@ def compact_tool_prompt() -> str:
 
 def role_prompt_head(role: str) -> list[dict]:
     """What the served harness puts before a first user turn that `role` answers: the header
-    (identity; the substrate's tools for agent, as the harness's clients send them) and the role's
+    (identity; the substrate's tools for a tool-calling specialist, as the harness's clients send them) and the role's
     instruction. One builder for both sides: `macaronic.prompts.prompt_head`."""
     from macaronic.prompts import prompt_head
     from macaronic.substrate.tools import openai_tools
 
-    return prompt_head(_bundle(), role, openai_tools() if role == "agent" else None)
+    return prompt_head(_bundle(), role, openai_tools() if output_of(role) == "tool_calls" else None)
 
 
 def role_system_prompt(role: str) -> str:

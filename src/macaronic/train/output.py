@@ -15,12 +15,14 @@ from pathlib import Path
 
 import torch
 
-DESCRIPTIONS = {
-    "chat": "Conversation, general knowledge, explanations and questions about the assistant itself; also reads the route prompt.",
-    "agent": "Acts on the user's calendar, reminders, contacts, notes and orders through tool calls.",
-    "coding": "Writes, explains and fixes code: small correct functions in fenced blocks.",
-    "genui": "Answers with one JSON object holding A2UI v0.8 messages that render an interactive card.",
-}
+def _description(role: str) -> str:
+    """The adapter's one line: its registry entry's, else "<role> specialist"."""
+    from macaronic.specialist import get
+
+    try:
+        return get(role).description or f"{role} specialist"
+    except (KeyError, ValueError):
+        return f"{role} specialist"
 
 
 def git_commit() -> str | None:
@@ -60,7 +62,7 @@ def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: d
         **({"top_k": cfg.top_k} if cfg.mode == "upper" else {}),
         "base_fingerprint": base.fingerprint,
         "base": base.name,
-        "description": cfg.description or DESCRIPTIONS.get(cfg.role, f"{cfg.role} specialist"),
+        "description": cfg.description or _description(cfg.role),
         "data": data,
         "training": {"method": "sft", "config": {**asdict(cfg), "targets": list(cfg.targets)},
                      "steps_done": len(history) and history[-1]["step"],
