@@ -88,7 +88,10 @@ def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
     specialist decodes (v0.8, closed if the token cap cut it) arrives as a valid v0.9 card."""
     from serve_helpers import ServerProcess
 
-    s = ServerProcess(["--base", "smollm2-135m-instruct", "--store", str(tmp_path / "s.sqlite")], timeout=300)
+    # the card grammar's first compile took over the default 10 s budget on a loaded 2-core box: this
+    # test is about the conversion, tests/serve/test_serve_budgets.py about the budget
+    s = ServerProcess(["--base", "smollm2-135m-instruct", "--store", str(tmp_path / "s.sqlite"),
+                       "--compile-budget-s", "120"], timeout=300)
     try:
         r = client(s.url).chat.completions.create(
             model="genui", messages=[{"role": "user", "content": "A card to book a table: name field and a Book button"}],
