@@ -163,11 +163,23 @@ class PrefixCache:
     def __init__(self, pm, limit: int = 64):
         self.pm, self.limit, self.store = pm, limit, {}
 
-    def get(self, prefix: tuple[int, ...]):
+    def get(self, prefix: tuple[int, ...], shared: int = 0):
+        """A fresh cache holding the bare base's K/V of `prefix`. With 0 < `shared` < len(prefix),
+        only prefix[:shared] (the history, common to many examples) is stored; the rest (an
+        assistant-activated example's own user message) is computed on top of it each time."""
         from transformers.cache_utils import DynamicCache
 
         if not prefix:
             return None
+        if not 0 < shared < len(prefix):
+            return DynamicCache(ddp_cache_data=list(self._stored(prefix)))
+        past = DynamicCache(ddp_cache_data=list(self._stored(prefix[:shared])))
+        with torch.no_grad(), self.pm.disable_adapter():
+            out = self.pm.base_model.model.model(input_ids=torch.tensor([prefix[shared:]]), past_key_values=past,
+                                                 use_cache=True)
+        return out.past_key_values
+
+    def _stored(self, prefix: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         kv = self.store.get(prefix)
         if kv is None:
             with torch.no_grad(), self.pm.disable_adapter():
@@ -176,7 +188,7 @@ class PrefixCache:
             if len(self.store) >= self.limit:
                 self.store.pop(next(iter(self.store)))
             self.store[prefix] = kv
-        return DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
+        return kv
 
 
 def adapter_start(ex: Encoded, mode: str, activation: str = "user") -> int:
@@ -192,7 +204,7 @@ def example_loss(pm, ex: Encoded, mode: str, cache: PrefixCache | None,
     """(sum of target-token CE, number of targets, tokens computed with the adapter)."""
     start = adapter_start(ex, mode, activation)
     ids = torch.tensor(ex.ids)
-    past = cache.get(tuple(ex.ids[:start])) if (mode == "turn" and start > 0) else None
+    past = cache.get(tuple(ex.ids[:start]), shared=ex.turn_start) if (mode == "turn" and start > 0) else None
     inner = pm.base_model.model  # the *ForCausalLM with LoRA layers injected
     hidden = inner.model(input_ids=ids[None, start:], past_key_values=past, use_cache=past is not None)
     h = hidden.last_hidden_state[0]  # [T - start, D]
