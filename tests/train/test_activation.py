@@ -45,10 +45,11 @@ def test_the_rule_finds_the_turns_first_assistant_header(tiny_tok, tiny_data):
         assert tiny_tok.decode(ids[e.turn_start:e.answer_start]).startswith("<|im_start|>user\ncount to")
         assert tiny_tok.decode(ids[e.answer_start:]).startswith("<|im_start|>assistant\n<tool_call>")
         assert not any(e.labels[: e.answer_start + 1])  # every target is predicted with the adapter on
-        served = tiny_tok.apply_chat_template(list(read_jsonl(tiny_data)[0].messages[:4]), tokenize=False,
-                                              add_generation_prompt=True)
-        sids = tiny_tok.encode(served, add_special_tokens=False)
-        assert rule.answer_start(sids) == len(sids) - len(rule.answer_marker) - 1  # the generation prompt's header
+    served = tiny_tok.apply_chat_template(list(read_jsonl(tiny_data)[0].messages[:4]), tokenize=False,
+                                          add_generation_prompt=True)  # history, then a user turn
+    sids = tiny_tok.encode(served, add_special_tokens=False)
+    head = rule.answer_start(sids)  # the generation prompt's header, not the history's assistant message
+    assert tiny_tok.decode(sids[head:]) == "<|im_start|>assistant\n"
 
 
 def test_manifest_and_engine_read_the_activation(trained, tiny_base):
@@ -69,8 +70,7 @@ def test_manifest_and_engine_read_the_activation(trained, tiny_base):
         llm.close()
     meta["mode"] = "full"  # an activation point means nothing without the turn rule: refused
     (trained.parent / "bad").mkdir(exist_ok=True)
-    for f in ("adapter_model.safetensors",):
-        (trained.parent / "bad" / f).write_bytes((trained / f).read_bytes())
+    (trained.parent / "bad" / "adapter_model.safetensors").write_bytes((trained / "adapter_model.safetensors").read_bytes())
     (trained.parent / "bad" / "adapter_config.json").write_text(json.dumps({k: v for k, v in cfg.items()
                                                                            if k != "alora_invocation_tokens"}))
     (trained.parent / "bad" / "macaronic.json").write_text(json.dumps(meta))
