@@ -50,8 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    "token in the top --top-k layers only (a switch recomputes those layers of the history)")
     p.add_argument("--activation", choices=("user", "assistant"), default="user",
                    help="with --mode turn: where the adapter switches on, at the latest user header (default) or at "
-                   "the reply's assistant header (PEFT aLoRA's invocation point: the user message is the bare base's, "
-                   "shared by every adapter; written to macaronic.json as `activation`)")
+                   "the reply's assistant header (PEFT aLoRA's invocation point: the user message is the bare base's; "
+                   "written to macaronic.json as `activation`)")
     p.add_argument("--top-k", type=int, default=0, metavar="K",
                    help="with --mode upper: LoRA in the top K layers only")
     p.add_argument("--rank", type=int, default=8)

@@ -24,7 +24,8 @@ from macaronic.engine.config import TARGETS, ModelArgs
 MODES = ("full", "turn", "upper")
 # Where a turn-mode adapter switches on inside its turn: at the latest user message's header (the
 # user turn's K/V are the adapter's), or at the reply's assistant header (PEFT aLoRA's own
-# invocation point: the user turn is the bare base's, shared by every adapter and read by the router).
+# invocation point: the user turn's K/V are the bare base's, so adapters answering behind the same
+# prefix share them).
 ACTIVATIONS = ("user", "assistant")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KEY_RE = re.compile(

@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 
 from macaronic.datagen.examples import Encoded
+from macaronic.engine.adapters import ACTIVATIONS  # one list of activation points, the engine's
 
 MODES = ("turn", "full", "upper")
-ACTIVATIONS = ("user", "assistant")  # the engine's (engine.adapters.ACTIVATIONS)
 AUTOCAST = ("none", "bfloat16")
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
