@@ -60,6 +60,10 @@ def parser() -> argparse.ArgumentParser:
                    help="turn: adapter only from the last user header on, history by the bare base "
                    "(exact KV reuse across switches); full: adapter on every token; upper: adapter on every "
                    "token in the top --top-k layers only (a switch recomputes those layers of the history)")
+    p.add_argument("--activation", choices=("user", "assistant"), default="user",
+                   help="with --mode turn: where the adapter switches on, at the latest user header (default) or at "
+                   "the reply's assistant header (PEFT aLoRA's invocation point: the user message is the bare base's; "
+                   "written to macaronic.json as `activation`)")
     p.add_argument("--top-k", type=int, default=0, metavar="K",
                    help="with --mode upper: LoRA in the top K layers only")
     p.add_argument("--rank", type=int, default=8)
@@ -113,6 +117,7 @@ def run(args) -> Path:
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import load_tokenizer
     from macaronic.datagen.examples import encode_all, manifest_hash, user_marker, write_jsonl
+    from macaronic.engine.llm import assistant_marker_ids
     from macaronic.train.output import write_adapter
     from macaronic.train.sft import TrainConfig, dist_info, train
 
@@ -123,7 +128,8 @@ def run(args) -> Path:
     max_turn = args.max_turn or role_defaults(args.role)[1]
     encoded, too_long = encode_all(tok, examples, args.max_len)
     enc = [e for e in encoded if len(e.ids) - e.turn_start <= max_turn]
-    cfg = TrainConfig(role=args.role, mode=args.mode, top_k=args.top_k, rank=args.rank, alpha=args.alpha or 2.0 * args.rank,
+    cfg = TrainConfig(role=args.role, mode=args.mode, activation=args.activation, top_k=args.top_k, rank=args.rank,
+                      alpha=args.alpha or 2.0 * args.rank,
                       steps=args.steps, batch=args.batch, lr=args.lr, max_len=args.max_len, max_turn=max_turn,
                       seed=args.seed, save_every=args.save_every, save_dtype=args.dtype, base=args.base,
                       description=args.description, threads=args.threads,
@@ -134,7 +140,8 @@ def run(args) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(out / "data.jsonl", examples)
         print(f"macaronic train: {len(enc)} of {len(examples)} examples fit (max_len {args.max_len}, "
-              f"max_turn {max_turn}); mode {cfg.mode}{f' top-{cfg.top_k}' if cfg.top_k else ''}, rank {cfg.rank}, {cfg.steps} steps x {cfg.batch}",
+              f"max_turn {max_turn}); mode {cfg.mode}{f' top-{cfg.top_k}' if cfg.top_k else ''}"
+              f"{' at the assistant header' if cfg.activation == 'assistant' else ''}, rank {cfg.rank}, {cfg.steps} steps x {cfg.batch}",
               file=sys.stderr)
     hist_path = out / "history.jsonl"
 
@@ -158,7 +165,8 @@ def run(args) -> Path:
     if rank == 0:
         data = {"source": source, "manifest_sha256": manifest_hash(examples), "examples": len(examples),
                 "used": len(enc), "target_tokens": sum(e.n_targets for e in enc)}
-        write_adapter(out, pm, cfg, base_dir, user_marker(tok), data, history)
+        marker = assistant_marker_ids(tok) if cfg.activation == "assistant" else user_marker(tok)
+        write_adapter(out, pm, cfg, base_dir, marker, data, history)
         print(f"macaronic train: wrote {out}", file=sys.stderr)
     return out
 

@@ -2,7 +2,8 @@
 
 An example is a conversation whose last user message opens the *current turn*; the assistant
 messages after it (tool calls, final reply) are the targets. Tool results inside the turn are
-context, never targets. Earlier turns are history: no loss, and in `turn` mode no adapter.
+context, never targets. Earlier turns are history: no loss, and in `turn` mode no adapter (nor
+on the current user message, for an adapter that activates at the assistant header).
 
 `encode` renders with the base's chat template and finds each target span by rendering the
 conversation up to that message (templates are prefix-stable: each message appends text), so
@@ -41,6 +42,7 @@ class Encoded:
     ids: tuple[int, ...]
     labels: tuple[bool, ...]  # labels[i]: ids[i] is a target (predicted from position i - 1)
     turn_start: int  # first id of the latest user message's header: where a turn-mode adapter activates
+    answer_start: int  # first id of the turn's first assistant header: where an `activation: "assistant"` one does
     meta: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -84,10 +86,10 @@ def encode(tokenizer, example: Example, max_len: int, rule: TurnRule | None = No
             end = len(before) + through[len(before):].index(eos) + 1
         for j in range(len(before), end):
             labels[j] = True
-    start = (rule or TurnRule(tokenizer)).start(ids)
+    rule = rule or TurnRule(tokenizer)
     if len(ids) > max_len:
         raise ValueError(f"example is {len(ids)} tokens, over max_len {max_len}")
-    return Encoded(tuple(ids), tuple(labels), start)
+    return Encoded(tuple(ids), tuple(labels), rule.start(ids), rule.answer_start(ids))
 
 
 def encode_all(tokenizer, examples, max_len: int) -> tuple[list[Encoded], int]:

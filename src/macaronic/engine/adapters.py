@@ -22,6 +22,11 @@ from safetensors.torch import load_file
 from macaronic.engine.config import TARGETS, ModelArgs
 
 MODES = ("full", "turn", "upper")
+# Where a turn-mode adapter switches on inside its turn: at the latest user message's header (the
+# user turn's K/V are the adapter's), or at the reply's assistant header (PEFT aLoRA's own
+# invocation point: the user turn's K/V are the bare base's, so adapters answering behind the same
+# prefix share them).
+ACTIVATIONS = ("user", "assistant")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KEY_RE = re.compile(
     r"^(?:base_model\.model\.)?model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.default)?\.weight$"
@@ -49,12 +54,14 @@ class AdapterInfo:
     base_fingerprint: str | None = None
     invocation_tokens: tuple[int, ...] | None = None
     top_k: int | None = None  # upper: LoRA in the top top_k layers only
+    activation: str = "user"  # turn: the header it switches on at, "user" or "assistant" (ACTIVATIONS)
     meta: dict = field(default_factory=dict, compare=False, hash=False)
     stamp: str = field(default="", compare=False)  # size and mtime of the files when validated
 
     def public(self) -> dict:
         return {"name": self.name, "id": self.id, "rank": self.rank, "targets": list(self.targets),
-                "mode": self.mode, "role": self.role, **({"top_k": self.top_k} if self.mode == "upper" else {})}
+                "mode": self.mode, "role": self.role, **({"top_k": self.top_k} if self.mode == "upper" else {}),
+                **({"activation": self.activation} if self.activation != "user" else {})}
 
 
 def check_name(name: str) -> str:
@@ -180,6 +187,11 @@ def read_adapter(
                         f"(this base's layers), got {top_k!r}")
     elif mode != "upper" and top_k is not None:
         problems.append(f"{path / 'macaronic.json'}: top_k {top_k!r} is for mode 'upper', this adapter is {mode!r}")
+    activation = meta.get("activation", "user")
+    if activation not in ACTIVATIONS:
+        problems.append(f"{path / 'macaronic.json'}: activation {activation!r} not in {ACTIVATIONS}")
+    elif activation != "user" and mode != "turn":
+        problems.append(f"{path / 'macaronic.json'}: activation {activation!r} is for mode 'turn', this adapter is {mode!r}")
     fp = meta.get("base_fingerprint")
     if base_fingerprint and fp and fp != base_fingerprint:
         problems.append(
@@ -256,6 +268,7 @@ def read_adapter(
         base_fingerprint=fp,
         invocation_tokens=tuple(inv) if inv else None,
         top_k=top_k if mode == "upper" else None,
+        activation=activation,
         meta=meta,
         stamp=stamp,
     )

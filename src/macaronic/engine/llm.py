@@ -34,6 +34,19 @@ def user_marker_ids(tokenizer) -> list[int]:
     return tokenizer.encode(head, add_special_tokens=False)
 
 
+def assistant_marker_ids(tokenizer) -> list[int] | None:
+    """Token ids that open the reply's assistant message (the template's generation prompt, its
+    trailing whitespace left out so a merge with the reply's first character cannot hide it): where
+    an adapter with `activation: "assistant"` switches on (its `alora_invocation_tokens`). None for
+    a template without a generation prompt."""
+    plain = tokenizer.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False)
+    gen = tokenizer.apply_chat_template([{"role": "user", "content": "\x07"}], tokenize=False,
+                                        add_generation_prompt=True)
+    if not gen.startswith(plain) or not gen[len(plain):].strip():
+        return None
+    return tokenizer.encode(gen[len(plain):].rstrip(), add_special_tokens=False)
+
+
 def tool_header_ids(tokenizer, marker: list[int]) -> list[int] | None:
     """Where the chat template renders a tool result as a *user* message (Qwen2.5:
     `<|im_start|>user\n<tool_response>`), the ids that open such a message; None where tool results
@@ -65,6 +78,7 @@ class TurnRule:
     def __init__(self, tokenizer):
         self.marker = user_marker_ids(tokenizer)
         self.tool_header = tool_header_ids(tokenizer, self.marker)
+        self.answer_marker = assistant_marker_ids(tokenizer)
 
     def start(self, ids) -> int:
         m, t = self.marker, self.tool_header
@@ -73,6 +87,22 @@ class TurnRule:
             if ids[i : i + len(m)] == m and not (t and ids[i : i + len(t)] == t):
                 return i
         return 0
+
+    def answer_start(self, ids) -> int:
+        """The first assistant header after the turn's start (the reply, or the turn's first tool
+        call): where an `activation: "assistant"` adapter switches on; len(ids) when there is none.
+        Everything before it, the user turn included, is the bare base's."""
+        m, ids = self.answer_marker, list(ids)
+        if not m:
+            raise ValueError("the chat template has no generation prompt to activate an adapter at")
+        for i in range(self.start(ids), len(ids) - len(m) + 1):
+            if ids[i : i + len(m)] == m:
+                return i
+        return len(ids)
+
+    def active_from(self, ids, activation: str = "user") -> int:
+        """Where a turn-mode adapter with this activation ("user" or "assistant") switches on."""
+        return self.answer_start(ids) if activation == "assistant" else self.start(ids)
 
 
 def shipped_adapters_dir(base: str | None = None) -> Path:
@@ -125,7 +155,8 @@ class LLM:
     def request(self, ids: list[int], adapter: str | None = None, sampling: SamplingParams | None = None,
                 active_from: int | None = None, **kw) -> Request:
         if active_from is None and adapter is not None:
-            active_from = self.turn_start(ids)
+            info = self.adapters.get(adapter) if adapter in self.adapters.names() else None  # unknown: the engine refuses it
+            active_from = self.turn_rule.active_from(ids, info.activation if info else "user")
         return Request(prompt=list(ids), adapter=adapter, active_from=active_from,
                        sampling=sampling or SamplingParams(), **kw)
 

@@ -60,6 +60,7 @@ def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: d
         "role": cfg.role,
         "mode": cfg.mode,
         **({"top_k": cfg.top_k} if cfg.mode == "upper" else {}),
+        **({"activation": cfg.activation} if cfg.mode == "turn" else {}),
         "base_fingerprint": base.fingerprint,
         "base": base.name,
         "description": cfg.description or _description(cfg.role),

@@ -6,6 +6,10 @@ gradient, and the adapter applies from that header on; `upper` is `full` restric
 `top_k` layers (PEFT `layers_to_transform`), so the layers below hold no LoRA and build no graph. The history's K/V are cached by content,
 so a system prompt shared by every example is computed once per run. The saved `turn` adapter
 carries `alora_invocation_tokens`, so PEFT loads it as Activated LoRA and the engine as `turn`.
+A `turn` adapter's `activation` says where in the turn it switches on: at the user header (the
+default) or at the reply's assistant header (PEFT aLoRA's own invocation point), in which case the
+user message too is the bare base's: `Encoded.answer_start` instead of `turn_start`, the engine's
+`TurnRule.active_from` for the same ids.
 
 Examples are processed one at a time (no padding) and gradients accumulate over a step's
 `batch` examples; the loss is the sum of target-token cross-entropies over the step divided by
@@ -26,6 +30,7 @@ from pathlib import Path
 import torch
 
 from macaronic.datagen.examples import Encoded
+from macaronic.engine.adapters import ACTIVATIONS  # one list of activation points, the engine's
 
 MODES = ("turn", "full", "upper")
 AUTOCAST = ("none", "bfloat16")
@@ -36,6 +41,7 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 class TrainConfig:
     role: str
     mode: str = "turn"  # "turn", "full" or "upper"
+    activation: str = "user"  # turn: the adapter switches on at the latest "user" header or the reply's "assistant" header
     top_k: int = 0  # upper: LoRA in the top top_k layers only (required for upper, 0 otherwise)
     rank: int = 8
     alpha: float = 16.0
@@ -61,6 +67,10 @@ class TrainConfig:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.activation != "user" and self.mode != "turn":
+            raise ValueError("--activation assistant goes with --mode turn")
         if (self.mode == "upper") != (self.top_k > 0):
             raise ValueError("--top-k K (K > 0) goes with --mode upper, and only with it")
         if self.rank <= 0 or self.steps <= 0 or self.batch <= 0:
@@ -153,11 +163,23 @@ class PrefixCache:
     def __init__(self, pm, limit: int = 64):
         self.pm, self.limit, self.store = pm, limit, {}
 
-    def get(self, prefix: tuple[int, ...]):
+    def get(self, prefix: tuple[int, ...], shared: int = 0):
+        """A fresh cache holding the bare base's K/V of `prefix`. With 0 < `shared` < len(prefix),
+        only prefix[:shared] (the history, common to many examples) is stored; the rest (an
+        assistant-activated example's own user message) is computed on top of it each time."""
         from transformers.cache_utils import DynamicCache
 
         if not prefix:
             return None
+        if not 0 < shared < len(prefix):
+            return DynamicCache(ddp_cache_data=list(self._stored(prefix)))
+        past = DynamicCache(ddp_cache_data=list(self._stored(prefix[:shared])))
+        with torch.no_grad(), self.pm.disable_adapter():
+            out = self.pm.base_model.model.model(input_ids=torch.tensor([prefix[shared:]]), past_key_values=past,
+                                                 use_cache=True)
+        return out.past_key_values
+
+    def _stored(self, prefix: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         kv = self.store.get(prefix)
         if kv is None:
             with torch.no_grad(), self.pm.disable_adapter():
@@ -166,14 +188,23 @@ class PrefixCache:
             if len(self.store) >= self.limit:
                 self.store.pop(next(iter(self.store)))
             self.store[prefix] = kv
-        return DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
+        return kv
 
 
-def example_loss(pm, ex: Encoded, mode: str, cache: PrefixCache | None) -> tuple[torch.Tensor, int, int]:
+def adapter_start(ex: Encoded, mode: str, activation: str = "user") -> int:
+    """The first position the adapter computes: 0 (full, upper), else the turn's user header or,
+    for activation "assistant", its first assistant header."""
+    if mode != "turn":
+        return 0
+    return ex.answer_start if activation == "assistant" else ex.turn_start
+
+
+def example_loss(pm, ex: Encoded, mode: str, cache: PrefixCache | None,
+                 activation: str = "user") -> tuple[torch.Tensor, int, int]:
     """(sum of target-token CE, number of targets, tokens computed with the adapter)."""
-    start = ex.turn_start if mode == "turn" else 0
+    start = adapter_start(ex, mode, activation)
     ids = torch.tensor(ex.ids)
-    past = cache.get(tuple(ex.ids[:start])) if (mode == "turn" and start > 0) else None
+    past = cache.get(tuple(ex.ids[:start]), shared=ex.turn_start) if (mode == "turn" and start > 0) else None
     inner = pm.base_model.model  # the *ForCausalLM with LoRA layers injected
     hidden = inner.model(input_ids=ids[None, start:], past_key_values=past, use_cache=past is not None)
     h = hidden.last_hidden_state[0]  # [T - start, D]
@@ -281,7 +312,8 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
     if progress and rank == 0:
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"train {cfg.role} ({cfg.mode}, r{cfg.rank})",
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"train {cfg.role} ({cfg.mode}"
+                   f"{'@assistant' if cfg.activation == 'assistant' else ''}, r{cfg.rank})",
                    dynamic_ncols=True)
     pm.train()
     spent = 0.0
@@ -297,7 +329,7 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
         for i in batch[rank::world]:
             # bf16 autocast: 1.8x the examples per second on an AVX512-BF16 core (docs/LOG.md, 2026-12-03)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bfloat16"):
-                loss, _, tk = example_loss(pm, encoded[i], cfg.mode, cache)
+                loss, _, tk = example_loss(pm, encoded[i], cfg.mode, cache, cfg.activation)
             (loss / max(1, n_tgt)).backward()
             loss_sum += loss.item()
             tokens += tk
