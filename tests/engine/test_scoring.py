@@ -76,20 +76,20 @@ def test_early_exit_scores_are_the_residual_entering_their_layer(llm):
     kv = KVBuffer(llm.args, len(ids), llm.base.model.dtype)
     kv.keep_residual([1], llm.args.dim)
     with torch.inference_mode():
-        llm.base.model(torch.tensor(ids), [SeqSlice(kv, len(ids))], hidden=True)
+        llm.base.model.score(torch.tensor(ids), [SeqSlice(kv, len(ids))])
     want = kv.resid[1][: len(ids)].float()
     calls = []
-    real = llm.base.model.forward
+    real = llm.base.model.score
 
     def spy(*a, **kw):
         calls.append(kw.get("last_layer"))
         return real(*a, **kw)
 
-    llm.base.model.forward = spy
+    llm.base.model.score = spy
     try:
         mean, last = llm.hidden_views([ids], layer=1)
     finally:
-        del llm.base.model.forward
+        del llm.base.model.score
     assert calls == [1]  # one forward, stopped before layer 1
     assert torch.allclose(mean[0], want.mean(0), atol=1e-6) and torch.allclose(last[0], want[-1], atol=1e-6)
     m0, l0 = llm.hidden_views_direct([ids], layer=1)
@@ -146,15 +146,18 @@ def test_score_requests_wait_for_no_decode_row(llm):
 
 
 def record_forwards(monkeypatch, model) -> list[list[tuple[int, int]]]:
-    """Every forward of `model` from now on, as (K/V buffer id, new tokens) per sequence."""
+    """Every forward of `model` from now on (each entry point: decode, recompute, score), as
+    (K/V buffer id, new tokens) per sequence."""
     log: list[list[tuple[int, int]]] = []
-    forward = model.forward
 
-    def recording(tokens, seqs, *a, **kw):
-        log.append([(id(s.kv), s.n_new) for s in seqs])
-        return forward(tokens, seqs, *a, **kw)
+    def recording(job):
+        def run(first, seqs, *a, **kw):
+            log.append([(id(s.kv), s.n_new) for s in seqs])
+            return job(first, seqs, *a, **kw)
+        return run
 
-    monkeypatch.setattr(model, "forward", recording)
+    for name in ("decode", "recompute", "score"):
+        monkeypatch.setattr(model, name, recording(getattr(model, name)))
     return log
 
 

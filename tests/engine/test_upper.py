@@ -119,11 +119,11 @@ def test_forward_from_a_kept_residual_equals_the_whole_forward(llm):
         ref = model(ids, [SeqSlice(whole, n)], logits="all")
         part = KVBuffer(llm.args, n, torch.float32)
         part.copy_prefix(whole, n, below=1)  # layer 0's K/V only
-        out = model(ids, [SeqSlice(part, n)], logits="all", first_layer=1, resid=whole.resid[1])
+        out = model.recompute(whole.resid[1], [SeqSlice(part, n)], 1, logits="all")
     assert torch.allclose(out, ref, atol=1e-5)
     assert torch.allclose(part.k, whole.k, atol=1e-6) and part.length == n
     with pytest.raises(ValueError, match="needs resid"):
-        model(ids, [SeqSlice(KVBuffer(llm.args, n, torch.float32), n)], first_layer=1)
+        model.recompute(whole.resid[1][:-1], [SeqSlice(KVBuffer(llm.args, n, torch.float32), n)], 1)
 
 
 def test_upper_metadata_is_checked(llm, tmp_path):

@@ -131,7 +131,7 @@ def steps(base_dir, workdir: Path, reps: int = 10, streams=(1, 16), rank: int = 
             for kv in kvs[v]:
                 kv.length = 64  # every step decodes position 64 of the same sequences
             t = time.thread_time()
-            models[v].model(toks, [SeqSlice(kv, 1) for kv in kvs[v]], lora=banks[v] if lora else None,
+            models[v].model.decode(toks, [SeqSlice(kv, 1) for kv in kvs[v]], lora=banks[v] if lora else None,
                             slots=banks[v].plan(slots) if lora else None)
             return (time.thread_time() - t) * 1000
 
@@ -164,7 +164,7 @@ from macaronic.engine.kvpool import KVBuffer
 from macaronic.engine.model import SeqSlice
 b = load_base(sys.argv[1], dtype=getattr(torch, sys.argv[2]), quant=sys.argv[3])
 with torch.inference_mode():
-    b.model(torch.arange(3, 19), [SeqSlice(KVBuffer(b.args, 16, b.model.dtype), 16)])
+    b.model.decode(torch.arange(3, 19), [SeqSlice(KVBuffer(b.args, 16, b.model.dtype), 16)])
 gc.collect()
 seen, total = set(), 0
 for m in b.model.modules():

@@ -104,7 +104,7 @@ def _step_ratios(b, banks: dict, where, reps: int, streams: int) -> dict:
             kv.length = 64  # every step decodes position 64 of the same 16 sequences
         b.model.fused_decode = not loop
         t, c = time.perf_counter(), time.thread_time()
-        b.model(toks, [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(slots) if bank else None)
+        b.model.decode(toks, [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(slots) if bank else None)
         return time.perf_counter() - t, time.thread_time() - c
 
     # The fused bank runs inside the one-call decode step (csrc/decode.cpp) and is measured against the

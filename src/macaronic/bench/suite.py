@@ -218,7 +218,7 @@ def precision_accuracy(base, tokens: int = 128) -> dict:
     def logits(b) -> torch.Tensor:
         kv = KVBuffer(b.args, tokens, b.model.dtype)
         with torch.inference_mode():
-            return torch.cat([b.model(ids[i : i + 1], [SeqSlice(kv, 1)], logits="all").float() for i in range(tokens)])
+            return torch.cat([b.model.decode(ids[i : i + 1], [SeqSlice(kv, 1)], logits="all").float() for i in range(tokens)])
 
     ref = logits(base).log_softmax(-1)
     nll = lambda lp: round(float(-lp[:-1].gather(1, ids[1:, None]).mean()), 4)  # noqa: E731

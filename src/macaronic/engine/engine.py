@@ -514,9 +514,8 @@ class Engine:
             s.kv.copy_prefix(t.src, n, below=t.split)
             resid = t.src.resid[t.split][a:n]  # [n - a, D]
             slots = torch.full((n - a,), s.slot, dtype=torch.long)
-            self.model(torch.from_numpy(s.tokens[a:n]), [SeqSlice(s.kv, n - a)], lora=self.bank if s.slot else None,
-                       slots=self.bank.plan(slots) if s.slot else None, logits="none", first_layer=t.split,
-                       resid=resid)
+            self.model.recompute(resid, [SeqSlice(s.kv, n - a)], t.split, lora=self.bank if s.slot else None,
+                                 slots=self.bank.plan(slots) if s.slot else None)
         except Exception as e:
             self._finish(s, "error", error=f"upper-mode recompute failed: {e}")
             return True
@@ -642,11 +641,12 @@ class Engine:
         hidden = any(s.req.score == "hidden" for s, _ in batch)
         exit_at = batch[0][0].req.score_layer  # a batch of early-exit scores (see _chunks)
         self.stats["prefill_forwards"] += 1
-        out = self.model(
-            toks, [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)], lora=self.bank if use_lora else None,
-            slots=self.bank.plan(slots) if use_lora else None, logits="last" if last else "none", hidden=hidden,
-            last_layer=exit_at,
-        )  # [len(batch), V] (the last row of each chunk), empty, or with hidden=True [N, D]
+        seqs = [SeqSlice(s.kv, n) for (s, _), n in zip(batch, sizes)]
+        lora, plan = (self.bank, self.bank.plan(slots)) if use_lora else (None, None)
+        if hidden or exit_at is not None:  # [N, D]: final-norm hidden rows, or the residual entering exit_at
+            out = self.model.score(toks, seqs, lora, plan, last_layer=exit_at)
+        else:  # [len(batch), V] (the last row of each chunk) or empty
+            out = self.model.decode(toks, seqs, lora, plan, logits="last" if last else "none")
         if exit_at is not None:
             return [(None, r.clone()) for r in torch.split(out, sizes)]
         if not hidden:
@@ -711,7 +711,7 @@ class Engine:
         slots = torch.tensor([s.slot if s.own_label != BASE else 0 for s in batch])
         use_lora = bool((slots != 0).any())
         try:
-            logits = self.model(
+            logits = self.model.decode(
                 toks, [SeqSlice(s.kv, 1) for s in batch], lora=self.bank if use_lora else None,
                 slots=self.bank.plan(slots) if use_lora else None,
             )
@@ -719,7 +719,7 @@ class Engine:
             # Isolate the failing request: run each alone, fail only those that raise.
             for s in batch:
                 try:
-                    lg = self.model(
+                    lg = self.model.decode(
                         toks[batch.index(s) : batch.index(s) + 1], [SeqSlice(s.kv, 1)],
                         lora=self.bank if s.slot else None,
                         slots=self.bank.plan(torch.tensor([s.slot])) if s.slot else None,

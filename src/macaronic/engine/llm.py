@@ -187,10 +187,10 @@ class LLM:
                 kv = KVBuffer(self.args, n, self.base.model.dtype)
                 slots = torch.tensor([slot_of[a] if a else 0 for a in per_pos])
                 use = bool(names)
-                return self.base.model(
-                    torch.tensor(ids), [SeqSlice(kv, n)], lora=self.engine.bank if use else None,
-                    slots=self.engine.bank.plan(slots) if use else None, logits=logits, hidden=hidden,
-                )
+                lora, plan = (self.engine.bank, self.engine.bank.plan(slots)) if use else (None, None)
+                if hidden:
+                    return self.base.model.score(torch.tensor(ids), [SeqSlice(kv, n)], lora, plan)
+                return self.base.model.decode(torch.tensor(ids), [SeqSlice(kv, n)], lora, plan, logits=logits)
             finally:
                 for s in slot_of.values():
                     self.adapters.release(s)
@@ -258,8 +258,7 @@ class LLM:
                 raise ValueError("pooled_hidden: empty token sequence")
             seqs = [SeqSlice(KVBuffer(self.args, len(ids), self.base.model.dtype), len(ids)) for ids in chunk]
             with self.engine.lock:
-                h = self.base.model(torch.tensor([t for ids in chunk for t in ids]), seqs, hidden=True,
-                                    last_layer=layer)
+                h = self.base.model.score(torch.tensor([t for ids in chunk for t in ids]), seqs, last_layer=layer)
             for seg in torch.split(h, [len(ids) for ids in chunk]):
                 means.append(seg.float().mean(0))
                 lasts.append(seg[-1].float())

@@ -1,7 +1,9 @@
 """The decoder: Llama, Qwen2 and Qwen3 in one small module, over flat token ids.
 
-A forward takes the new tokens of one or more sequences concatenated (`tokens: [N]`), their
-positions, and for each sequence its KV buffer and how many tokens it already holds. LoRA
+Each entry point takes the new tokens of one or more sequences concatenated (`tokens: [N]`) and
+for each sequence its KV buffer, which knows how many tokens it already holds. One job each:
+`decode` (prompt chunks and decode steps, to logits), `recompute` (upper mode: layers from a
+split up, from a kept residual) and `score` (the router's hidden states, or an early exit). LoRA
 deltas come from a slot bank with a per-token slot index, so one batch can mix adapters and one
 sequence can switch adapter mid-way (turn-activated LoRA). The module knows nothing about
 tokenizers, sampling, scheduling or where adapters come from; K/V memory is `engine/kvpool.py`'s.
@@ -174,7 +176,7 @@ class Transformer(nn.Module):
         if problems:
             raise ValueError("base weights do not match the config:\n  " + "\n  ".join(problems))
 
-    # ---- forward ----
+    # ---- entry points by job (decode, recompute, score), over one layer loop ----
 
     def _proj(self, x: Tensor, w: Tensor, b: Tensor | None, layer: int, fused: str, lora, slots) -> Tensor:
         """x @ w.T (+b) plus the LoRA delta of the fused projection `fused` (all its targets)."""
@@ -185,30 +187,82 @@ class Transformer(nn.Module):
             lora.add_delta(y, layer, fused, x, slots)
         return y
 
-    def forward(
+    def decode(
         self,
         tokens: Tensor,
         seqs: list[SeqSlice],
         lora: LoraDelta | None = None,
         slots: Tensor | None = None,
         logits: str = "last",
-        hidden: bool = False,
-        first_layer: int = 0,
-        resid: Tensor | None = None,
-        last_layer: int | None = None,
     ) -> Tensor:
-        """Run the new tokens of `seqs` (concatenated in `tokens: [N]`) and append their K/V.
+        """Run the new tokens of `seqs` (concatenated in `tokens: [N]`), append their K/V and
+        return logits: "last" one row per sequence [B, V], "all" [N, V], or "none" (empty).
+        A prompt chunk and a decode step are the same job; one new token per sequence takes
+        the fused native step where it applies.
 
         `slots` gives each token's LoRA slot (0 = base), in the form `lora` takes (a SlotPlan for
-        the bank, a [N] tensor for the reference). `logits` is "last" (one row per
-        sequence), "all" ([N, V]) or "none"; with `hidden=True` the final-norm hidden states [N, D]
-        are returned instead of logits. With `first_layer` > 0 the tokens enter that layer with
-        the residual stream `resid: [N, D]` (an upper-mode recompute): layers below are skipped and
-        their K/V must already be in the buffers. A buffer's `resid` layers are written as they pass.
-        With `last_layer` (and `hidden=True`) the forward stops before that layer and returns the
-        residual stream entering it [N, D] (no final norm; the layers from there on write no K/V):
-        an early-exit score for the router.
+        the bank, a [N] tensor for the reference). A buffer's `resid` layers are written as they pass.
         """
+        x = self._layers(self.embed[tokens], seqs, lora, slots)  # x: [N, D]
+        return self._head(x, seqs, logits)
+
+    def recompute(
+        self,
+        resid: Tensor,
+        seqs: list[SeqSlice],
+        first_layer: int,
+        lora: LoraDelta | None = None,
+        slots: Tensor | None = None,
+        logits: str = "none",
+    ) -> Tensor:
+        """Upper mode: the new tokens of `seqs` enter `first_layer` with the residual stream
+        `resid: [N, D]` (kept by a base forward); layers below are skipped and their K/V must
+        already be in the buffers. Returns logits as `decode` does (default none)."""
+        a, n = self.args, sum(s.n_new for s in seqs)
+        if not 0 < first_layer <= a.n_layers or resid.shape != (n, a.dim):
+            raise ValueError(f"first_layer {first_layer} needs resid [N={n}, D={a.dim}]")
+        x = self._layers(resid.to(self.dtype), seqs, lora, slots, first=first_layer)
+        return self._head(x, seqs, logits)
+
+    def score(
+        self,
+        tokens: Tensor,
+        seqs: list[SeqSlice],
+        lora: LoraDelta | None = None,
+        slots: Tensor | None = None,
+        last_layer: int | None = None,
+    ) -> Tensor:
+        """The router's features: the final-norm hidden states [N, D] of the new tokens (their
+        K/V appended as `decode` does). With `last_layer` < n_layers, an early exit: the residual
+        stream entering that layer [N, D], no final norm, and no K/V written from there on."""
+        a = self.args
+        if last_layer is not None and not 0 < last_layer <= a.n_layers:
+            raise ValueError(f"last_layer {last_layer} needs 0 < last_layer <= {a.n_layers}")
+        x = self._layers(self.embed[tokens], seqs, lora, slots, last=last_layer)
+        if last_layer is not None and last_layer < a.n_layers:
+            return x
+        return rms_norm(x, self.norm, a.norm_eps)
+
+    def forward(self, tokens: Tensor, seqs: list[SeqSlice], lora: LoraDelta | None = None,
+                slots: Tensor | None = None, logits: str = "last") -> Tensor:
+        """`model(tokens, seqs)` is `decode` (nn.Module's call); the other jobs are named."""
+        return self.decode(tokens, seqs, lora, slots, logits)
+
+    def _head(self, x: Tensor, seqs: list[SeqSlice], logits: str) -> Tensor:
+        """Final norm and the logits `logits` asks for (see `decode`)."""
+        if logits == "none":
+            return x[:0]
+        x = rms_norm(x, self.norm, self.args.norm_eps)
+        if logits == "last":
+            ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
+            x = x[ends]
+        return linear(x, self.lm_head)
+
+    def _layers(
+        self, x: Tensor, seqs: list[SeqSlice], lora, slots, first: int = 0, last: int | None = None
+    ) -> Tensor:
+        """The layer loop: layers first..last-1 (last None: all) over the residual stream
+        x: [N, D] of the new tokens of `seqs`; appends their K/V and advances the buffers."""
         a = self.args
         q_w, kv_w = a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim
         if slots is None:
@@ -219,23 +273,15 @@ class Transformer(nn.Module):
         # cos/sin: [N, 1, hd], in fp32 for fp32 models (exact), else in the model's dtype
         rope_dtype = torch.float32 if self.dtype == torch.float32 else self.dtype
         cos, sin = self._cos[positions, None].to(rope_dtype), self._sin[positions, None].to(rope_dtype)
-        if first_layer:
-            if resid is None or resid.shape != (len(tokens), a.dim):
-                raise ValueError(f"first_layer {first_layer} needs resid [N={len(tokens)}, D={a.dim}]")
-            x = resid.to(self.dtype)
-        else:
-            x = self.embed[tokens]  # x: [N, D]
-        if last_layer is not None and not (hidden and first_layer < last_layer <= a.n_layers):
-            raise ValueError(f"last_layer {last_layer} needs hidden=True and {first_layer} < last_layer <= {a.n_layers}")
         keep = {li for s in seqs for li in s.kv.resid}
         fused = None
-        if not first_layer and last_layer is None and not keep and len(tokens) == len(seqs):
+        if not first and last is None and not keep and len(x) == len(seqs):
             fused = self._fused_decode(x, seqs, cos, sin, lora, slots)
         pooled = _pooled_decode(seqs) if fused is None else None
         for li, blk in enumerate(self.layers if fused is None else ()):
-            if li < first_layer:
+            if li < first:
                 continue
-            if last_layer is not None and li >= last_layer:
+            if last is not None and li >= last:
                 break
             if li in keep:
                 self._keep_residual(li, x, seqs)
@@ -260,17 +306,7 @@ class Transformer(nn.Module):
             x = fused
         for s in seqs:
             s.kv.length += s.n_new
-        if last_layer is not None and last_layer < a.n_layers:
-            return x
-        x = rms_norm(x, self.norm, a.norm_eps)
-        if hidden:
-            return x
-        if logits == "none":
-            return x[:0]
-        if logits == "last":
-            ends = torch.tensor([s.n_new for s in seqs]).cumsum(0) - 1
-            x = x[ends]
-        return linear(x, self.lm_head)
+        return x
 
     def _fused_decode(self, x: Tensor, seqs: list[SeqSlice], cos: Tensor, sin: Tensor, lora, slots) -> Tensor | None:
         """Every layer of a decode step (one new token per sequence) in one native call
