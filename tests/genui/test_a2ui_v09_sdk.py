@@ -15,9 +15,9 @@ from macaronic.genui import v09
 from macaronic.genui.convert import to_v09
 from macaronic.genui.tasks import FAMILIES, make_task
 
-validation = pytest.importorskip("a2ui.utils.validation")
-from a2ui.core import A2uiError  # noqa: E402
-from a2ui.core.basic_catalog.v0_9 import BasicCatalog  # noqa: E402
+from a2ui.core import A2uiError
+from a2ui.core.basic_catalog.v0_9 import BasicCatalog
+from a2ui.utils import validation  # the test extra pins a2ui-agent-sdk (scripts/setup --test)
 
 CASES = Path(__file__).with_name("a2ui_v0_9_cases")
 

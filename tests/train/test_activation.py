@@ -9,18 +9,8 @@ import pytest
 import torch
 
 from macaronic.commands.train import main
+from tests.engine.test_engine import Recorder
 from tests.train.conftest import conv
-
-
-class Recorder:
-    """A logits processor that records the logits the sampler saw (test double)."""
-
-    def __init__(self):
-        self.logits = []
-
-    def __call__(self, generated, logits):
-        self.logits.append(logits.clone())
-        return logits
 
 
 @pytest.fixture(scope="module")
