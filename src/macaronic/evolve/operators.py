@@ -5,7 +5,8 @@ generation's search, each a list of successor steps with the components it touch
                 (failures.HINTS); one candidate per role, largest clusters first
   decoding      the role with the most failures decodes greedily (if it sampled), else with half
                 its token cap (if its failures run long)
-  router_refit  the router refitted on logged outcomes, policy chosen on dev
+  router_refit  the router refitted on logged outcomes, policy chosen on dev; with served
+                corrections (evolve/served.py), on them too (the step names their rows' sha256)
   rft           RFT with exploration: k samples per train task at T >= 0.7 (collected by the loop),
                 graded successes (plus STaR-style hinted successes for tasks never solved),
                 warm-started from the parent's adapter for a few steps; one candidate for each of
@@ -92,10 +93,12 @@ def _role_failures(clusters) -> dict[str, int]:
 
 
 def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
-            start: int = 1, harmful: frozenset[str] = frozenset()) -> list[Candidate]:
+            start: int = 1, harmful: frozenset[str] = frozenset(),
+            served: tuple[str, int] | None = None) -> list[Candidate]:
     """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
     `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
-    data alone did harm from this parent is not stacked onto the others)."""
+    data alone did harm from this parent is not stacked onto the others). `served`: (sha256 prefix,
+    count) of the routing rows read from served corrections."""
     from macaronic.harness import load_bundle
 
     bundle = load_bundle(parent.harness["path"])
@@ -140,7 +143,11 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             break
     if "router_refit" in operators:
         wrong = sum(n for (s, lb), n in clusters.items() if lb.startswith("wrong_route"))
-        add("router_refit", ["router_refit"], ("router",), f"{wrong} wrongly routed dev turns")
+        if served:
+            add("router_refit", [{"router_refit": {"served": served[0]}}], ("router",),
+                f"{wrong} wrongly routed turns, {served[1]} served corrections")
+        else:
+            add("router_refit", ["router_refit"], ("router",), f"{wrong} wrongly routed dev turns")
     if "rft" in operators and successes:
         ranked = sorted((r for r in successes if r in parent.adapters and len(successes[r]) >= budget.min_successes),
                         key=lambda r: (-fails.get(r, 0), -len(successes[r]), r))
