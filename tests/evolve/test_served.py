@@ -168,7 +168,7 @@ def test_failed_requests_become_engine_seeds_without_their_text(served):
     assert (alarm["specialist"], alarm["engine"]) == ("chat", "datagen.chat")
     haiku = by[sent["haiku"][0]]  # no correction: a seed for the specialist that answered
     assert haiku["specialist"] == sent["haiku"][1]["specialist"] and haiku["labels"] == [f"down:{haiku['specialist']}"]
-    assert haiku["intent"] == INTENT[haiku["specialist"]](HAIKU.lower(), {"next": []})
+    assert haiku["intent"] == INTENT[haiku["engine"]](HAIKU.lower(), {"next": []})
     text = json.dumps(doc["seeds"])
     assert all(t not in text for t in (FORM, HAIKU, STORY, "set the alarm"))
     # "more like this": the GenUI engine's verified form cards, not the served text
@@ -209,6 +209,7 @@ def test_seed_intents_and_engine_items_for_each_engine():
     from macaronic.datagen.coding import Problem
     from macaronic.evolve import served
 
+    assert served.engine_of("genui") == "datagen.genui" and served.engine_of("nobody") is None  # from the registry
     turn = {"next": []}
     assert served.coding_intent("please fix my function that merges overlapping intervals", turn) == \
         {"style": "fix", "family": "merge_intervals"}
@@ -241,3 +242,48 @@ def test_a_served_correction_is_proposed_as_a_router_refit_on_its_rows(tmp_path)
     assert cand.components == ("router",) and "2 served corrections" in cand.note
     (plain,) = propose(parent, c, ("router_refit",), Budget(), set())
     assert plain.steps == ("router_refit",)
+
+
+def test_a_generation_reads_the_file_and_refits_the_router_on_its_corrections(served):
+    """One generation of `macaronic evolve --experience` on a tiny pair: the served failures join the
+    clusters, the router refit is proposed on the served rows and trained on them."""
+    import shutil
+
+    from macaronic.commands.evolve import main as evolve_main
+    from macaronic.engine.config import ModelArgs
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+    from macaronic.testing import make_random_adapter, make_tiny_model_dir
+
+    root = served["dir"] / "loop"
+    base = make_tiny_model_dir(root / "base", seed=3, max_position_embeddings=16384)
+    args = ModelArgs.from_dir(base)
+    ads = {r: make_random_adapter(root / "adapters" / r, args, seed=i + 1, mode="turn", role=r)
+           for i, r in enumerate(["chat", "agent", "coding", "genui"])}
+    shutil.copytree(DEFAULT_BUNDLE, root / "harness")
+    pair = PairManifest.build(base, ads, root / "harness").save(root / "pair.json")
+    work = root / "work"
+    assert evolve_main(["--contract", str(served["contract"]), "--generations", "1", "--workdir", str(work),
+                        "--pair", str(pair), "--operators", "router_refit", "--experience", str(served["file"]),
+                        "--budget", "per_family=1,dev_per_family=1,candidates=1", "--quiet"]) == 0
+    g1 = work / "gen-001"
+    doc = json.loads((g1 / "served.json").read_text())
+    assert doc["clusters"] == served["doc"]["clusters"] and doc["routing_rows"] == 1 and "routing" not in doc
+    assert FORM not in (g1 / "served.json").read_text()  # the seeds and counts, never the served text
+    clusters = json.loads((g1 / "clusters.json").read_text())
+    assert {k: n for k, n in clusters.items() if k.startswith("served/")} == doc["clusters"]
+    (cand,) = json.loads((g1 / "candidates.json").read_text())
+    sha = doc["routing_sha256"][:16]
+    assert cand["operator"] == "router_refit" and json.loads(cand["steps"][0]) == {"router_refit": {"served": sha}}
+    rows = [json.loads(x) for x in (work / "served" / f"routing-{sha}.jsonl").read_text().splitlines()]
+    assert rows == served["doc"]["routing"]
+    (change,) = json.loads((g1 / cand["name"] / "changes.json").read_text())["changes"]
+    assert change["served_examples"] == 1 and change["refit"] is True
+    trained = [json.loads(x) for x in (g1 / cand["name"] / "data" / "router-train.jsonl").read_text().splitlines()]
+    assert rows[0] in trained
+    # the served reading reads test texts only as the `check` purpose, never as trainer or collector
+    from macaronic.contract.sealed import read_audit
+
+    audit = read_audit(work / "audit.jsonl")
+    assert any(a["purpose"] == "check" and a["split"] == "test" for a in audit)
+    assert not [a for a in audit if a["purpose"] in ("collector", "trainer") and a["split"] == "test"]

@@ -39,7 +39,6 @@ from collections import Counter
 
 SUITE = "served"
 ROUTED_POLICIES_EXCLUDED = ("forced", "sticky", "tools")  # decisions the router did not make
-ENGINES = ("chat", "agent", "coding", "genui")  # specialists with a data engine in macaronic.datagen
 
 
 # ---- labels and clusters --------------------------------------------------------------------
@@ -185,7 +184,21 @@ def genui_intent(text: str, turn: dict) -> dict:
     return {"intent": next((name for name, words in GENUI_WORDS if _has(text, *words)), "info_card")}
 
 
-INTENT = {"agent": agent_intent, "chat": chat_intent, "coding": coding_intent, "genui": genui_intent}
+# data engine (a macaronic.datagen module) -> how a request names the kind of item it makes
+INTENT = {"datagen.agent": agent_intent, "datagen.chat": chat_intent, "datagen.coding": coding_intent,
+          "datagen.genui": genui_intent}
+
+
+def engine_of(name: str) -> str | None:
+    """The data engine of specialist `name`: its registry entry's `engine`, when macaronic.datagen
+    has an engine of that name (None: a user specialist, or no specialist of that name)."""
+    from macaronic.specialist import get
+
+    try:
+        engine = get(name).engine
+    except KeyError:
+        return None
+    return f"datagen.{engine}" if f"datagen.{engine}" in INTENT else None
 
 
 def seeds(turns: list[dict]) -> list[dict]:
@@ -198,9 +211,10 @@ def seeds(turns: list[dict]) -> list[dict]:
             continue
         target = verdict(t)["expected"] or t["route"]["role"]
         text = _last_user(t["request"])
-        intent = INTENT[target](text.lower(), t) if target in INTENT else {}
+        engine = engine_of(target)
+        intent = INTENT[engine](text.lower(), t) if engine else {}
         out.append({"id": f"served/{t['response_id']}", "response_id": t["response_id"], "specialist": target,
-                    "engine": f"datagen.{target}" if target in ENGINES else None, "intent": intent,
+                    "engine": engine, "intent": intent,
                     "labels": labels, "request_sha256": hashlib.sha256(
                         json.dumps(t["request"], sort_keys=True, ensure_ascii=False).encode()).hexdigest()})
     return out
