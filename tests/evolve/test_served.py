@@ -264,6 +264,8 @@ def test_a_generation_reads_the_file_and_refits_the_router_on_its_corrections(se
     pair = PairManifest.build(base, ads, root / "harness").save(root / "pair.json")
     work = root / "work"
     assert evolve_main(["--contract", str(served["contract"]), "--generations", "1", "--workdir", str(work),
+                        "--experience", str(root / "missing.sqlite"), "--quiet"]) == 2
+    assert evolve_main(["--contract", str(served["contract"]), "--generations", "1", "--workdir", str(work),
                         "--pair", str(pair), "--operators", "router_refit", "--experience", str(served["file"]),
                         "--budget", "per_family=1,dev_per_family=1,candidates=1", "--quiet"]) == 0
     g1 = work / "gen-001"

@@ -70,6 +70,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["served"]:
         return served(argv[1:])
     args = parser().parse_args(argv)
+    if args.experience is not None and not args.experience.is_file():
+        print(f"macaronic evolve: no experience file {args.experience}", file=sys.stderr)
+        return 2
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
     from macaronic.evolve.loop import Hooks, evolve
