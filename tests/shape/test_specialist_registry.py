@@ -92,3 +92,16 @@ def test_user_entries_round_trip(tmp_path, monkeypatch):
 
     with pytest.raises(ValueError, match="built-in"):
         load_user()
+
+
+def test_the_small_base_is_named_in_the_bases_module_only():
+    """The small base's name is typed once, as `SMALL_BASE` in engine/bases.py (beside its entry);
+    every other module imports the constant."""
+    from macaronic.engine.bases import SMALL_BASE
+
+    def typed(src: str) -> bool:
+        return any(isinstance(n, ast.Constant) and n.value == SMALL_BASE for n in ast.walk(ast.parse(src)))
+
+    assert typed(f'BASE = "{SMALL_BASE}"\n') and not typed('BASE = SMALL_BASE\n')
+    found = [p.relative_to(ROOT).as_posix() for p in sorted(ROOT.rglob("*.py")) if typed(p.read_text())]
+    assert found == ["engine/bases.py"]
