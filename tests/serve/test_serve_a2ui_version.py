@@ -148,5 +148,14 @@ def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
         assert v09.is_v09(card["a2ui"]) and all(m["version"] == "v0.9" for m in card["a2ui"])
         assert v09.validate_messages(card["a2ui"])[0] == []
         assert any("updateComponents" in m for m in card["a2ui"])
+        # streamed: the text_response in the served form as it decodes, the deltas adding up to the card
+        deltas = [ch.choices[0].delta.content for ch in client(s.url).chat.completions.create(
+            model="genui", messages=[{"role": "user", "content": "A card to book a table: name field and a Book button"}],
+            max_tokens=160, temperature=0, stream=True, extra_body={"a2ui_version": "0.9"})
+            if ch.choices and ch.choices[0].delta.content]
+        streamed = json.loads("".join(deltas))
+        assert v09.validate_messages(streamed["a2ui"])[0] == [] and streamed["text_response"]
+        assert len(deltas) > 2 and all(d not in ("", None) for d in deltas)
+        assert "".join(deltas[:-1]).startswith('{"text_response":"') and "a2ui" not in "".join(deltas[:-1])
     finally:
         s.stop()

@@ -1,4 +1,5 @@
-"""A2UI v0.8 -> v0.9: one validated v0.8 message list as the v0.9 messages that draw the same card.
+"""A2UI v0.8 -> v0.9: one validated v0.8 message list as the v0.9 messages that draw the same card
+(and back, `to_v08`: what the genui specialist reads of a v0.9 card in its history).
 
 The genui specialist decodes v0.8 under its grammar (`grammar.py`); a client that renders v0.9
 gets the validated, closed card converted here. Message kinds map one to one (`beginRendering` ->
