@@ -107,10 +107,11 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     assert {s1["cand-02"]["pair_id"], s2["cand-01"]["pair_id"]} <= dominated
     assert any(s["parent_id"] in dominated - {gens[0]["pair_id"]} for s in gens[2]["screens"])
     # sealed reads: the k = 2 strata reference, the generation-0 reference and one gate
-    assert summary["sealed_reads"]["by_purpose"] == {"evaluator": 2, "strata": 1}
+    assert summary["sealed_reads"]["by_purpose"] == {"gate": 1, "reference": 1, "strata": 1, "evaluator": 0}
+    assert summary["sealed_reads"]["gate_decisions_only"]
     assert summary["strata"]["k"] == 2 and sum(summary["strata"]["counts"].values()) > 0
     md = (work / "report.md").read_text()
-    assert "Sealed test reads: 3 evaluations" in md and "harmful" in md and "| 1 | parent |" in md
+    assert "Sealed test reads: 3 evaluations (1 gate, 1 reference, 1 strata)" in md and "harmful" in md and "| 1 | parent |" in md
     assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # Nothing lost, nothing counted twice.

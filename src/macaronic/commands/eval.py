@@ -38,6 +38,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
     p.add_argument("--json", required=True, type=Path, help="where to write the final report")
     p.add_argument("--parent", default=None, help="the pair to compare against (enables the gate)")
+    p.add_argument("--reference", action="store_true",
+                   help="without --parent: this is a run's generation-0 reference, the gate's baseline (the "
+                        "sealed-read ledger counts it as `reference`; any other read without a parent is `other`, "
+                        "a violation shown by `macaronic contract check`)")
     p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite (default: $MACARONIC_HOME/lineage.sqlite)")
     p.add_argument("--tasks", type=Path, default=None, help="per-task JSONL (default: <json>.tasks.jsonl)")
     p.add_argument("--prior", type=Path, action="append", default=[],
@@ -83,8 +87,9 @@ def main(argv: list[str]) -> int:
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
     try:
+        purpose = "gate" if args.parent else "reference" if args.reference else "evaluator"
         contract, loader, (child, parent) = prepare(args.contract, args.audit, [args.pair, args.parent],
-                                                    args.lineage)
+                                                    args.lineage, purpose=purpose, key=f"eval:{args.json.resolve()}")
     except Refused as e:
         print(f"macaronic eval: {e}", file=sys.stderr)
         return e.code

@@ -67,14 +67,23 @@ def _d(b: dict | None) -> str:
     return f"{b['delta']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "") + (f" n={b['n']}" if b.get("n") else "")
 
 
+def _by_purpose(by: dict) -> str:
+    """Older reports counted gate and reference reads together as `evaluator`."""
+    if "gate" not in by:
+        return f"{by.get('evaluator', 0)} gate/reference, {by.get('strata', 0)} strata"
+    other = by.get("evaluator", 0)
+    return (f"{by['gate']} gate, {by.get('reference', 0)} reference, {by.get('strata', 0)} strata"
+            + (f", {other} OTHER (not the gate's)" if other else ""))
+
+
 def markdown(summary: dict, tr: dict) -> str:
     c, sr = summary["contract"], summary.get("sealed_reads", {})
     st = summary.get("strata")
     out = [f"Contract `{c['id']}` (sha256 `{c['sha256'][:16]}...`); champion `{(summary.get('champion') or '-')[:12]}`.",
            "",
-           f"Sealed test reads: {sr.get('evaluations', 0)} evaluations ({sr.get('by_purpose', {}).get('evaluator', 0)} "
-           f"gate/reference, {sr.get('by_purpose', {}).get('strata', 0)} strata), {sr.get('suite_reads', 0)} suite reads, "
-           f"{sr.get('refused', 0)} refused attempts by the trainer/collector.",
+           f"Sealed test reads: {sr.get('evaluations', 0)} evaluations ({_by_purpose(sr.get('by_purpose', {}))}), "
+           f"{sr.get('suite_reads', 0)} suite reads, {sr.get('refused', 0)} refused attempts by the trainer/collector. "
+           "Across every run of this contract version: `macaronic contract check`.",
            ""]
     if st:
         out += [f"Strata: frozen from `{st['reference'][:12]}` with k={st['k']} samples per test task at "
