@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
               f"13-gram={cont['ngram'][:5]} ({len(cont['exact'])}+{len(cont['ngram'])} tasks)", file=sys.stderr)
         return CONTAMINATED
     try:
-        strata, _ = load_strata(args.strata, contract)
+        strata, strata_sha = load_strata(args.strata, contract)
     except (OSError, ValueError) as e:
         print(f"macaronic eval: cannot read strata: {e}", file=sys.stderr)
         return ENVIRONMENT
@@ -135,10 +135,15 @@ def main(argv: list[str]) -> int:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
                                   log.for_pair(parent.id) if parent else None, strata)
+    from macaronic.contract.decision_rows import rows_path, write_rows
+
+    used = log.for_pair(child.id) + (log.for_pair(parent.id) if parent is not None else [])
+    write_rows(rows_path(args.json), used)  # the rows behind every interval, small enough to commit
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
                       {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer,
-                       "reused_suites": reused, "reused_tasks": sorted(same) if parent is not None else []})
+                       "reused_suites": reused, "reused_tasks": sorted(same) if parent is not None else [],
+                       "rows": rows_path(args.json).name, "strata_sha256": strata_sha})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0

@@ -13,10 +13,13 @@ from macaronic.contract.report import STRATA, task_scores
 from macaronic.contract.stats import paired_bootstrap
 
 
-def _rows(path: Path, sha: str, pair: str) -> list[dict]:
+def _rows(ev: Path, sha: str, pair: str) -> list[dict]:
+    """A pair's rows in the decision `ev` (eval.json): its committed rows file, else the live task log."""
+    from macaronic.contract.decision_rows import read_rows as read_gz, rows_path
     from macaronic.contract.evaluate import read_rows
 
-    return [r for r in read_rows(path, sha) if r["pair"] == pair]
+    rows = read_gz(rows_path(ev), sha) if rows_path(ev).is_file() else read_rows(ev.with_name(ev.name + ".tasks.jsonl"), sha)
+    return [r for r in rows if r["pair"] == pair]
 
 
 def _delta(contract, child: dict, ref: dict, keys: list[str], salt: int) -> dict:
@@ -36,12 +39,12 @@ def transfer(contract, workdir: Path, summary: dict) -> dict:
     out = []
     if not g0:
         return {"rows": out, "strata": strata_doc.get("k")}
-    ref = task_scores(contract, _rows(workdir / "gen-000" / "eval.json.tasks.jsonl", contract.sha256, g0[0]["pair_id"]))
+    ref = task_scores(contract, _rows(workdir / "gen-000" / "eval.json", contract.sha256, g0[0]["pair_id"]))
     for g in summary["generations"]:
         if g["generation"] == 0 or g["decision"] in ("kept", "in progress"):
             continue
         d = workdir / f"gen-{g['generation']:03d}"
-        child = task_scores(contract, _rows(d / "eval.json.tasks.jsonl", contract.sha256, g["pair_id"]))
+        child = task_scores(contract, _rows(d / "eval.json", contract.sha256, g["pair_id"]))
         row = {"generation": g["generation"], "pair_id": g["pair_id"], "decision": g["decision"],
                "vs_parent": {s: {"delta": v.get("delta"), "ci95": v.get("delta_ci95"), "n": v.get("n")}
                              for s, v in g["suites"].items()},
