@@ -139,6 +139,36 @@ def contamination(train_texts: list[str], test: list[tuple[str, str]], n: int = 
             "train_texts": len(train_texts), "test_items": len(test)}
 
 
+class HeldOut:
+    """Held-out texts (key, text) indexed for the other direction of `contamination`: does a short
+    candidate text (a served request) overlap one? It does when a held text is contained in it, when
+    it (at least `min_words` words) is contained in a held text, or when they share an n-word window."""
+
+    def __init__(self, items: list[tuple[str, str]], n: int = 8, min_words: int = 5):
+        self.n, self.min_words = n, min_words
+        self.norm = [(k, " ".join(words(t))) for k, t in items]
+        self.norm = [(k, t) for k, t in self.norm if t]
+        self.grams: dict[tuple[str, ...], str] = {}
+        for k, t in items:
+            for g in ngrams(t, n):
+                self.grams.setdefault(g, k)
+
+    def overlap(self, *texts: str) -> list[str]:
+        """Keys of the held texts any of `texts` overlaps (empty: disjoint)."""
+        hits = []
+        for text in texts:
+            w = words(text)
+            norm = " ".join(w)
+            if not norm:
+                continue
+            padded = f" {norm} "
+            for k, h in self.norm:
+                if f" {h} " in padded or (len(w) >= self.min_words and padded in f" {h} "):
+                    hits.append(k)
+            hits += [self.grams[g] for g in ngrams(text, self.n) if g in self.grams]
+        return sorted(set(hits))
+
+
 def texts_of_data_file(path: str | Path) -> list[str]:
     """Every string in a JSONL training file (messages, prompts, completions)."""
     out: list[str] = []

@@ -441,7 +441,7 @@ class MoL:
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
             messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         gen: Generation | None = None
-        converted = route.specialist == "genui" and a2ui_version != "0.8"  # streamed once converted
+        converted = output_of(route.specialist) == "card" and a2ui_version != "0.8"  # streamed once converted
         buf, sent, hold = "", 0, converted
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
