@@ -16,7 +16,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="macaronic evolve",
         epilog="`macaronic evolve probe --help`: the lineage's pairs side by side on hand-written agent requests. "
-               "`macaronic evolve served --help`: what the loop reads of a served-experience file.",
+               "`macaronic evolve served --help`: what the loop reads of a served-experience file. "
+               "`macaronic evolve intervals WORKDIR`: recompute every quoted interval from the committed rows.",
         description="Each generation is a search: from the archive's parents (the champion and the best "
                     "other archived pair), operators of different kinds propose 3-6 candidates (prompt "
                     "variants and decoding changes from clustered failure traces, router refit, RFT with "
@@ -67,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["probe"]:
         return probe(argv[1:])
+    if argv[:1] == ["intervals"]:
+        return intervals(argv[1:])
     if argv[:1] == ["served"]:
         return served(argv[1:])
     args = parser().parse_args(argv)
@@ -130,6 +133,34 @@ def write_reports(contract_path: Path, workdir: Path, summary: dict) -> None:
     (workdir / "report.json").write_text(json.dumps({**summary, "transfer": tr}, indent=2, sort_keys=True) + "\n")
     (workdir / "report.md").write_text(markdown(summary, tr))
     plot(summary, tr, workdir / "report.png")
+
+
+def intervals(argv: list[str]) -> int:
+    """`macaronic evolve intervals`: exit 0 when every interval recomputes equal, 1 otherwise."""
+    from macaronic.evolve import intervals as module
+
+    p = argparse.ArgumentParser(prog="macaronic evolve intervals", description=module.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workdir", type=Path)
+    p.add_argument("--contract", type=Path, action="append", default=[],
+                   help="contract files or folders to find each decision's contract in (default: contracts/)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    a = p.parse_args(argv)
+    res = module.check_workdir(a.workdir, a.contract)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0 if res["ok"] else 1
+    for e in res["evals"]:
+        print(f"{e['status']:<9} {e['eval']:<32} {e['decision'] or '-':<9} {e['intervals']:>3} intervals "
+              f"from {e.get('rows', '-')} (strata {e.get('strata', '-')})")
+        for m in e["mismatches"][:10]:
+            print(f"    {m}")
+    for m in res["summary"][:20]:
+        print(f"MISMATCH  {m}")
+    n = sum(e["intervals"] for e in res["evals"]) + res["transfer_intervals"]
+    print(("ok: " if res["ok"] else "NOT ok: ") + f"{n} intervals recomputed ({res['transfer_intervals']} of them "
+          f"the transfer table's against generation 0)" + ("" if res["evals"] else "; no decisions found"))
+    return 0 if res["ok"] else 1
 
 
 def served(argv: list[str]) -> int:

@@ -71,6 +71,8 @@ def run_eval(contract_path: Path, workdir: Path, child: Path, out: Path, parent:
         cmd += ["--strata", str(workdir / "strata.json")]
     if parent is not None:
         cmd += ["--parent", str(parent)] + (["--reuse-unreached"] if reuse_unreached else [])
+    else:
+        cmd.append("--reference")  # the generation-0 reference: the gate's baseline in the read ledger
     for p in priors:
         cmd += ["--prior", p]
     if quiet:
