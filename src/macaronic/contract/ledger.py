@@ -65,10 +65,8 @@ def read(path: Path | None = None) -> list[dict]:
 def _audit_reads(audit: Path, sha: str) -> list[dict]:
     """Reads in one audit.jsonl: allowed test reads of measuring purposes, one per key (rows from
     before keys existed: one per process and purpose, as the per-workdir count always was)."""
-    from macaronic.contract.sealed import read_audit
-
     seen: dict[tuple, dict] = {}
-    for r in read_audit(audit):
+    for r in read(audit):  # the same JSONL shape as the ledger (sealed.py writes it; no import back)
         if r.get("split") != "test" or not r.get("allowed") or r.get("purpose") not in MEASURING \
                 or r.get("contract_sha256") != sha:
             continue
