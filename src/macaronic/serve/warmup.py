@@ -1,9 +1,10 @@
 """Start-up warm-up: what a server's first request would pay, paid before it listens.
 
-Measured cold (SmolLM2-135M, `macaronic serve`, 2026-12-04): a first GenUI card waited 10 s for its
-first token and a first turn with the built-in tools 7 s (building the tokenizer's grammar info,
-starting the grammar worker processes, compiling), a first plain turn 0.6 s (the system prompt's
-prefill, first use of the kernels, the router's state loaded); later ones 0.1-0.3 s.
+Measured cold (SmolLM2-135M, `macaronic serve`, a busy 2-core box, 2026-12-04): a first GenUI card
+waited 10-14 s for its first token and a first turn with the built-in tools 7-8 s (building the
+tokenizer's grammar info, starting a grammar worker process, compiling), a first plain turn 0.6-1 s
+(the system prompt's prefill, first use of the kernels, the router's state loaded); later ones
+0.1-0.6 s. `macaronic bench --only first-request` measures it (docs/LOG.md has the figures).
 
 `warm(mol)` runs short turns (two tokens each) through the served harness on a throwaway memory
 (`MoL.scratch`: nothing lands in the store), in steps (`plan`):
@@ -14,7 +15,9 @@ prefill, first use of the kernels, the router's state loaded); later ones 0.1-0.
   real turn reuses it);
 - the card role's turn: a grammar worker started, the GenUI card grammar compiled and cached;
 - a turn offered the built-in tools (what the web chat sends): their tool-call grammar compiled and
-  cached.
+  cached (in the same worker: the second one starts when two compiles first run at once);
+- a routed turn and a tools turn again, other text: the path of every later turn, most of the
+  prompt found in the prefix cache.
 
 With `--engine-only` each model id (the base, every adapter) gets one raw turn instead; with a
 remote engine only the local router is warmed (the engine warms itself). A failed warm-up turn is
