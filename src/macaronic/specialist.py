@@ -14,6 +14,12 @@ decoding, keyed by the same name; the registry does not copy them. An entry adds
   "module:attribute" (a `macaronic.suites.registry.Suite`), resolved by `resolve`.
 - `routing`: where its routing examples come from (the built-ins': `router/families.py` and
   `router/handwritten.txt`, labelled by name; a user specialist's: its examples file).
+- what the evolution loop and the training comparisons do with it, each optional: `failures`, the
+  function that labels a failing graded row of its suite (`evolve/failures.py`'s clusters; none:
+  "failed"); `failure_data`, the failure-data skills evolve's `failure_data` operator proposes for
+  its adapter (an `evolve.operators.FailureData`); `grpo`, whether its suite's reward is
+  verifiable, so evolve proposes GRPO steps; `devscore`, its dev scorer (a
+  `train.devscore.Scorer`: metrics, scoring, held-out instances).
 
 Built-in entries ship with the package (`BUILTIN`); user entries live in a JSON file under
 `user_dir()` (`$MACARONIC_SPECIALISTS`, else `$MACARONIC_HOME/specialists`), written by
@@ -41,6 +47,11 @@ class Specialist:
     max_turn: int = 384  # training turns longer than this many tokens are skipped
     suite: str | None = None  # "module:attribute" of its Suite (tasks, grader, reward)
     routing: str = ""  # where its routing examples come from
+    # evolve and dev scoring, each a "module:attribute" resolved on use (see the module's docstring)
+    failures: str | None = None  # labels a failing graded row: (row) -> [label]
+    failure_data: str | None = None  # an evolve.operators.FailureData
+    grpo: bool = False  # its suite's reward is verifiable: evolve proposes GRPO steps on its adapter
+    devscore: str | None = None  # a train.devscore.Scorer
     # user specialists only: the file they were trained from, the grader ("module:function"), the
     # base they were trained for, the adapter directory (relative to user_dir())
     examples: str | None = None
@@ -54,16 +65,22 @@ class Specialist:
 # The four shipped specialists, in the bundle's order (chat L0, agent L1, coding L2, genui L3):
 # every reader that iterates the built-ins iterates in this order, as the tuples it replaced did.
 _FAMILIES = "router/families.py and router/handwritten.txt, label "
+_EVOLVE = "macaronic.evolve."
 BUILTIN: tuple[Specialist, ...] = (
     Specialist("chat", "text", "chat", 384, "macaronic.suites.registry:CHAT", _FAMILIES + "chat",
+               failures=_EVOLVE + "failures:chat_labels",
                description="Conversation, general knowledge, explanations and questions about the assistant "
                            "itself; also reads the route prompt.", builtin=True),
     Specialist("agent", "tool_calls", "agent", 384, "macaronic.suites.registry:AGENT", _FAMILIES + "agent",
+               failures=_EVOLVE + "failures:agent_labels", failure_data=_EVOLVE + "operators:AGENT_DATA",
+               devscore="macaronic.train.devscore:AGENT",
                description="Acts on the user's calendar, reminders, contacts, notes and orders through tool calls.",
                builtin=True),
     Specialist("coding", "text", "coding", 384, "macaronic.suites.registry:CODING", _FAMILIES + "coding",
+               failures=_EVOLVE + "failures:coding_labels", grpo=True, devscore="macaronic.train.devscore:CODING",
                description="Writes, explains and fixes code: small correct functions in fenced blocks.", builtin=True),
     Specialist("genui", "card", "genui", 768, "macaronic.suites.registry:GENUI", _FAMILIES + "genui",
+               failures=_EVOLVE + "failures:genui_labels", failure_data=_EVOLVE + "operators:GENUI_DATA",
                description="Answers with one JSON object holding A2UI v0.8 messages that render an interactive card.",
                builtin=True),
 )
@@ -149,16 +166,31 @@ def get(name: str, root: str | Path | None = None) -> Specialist:
     raise KeyError(f"no specialist {name!r}")
 
 
+def find(name: str | None) -> Specialist | None:
+    """The entry of `name`, or None where the registry does not know it (a role that only a custom
+    bundle defines, a contract suite kind such as "mixed") or the user registry does not read."""
+    for s in BUILTIN:
+        if s.name == name:
+            return s
+    try:
+        return next((s for s in load_user() if s.name == name), None)
+    except (ValueError, OSError):
+        return None
+
+
 def output_of(name: str) -> str:
     """What a specialist's reply is. A name the registry does not know (a role that only a
     custom bundle defines) answers in text."""
-    for s in BUILTIN:
-        if s.name == name:
-            return s.output
-    try:
-        return next(s.output for s in load_user() if s.name == name)
-    except (StopIteration, ValueError, OSError):
-        return "text"
+    s = find(name)
+    return s.output if s else "text"
+
+
+def lookup(name: str | None, what: str):
+    """The object entry field `what` ("failures", "failure_data", "devscore") of `name` names,
+    resolved; None when there is no such entry or the field is empty."""
+    s = find(name)
+    ref = getattr(s, what) if s else None
+    return resolve(ref) if ref else None
 
 
 def resolve(ref: str):

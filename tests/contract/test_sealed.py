@@ -73,3 +73,38 @@ def test_eval_refuses_contaminated_training_data(contract_file, pair_file, tmp_p
     assert rc == CONTAMINATED
     assert "overlaps the sealed test split" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_committed_runs_recount_their_sealed_reads(tmp_path, monkeypatch, capsys):
+    """The committed workdirs of v5 (no audit files; report.json counts per workdir) add up across
+    runs: 22 reads, each a gate decision, a generation-0 reference or a strata freeze."""
+    from pathlib import Path
+
+    from macaronic.commands.contract import main as contract_main
+
+    monkeypatch.setenv("MACARONIC_LEDGER", str(tmp_path / "empty.jsonl"))
+    root = Path(__file__).resolve().parents[2]
+    assert contract_main(["check", str(root / "contracts" / "macaronic-core-v5.yaml"), "--audit",
+                          str(tmp_path / "audit.jsonl")]) == 0
+    assert "sealed test read 22 times (by purpose: gate 9, reference 4, strata 9, other 0)" in capsys.readouterr().out
+
+
+def test_ledger_counts_one_read_per_measurement_across_workdirs(contract_file, tmp_path):
+    """A resumed evaluation (same key, another process or workdir) is one read; another report is a
+    second; a refused or hash-checking loader is none; a read that decides nothing is a violation."""
+    from macaronic.contract import ledger
+
+    c = cspec.load(contract_file)
+    book = tmp_path / "ledger.jsonl"
+    for audit in ("a/audit.jsonl", "b/audit.jsonl"):  # killed in one workdir, resumed in another
+        SplitLoader(c, "gate", tmp_path / audit, key="eval:/w/gen-001/eval.json", ledger=book).tasks("mixed", "test")
+    SplitLoader(c, "gate", tmp_path / "a/audit.jsonl", key="eval:/w/gen-002/eval.json", ledger=book).tasks("agent", "test")
+    SplitLoader(c, "check", tmp_path / "a/audit.jsonl", ledger=book).tasks("agent", "test")
+    with pytest.raises(SealedSplitError):
+        SplitLoader(c, "trainer", tmp_path / "a/audit.jsonl", ledger=book).tasks("agent", "test")
+    SplitLoader(c, "evaluator", tmp_path / "c/audit.jsonl", key="eval:/adhoc.json", ledger=book).tasks("agent", "test")
+    assert len(ledger.read(book)) == 4
+    counts = ledger.recount(c, [tmp_path], book)  # the workdirs' audits hold the same reads: not twice
+    assert counts["by_purpose"] == {"gate": 2, "reference": 0, "strata": 0, "other": 1} and counts["total"] == 3
+    assert [v["key"] for v in counts["violations"]] == ["eval:/adhoc.json"]
+    assert ledger.recount(c, [tmp_path], tmp_path / "none.jsonl")["total"] == 3  # the audits alone recount it

@@ -69,10 +69,11 @@ def argv(root, contract, pair):
             "--budget", "per_family=1,dev_per_family=3,candidates=3,screen_confidence=90", "--quiet"]
 
 
-def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(setup):
+def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(setup, monkeypatch, capsys):
     from macaronic.commands.evolve import main as evolve_main
 
     root, contract, pair = setup
+    monkeypatch.setenv("MACARONIC_LEDGER", str(root / "ledger.jsonl"))  # inherited by the loop's processes
     work = root / "work"
     dev = work / "dev.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "evolve", *argv(root, contract, pair)],
@@ -107,10 +108,11 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     assert {s1["cand-02"]["pair_id"], s2["cand-01"]["pair_id"]} <= dominated
     assert any(s["parent_id"] in dominated - {gens[0]["pair_id"]} for s in gens[2]["screens"])
     # sealed reads: the k = 2 strata reference, the generation-0 reference and one gate
-    assert summary["sealed_reads"]["by_purpose"] == {"evaluator": 2, "strata": 1}
+    assert summary["sealed_reads"]["by_purpose"] == {"gate": 1, "reference": 1, "strata": 1, "evaluator": 0}
+    assert summary["sealed_reads"]["gate_decisions_only"]
     assert summary["strata"]["k"] == 2 and sum(summary["strata"]["counts"].values()) > 0
     md = (work / "report.md").read_text()
-    assert "Sealed test reads: 3 evaluations" in md and "harmful" in md and "| 1 | parent |" in md
+    assert "Sealed test reads: 3 evaluations (1 gate, 1 reference, 1 strata)" in md and "harmful" in md and "| 1 | parent |" in md
     assert (work / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # Nothing lost, nothing counted twice.
@@ -130,6 +132,50 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     with Lineage(work / "lineage.sqlite") as lin:
         assert len(lin.records()) == 3 and len(lin.alias_history("champion")) == 2
     assert len(dev.read_text().splitlines()) == n
+
+    # Sealed hygiene. The ledger holds one read per measurement, the killed-and-resumed run's too,
+    # and the recount from the workdir's audit finds the same reads, not twice as many.
+    from macaronic.commands.contract import main as contract_main
+    from macaronic.contract import ledger
+
+    assert sorted(r["purpose"] for r in ledger.read()) == ["gate", "reference", "strata"]
+    capsys.readouterr()
+    assert contract_main(["check", str(contract), "--runs", str(work)]) == 0
+    assert "sealed test read 3 times (by purpose: gate 1, reference 1, strata 1, other 0)" in capsys.readouterr().out
+    # every decision's rows lie beside it, and every interval it quotes recomputes equal from them
+    from macaronic.commands.evolve import intervals as intervals_main
+    from macaronic.contract.decision_rows import read_rows as read_gz, rows_path, write_rows
+
+    for g in ("gen-000", "gen-001"):
+        assert read_gz(rows_path(work / g / "eval.json")), g
+    assert intervals_main([str(work), "--contract", str(contract)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok ") >= 2 and "ok: " in out and " 0 intervals recomputed" not in out
+    # a committed copy (no task logs, no audit, no lineage) recomputes the same; one changed score does not
+    import shutil
+
+    copy = root / "committed"
+    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("*.tasks.jsonl", "audit.jsonl", "lineage.sqlite",
+                                                              "dev.jsonl", "experience.jsonl", "cand-*", "stack"))
+    assert intervals_main([str(copy), "--contract", str(contract)]) == 0
+    rows = read_gz(rows_path(copy / "gen-001" / "eval.json"))
+    child = gens[1]["pair_id"]
+    i = next(i for i, r in enumerate(rows) if r["pair"] == child and r["suite"] == "mixed")
+    rows[i] = {**rows[i], "score": 1.0 - rows[i]["score"], "passed": not rows[i]["passed"]}
+    write_rows(rows_path(copy / "gen-001" / "eval.json"), rows)
+    capsys.readouterr()
+    assert intervals_main([str(copy), "--contract", str(contract)]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+    # a read of the test that decides nothing is counted, and shown as a violation
+    from macaronic.commands.eval import main as eval_main
+
+    assert eval_main(["--pair", str(pair), "--contract", str(contract), "--json", str(root / "adhoc.json"),
+                      "--audit", str(root / "adhoc-audit.jsonl"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert contract_main(["check", str(contract), "--runs", str(work)]) == 0
+    out = capsys.readouterr().out
+    assert "sealed test read 4 times (by purpose: gate 1, reference 1, strata 1, other 1)" in out
+    assert "VIOLATION" in out and "adhoc.json" in out
 
     # The probe: generation 0 and the champion on hand-written requests, graded, paired, in JSON.
     from importlib import resources

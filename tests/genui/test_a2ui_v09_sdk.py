@@ -68,3 +68,30 @@ def test_the_sdk_lets_through_official_invalid_cases_so_it_is_not_our_validator(
                 assert v09.message_errors(case["data"]), case["description"]
                 missed.append(f"{path.stem}-{i}")
     assert missed, "the SDK now rejects every official invalid case"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_genui_engine_card_is_served_in_v09_as_the_official_schema_and_the_sdk_accept(sdk, seed):
+    """Every card the GenUI data engine writes (`datagen/genui.py`, what the genui specialist is
+    trained to write), taken down the served path for a v0.9 client (`convert.served_card`):
+    nothing to close, each message valid under the official `server_to_client.json` exactly as a
+    conformance case is checked (`message_errors`, the function `test_a2ui_v09.py` runs the official
+    cases through), the list valid as a whole, and the official SDK accepts it."""
+    from macaronic.datagen.genui import INTENTS, examples
+    from macaronic.genui.convert import served_card
+    from macaronic.genui.output import parse_genui_output
+
+    seen = set()
+    for e in examples(30, seed):
+        out = parse_genui_output(e.messages[-1]["content"])
+        assert out.valid, out.validation.errors
+        served, text = served_card(out.to_dict(), "0.9")
+        assert not served.get("closed") and served["a2ui_version"] == "0.9"
+        messages = json.loads(text)["a2ui"]
+        assert messages == served["a2ui"] and all(m["version"] == "v0.9" for m in messages)
+        for m in messages:
+            assert v09.message_errors(m) == [], m
+        assert v09.validate_messages(messages)[0] == []
+        assert sdk(messages) is None
+        seen.add(e.source.rsplit("/", 1)[-1])
+    assert len(seen) >= len(INTENTS) - 2, seen  # nearly every intent, each seed

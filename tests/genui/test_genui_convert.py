@@ -7,7 +7,7 @@ import pytest
 from a2ui_cases import EXAMPLES, example_id, load, needs_examples
 
 from macaronic.genui import v09
-from macaronic.genui.convert import card_to_v09, to_v09
+from macaronic.genui.convert import card_to_v08, card_to_v09, streamed_head, to_v08, to_v09, v08_text
 from macaronic.genui.datamodel import build_models, set_path
 from macaronic.genui.tasks import FAMILIES, make_task
 from macaronic.genui.validate import validate
@@ -45,15 +45,19 @@ def check(messages):
     return out
 
 
-@pytest.mark.parametrize("messages", GOLD)
-def test_every_gold_card_converts_to_a_valid_v09_card(messages):
-    out = check(messages)
-    v09_data: dict = {}
-    for m in out:  # the same data model once every update is applied
+def v09_data(messages) -> dict:
+    """Each surface's data model once every v0.9 update is applied."""
+    out: dict = {}
+    for m in messages:
         if "updateDataModel" in m:
             body = m["updateDataModel"]
-            v09_data[body["surfaceId"]] = set_path(v09_data.get(body["surfaceId"], {}), body["path"], body["value"])
-    assert v09_data == build_models(messages)
+            out[body["surfaceId"]] = set_path(out.get(body["surfaceId"], {}), body["path"], body["value"])
+    return out
+
+
+@pytest.mark.parametrize("messages", GOLD)
+def test_every_gold_card_converts_to_a_valid_v09_card(messages):
+    assert v09_data(check(messages)) == build_models(messages)  # the same data model
 
 
 @needs_examples
@@ -169,3 +173,77 @@ def test_what_v09_refuses_and_v08_let_through_is_closed_when_served():
     assert out["valid"] and out["closed"] == ["component_dropped:"] and validate(out["a2ui"]).valid
     assert json.loads(text) == {"text_response": "Hi.", "a2ui": out["a2ui"]}
     assert served_card(genui, "0.8") == (genui, None)
+
+
+# ---- back: what the genui specialist reads of a v0.9 card in its history ----
+
+def engine_cards(seeds=(0, 1, 2), n=20):
+    from macaronic.datagen.genui import examples
+
+    return [json.loads(e.messages[-1]["content"])["a2ui"] for seed in seeds for e in examples(n, seed)]
+
+
+def test_every_card_we_have_comes_back_to_a_valid_v08_card_that_converts_the_same():
+    """to_v09 then to_v08: a valid v0.8 card with the same words and data model, which converts to
+    the same v0.9 again (the gold cards, the official v0.8 examples, the GenUI engine's cards)."""
+    cards = [p.values[0] for p in GOLD] + [load(p) for p in EXAMPLES] + engine_cards()
+    assert len(cards) >= 30 + 60
+    for messages in cards:
+        out = to_v09(messages)
+        back = to_v08(out)
+        assert validate(back).valid, validate(back).errors
+        assert not v09.is_v09(back) and to_v09(back) == out
+        assert words([m for m in messages if "dataModelUpdate" not in m]) <= words(back)
+        assert build_models(back) == v09_data(out)
+
+
+def test_the_v09_only_parts_are_dropped_and_values_typed_by_the_v08_catalog():
+    v9 = [{"version": "v0.9", "createSurface": {"surfaceId": "s", "catalogId": v09.BASIC_CATALOG_ID,
+                                                 "theme": {"primaryColor": "#112233"}}},
+          {"version": "v0.9", "updateComponents": {"surfaceId": "s", "components": [
+              {"id": "root", "component": "Column", "children": ["f", "c", "b"], "justify": "center"},
+              {"id": "f", "component": "TextField", "label": "Name", "value": {"path": "/name"}, "variant": "shortText",
+               "checks": [{"call": "required", "args": {}}]},
+              {"id": "c", "component": "ChoicePicker", "value": ["a"], "variant": "mutuallyExclusive",
+               "options": [{"label": "A", "value": "a"}]},
+              {"id": "t", "component": "Text", "text": {"call": "formatDate", "args": {}}},
+              {"id": "b", "component": "Button", "child": "t", "variant": "primary",
+               "action": {"event": {"name": "go", "context": {"who": {"path": "/name"}, "n": 2}}}}]}},
+          {"version": "v0.9", "updateDataModel": {"surfaceId": "s", "path": "/name", "value": "Ada"}}]
+    back = to_v08(v9)
+    assert [next(iter(m)) for m in back] == ["surfaceUpdate", "dataModelUpdate", "beginRendering"]
+    comps = {c["id"]: c["component"] for c in back[0]["surfaceUpdate"]["components"]}
+    assert comps["root"] == {"Column": {"children": {"explicitList": ["f", "c", "b"]}, "distribution": "center"}}
+    assert comps["f"] == {"TextField": {"label": {"literalString": "Name"}, "text": {"path": "/name"},
+                                        "textFieldType": "shortText"}}
+    assert comps["c"] == {"MultipleChoice": {"selections": {"literalArray": ["a"]}, "maxAllowedSelections": 1,
+                                             "options": [{"label": {"literalString": "A"}, "value": "a"}]}}
+    assert comps["t"] == {"Text": {}}  # a function call: v0.8 cannot say it
+    assert comps["b"] == {"Button": {"child": "t", "primary": True, "action": {"name": "go", "context": [
+        {"key": "who", "value": {"path": "/name"}}, {"key": "n", "value": {"literalNumber": 2}}]}}}
+    assert back[1] == {"dataModelUpdate": {"surfaceId": "s", "contents": [{"key": "name", "valueString": "Ada"}]}}
+    assert back[2] == {"beginRendering": {"surfaceId": "s", "root": "root", "styles": {"primaryColor": "#112233"}}}
+
+
+def test_v08_text_reads_only_v09_cards():
+    card = json.loads(json.dumps({"text_response": "Hi", "a2ui": GOLD[0].values[0]}))
+    served = json.dumps(card_to_v09(card))
+    assert json.loads(v08_text(served)) == card_to_v08(card_to_v09(card))
+    assert validate(json.loads(v08_text(served))).valid
+    for other in (json.dumps(card), "plain words", '{"text_response": "v0.9', "", None, '["v0.9"]'):
+        assert v08_text(other) is None
+
+
+def test_a_streamed_head_only_grows_and_starts_the_served_card():
+    """Cut anywhere, a card's text shows as the opening of the served (compact) card with the
+    text_response so far: each head extends the last, escapes and surrogate pairs never split."""
+    for tr, spaced in (('Say "hi" \u00e9 \U0001f600\\ \n end', True), ("Here is a card.", False)):
+        card = {"text_response": tr, "a2ui": GOLD[0].values[0]}
+        text = json.dumps(card, separators=None if spaced else (",", ":"), ensure_ascii=spaced)
+        served = json.dumps(card, ensure_ascii=False, separators=(",", ":"))
+        heads = [streamed_head(text[:i]) for i in range(len(text) + 1)]
+        assert heads[0] == "" and heads[-1] == '{"text_response":' + json.dumps(tr, ensure_ascii=False)[:-1]
+        for a, b in zip(heads, heads[1:]):
+            assert b.startswith(a) and served.startswith(b), (a, b)
+    assert streamed_head('```json\n{"text_response":"Hi') == '{"text_response":"Hi'
+    assert streamed_head('{"a2ui":[') == "" and streamed_head("Hello") == ""

@@ -13,6 +13,7 @@ import pytest
 from test_serve_mol import card_reply
 
 from macaronic.genui import v09
+from macaronic.genui.convert import card_to_v09
 from macaronic.genui.validate import validate
 from macaronic.serve import views
 
@@ -37,16 +38,61 @@ def test_a_v09_client_gets_a_v09_card_and_a_v08_client_the_card_as_written(inpro
     assert r8.choices[0].message.content == card_reply()
     assert "a2ui_version" not in r8.model_extra["macaronic"]["genui"]
 
-    # streamed: the card comes whole, once converted (no v0.8 JSON on the way)
+    # streamed: its text_response as it decodes, already in the served form, then the rest of the
+    # converted card; every delta adds to a prefix of the served card (no v0.8 JSON on the way)
     chunks = list(c.chat.completions.create(model="genui", messages=ask, max_tokens=1024, stream=True,
                                             extra_body={"a2ui_version": "0.9"}))
-    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
-    assert json.loads(text) == card
-    assert [ch.choices[0].delta.content for ch in chunks if ch.choices and ch.choices[0].delta.content] == [text]
+    deltas = [ch.choices[0].delta.content for ch in chunks if ch.choices and ch.choices[0].delta.content]
+    text = "".join(deltas)
+    assert json.loads(text) == card and text == r.choices[0].message.content
+    assert len(deltas) > 3 and "".join(deltas[:-1]) == '{"text_response":"Here is a card.', deltas
+    assert "surfaceUpdate" not in text and "beginRendering" not in text
 
     # the next turn carries the v0.9 card back: the harness still knows the genui specialist wrote it
     more = ask + [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": "again"}]
     assert mol.annotate(views.normalize_messages(more))[1]["specialist"] == "genui"
+
+
+def test_the_genui_specialist_reads_its_v09_card_back_as_the_v08_it_wrote(inproc):
+    """A two-turn v0.9 conversation through the official client: the second turn's prompt holds
+    the first card in v0.8, exactly as the specialist decoded it (what a v0.8 client's history
+    renders to), never the v0.9 the client got; streamed or not."""
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    c = client(url)
+    for stream in (False, True):
+        ask = [{"role": "user", "content": f"a lunch card {stream}"}]
+        if stream:
+            chunks = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024, stream=True,
+                                               extra_body={"a2ui_version": "0.9"})
+            served = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+        else:
+            served = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024,
+                                               extra_body={"a2ui_version": "0.9"}).choices[0].message.content
+        assert v09.is_v09(json.loads(served)["a2ui"])
+        more = ask + [{"role": "assistant", "content": served}, {"role": "user", "content": "make it for two"}]
+        c.chat.completions.create(model="genui", messages=more, max_tokens=1024, extra_body={"a2ui_version": "0.9"})
+        adapter, view = next((a, v) for a, v in reversed(script.seen) if v[-1]["content"] == "make it for two")
+        replies = [m["content"] for m in view if m["role"] == "assistant"]
+        assert adapter == "genui" and replies == [card_reply()], replies
+        assert not any(v09.VERSION in m["content"] for m in view)
+
+
+def test_a_v09_card_the_server_never_served_is_read_back_in_v08_too(inproc):
+    """A v0.9 card the memory does not know (kept by a client across a server restart, or another
+    server's) is converted back (`convert.to_v08`): the prompt holds a valid v0.8 card with its words."""
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    foreign = card_to_v09(json.loads(card_reply()))
+    foreign["text_response"] = "A card from elsewhere."
+    more = [{"role": "user", "content": "a card"}, {"role": "assistant", "content": json.dumps(foreign)},
+            {"role": "user", "content": "again"}]
+    client(url).chat.completions.create(model="genui", messages=more, max_tokens=1024,
+                                        extra_body={"a2ui_version": "0.9"})
+    adapter, view = next((a, v) for a, v in reversed(script.seen) if v[-1]["content"] == "again")
+    back = json.loads(next(m["content"] for m in view if m["role"] == "assistant"))
+    assert adapter == "genui" and back["text_response"] == "A card from elsewhere." and not v09.is_v09(back["a2ui"])
+    assert validate(back).valid and card_to_v09(back) == foreign
 
 
 def test_a_card_cut_by_the_token_cap_is_closed_then_served_in_v09(inproc):
@@ -102,5 +148,14 @@ def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
         assert v09.is_v09(card["a2ui"]) and all(m["version"] == "v0.9" for m in card["a2ui"])
         assert v09.validate_messages(card["a2ui"])[0] == []
         assert any("updateComponents" in m for m in card["a2ui"])
+        # streamed: the text_response in the served form as it decodes, the deltas adding up to the card
+        deltas = [ch.choices[0].delta.content for ch in client(s.url).chat.completions.create(
+            model="genui", messages=[{"role": "user", "content": "A card to book a table: name field and a Book button"}],
+            max_tokens=160, temperature=0, stream=True, extra_body={"a2ui_version": "0.9"})
+            if ch.choices and ch.choices[0].delta.content]
+        streamed = json.loads("".join(deltas))
+        assert v09.validate_messages(streamed["a2ui"])[0] == [] and streamed["text_response"]
+        assert len(deltas) > 2 and all(d not in ("", None) for d in deltas)
+        assert "".join(deltas[:-1]).startswith('{"text_response":"') and "a2ui" not in "".join(deltas[:-1])
     finally:
         s.stop()

@@ -294,3 +294,38 @@ def test_a_stored_v09_card_is_drawn_on_reload(chromium, inproc):  # noqa: F811
     assert "Hello" in page.locator(".msg.assistant .card").evaluate(DEEP_TEXT)
     assert not page.problems, page.problems
     page.context.close()
+
+def test_a_v09_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_drops_it(chromium, inproc):  # noqa: F811
+    """As a v0.8 card does: while a v0.9 card decodes the bubble shows its text_response and the
+    placeholder (the server streams the text_response in the served form), never JSON; the card is
+    drawn once by the v0.9 renderer; Stop mid-card keeps the words and drops the card from the history."""
+    from test_serve_browser import WATCH, ask
+    from test_serve_mol import card_reply
+
+    url, _, script = inproc
+    script.replies["genui"] = card_reply()
+    page = chat_page(chromium, url)
+    page.locator("#settings-box summary").click()
+    page.select_option("#a2ui-version", "0.9")
+    page.fill("#max-tokens", "1500")
+    page.evaluate(WATCH, None)
+    ask(page, "a lunch card please", "genui")  # test_serve_browser's: waits for the turn to end
+    shown = page.evaluate("window.shown")
+    assert shown and page.evaluate("window.pending") > 0  # the placeholder was up while it decoded
+    assert not [t for t in shown if t.lstrip().startswith("{") or "updateComponents" in t or "a2ui" in t], shown
+    assert any(t.strip() == "Here is a card." for t in shown)
+    assert any(0 < len(t.strip()) < len("Here is a card.") for t in shown), shown  # as it decoded, not at once
+    page.wait_for_selector(".card[data-a2ui-version='0.9'] a2ui09-surface a2ui09-basic-button button", timeout=60000)
+    reply = page.locator(".msg.assistant").nth(0)
+    assert reply.locator(".text").inner_text() == "Here is a card." and reply.locator(".card-pending").count() == 0
+    assert page.locator("a2ui09-surface").count() == 1 and page.locator("a2ui-surface").count() == 0
+
+    page.evaluate(WATCH, "Here is a card.")  # Stop once the words are out, while the card decodes
+    ask(page, "another one")
+    cut = page.locator(".msg.assistant").nth(1)
+    assert "the unfinished card was dropped" in cut.inner_text()
+    assert cut.locator(".text").inner_text() == "Here is a card." and cut.locator(".card, a2ui09-surface").count() == 0
+    assert page.evaluate("MacaronicChat.history()")[-1] == {"role": "assistant", "content": "Here is a card."}
+    assert page.locator("a2ui09-surface").count() == 1
+    assert not page.problems, page.problems
+    page.context.close()

@@ -22,6 +22,11 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="run every check layer")
     c.add_argument("file", type=Path)
     c.add_argument("--audit", type=Path, default=None, help="split-read audit log")
+    c.add_argument("--runs", type=Path, action="append", default=None,
+                   help="committed workdirs to recount sealed reads from (repeatable; default: docs/evolve "
+                        "beside the contract's folder, when it exists)")
+    c.add_argument("--ledger", type=Path, default=None,
+                   help="the sealed-read ledger (default: $MACARONIC_LEDGER or $MACARONIC_HOME/audit/sealed-reads.jsonl)")
     s = sub.add_parser("seal", help="write a copy of a draft with its sealed manifests filled in")
     s.add_argument("file", type=Path)
     s.add_argument("--out", type=Path, required=True)
@@ -53,7 +58,21 @@ def main(argv: list[str]) -> int:
     for s in c.suites:
         tag = "report-only" if s.report_only else ("primary" if s.name in c.primary else "")
         print(f"  {s.name:<12} kind={s.kind:<11} grader={s.grader:<20} test n={s.sealed.get('n')} {tag}")
+    reads(c, args)
     return 0
+
+
+def reads(c, args) -> None:
+    """The sealed-read count of this contract version across every run (contract/ledger.py); reads
+    that were not the gate's are printed one by one as violations."""
+    from macaronic.contract import ledger
+
+    roots = args.runs if args.runs is not None else [d for d in [args.file.resolve().parent.parent / "docs" / "evolve"]
+                                                      if d.is_dir()]
+    counts = ledger.recount(c, roots, args.ledger)
+    print(ledger.line(counts))
+    for v in counts["violations"]:
+        print(f"  VIOLATION: a non-gate read ({v['purpose']}): {v['key']} [{v['source']}]")
 
 
 def strata(argv: list[str]) -> int:

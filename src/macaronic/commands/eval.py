@@ -38,6 +38,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--contract", required=True, type=Path, help="contract YAML file")
     p.add_argument("--json", required=True, type=Path, help="where to write the final report")
     p.add_argument("--parent", default=None, help="the pair to compare against (enables the gate)")
+    p.add_argument("--reference", action="store_true",
+                   help="without --parent: this is a run's generation-0 reference, the gate's baseline (the "
+                        "sealed-read ledger counts it as `reference`; any other read without a parent is `other`, "
+                        "a violation shown by `macaronic contract check`)")
     p.add_argument("--lineage", type=Path, default=None, help="lineage SQLite (default: $MACARONIC_HOME/lineage.sqlite)")
     p.add_argument("--tasks", type=Path, default=None, help="per-task JSONL (default: <json>.tasks.jsonl)")
     p.add_argument("--prior", type=Path, action="append", default=[],
@@ -83,8 +87,9 @@ def main(argv: list[str]) -> int:
     from macaronic.contract.evaluate import ResultLog, plan, read_rows, write_json_atomic
     from macaronic.contract.report import build_report
     try:
+        purpose = "gate" if args.parent else "reference" if args.reference else "evaluator"
         contract, loader, (child, parent) = prepare(args.contract, args.audit, [args.pair, args.parent],
-                                                    args.lineage)
+                                                    args.lineage, purpose=purpose, key=f"eval:{args.json.resolve()}")
     except Refused as e:
         print(f"macaronic eval: {e}", file=sys.stderr)
         return e.code
@@ -95,7 +100,7 @@ def main(argv: list[str]) -> int:
               f"13-gram={cont['ngram'][:5]} ({len(cont['exact'])}+{len(cont['ngram'])} tasks)", file=sys.stderr)
         return CONTAMINATED
     try:
-        strata, _ = load_strata(args.strata, contract)
+        strata, strata_sha = load_strata(args.strata, contract)
     except (OSError, ValueError) as e:
         print(f"macaronic eval: cannot read strata: {e}", file=sys.stderr)
         return ENVIRONMENT
@@ -130,10 +135,15 @@ def main(argv: list[str]) -> int:
         log.close()
     report, checks = build_report(contract, child.id, log.for_pair(child.id), parent.id if parent else None,
                                   log.for_pair(parent.id) if parent else None, strata)
+    from macaronic.contract.decision_rows import rows_path, write_rows
+
+    used = log.for_pair(child.id) + (log.for_pair(parent.id) if parent is not None else [])
+    write_rows(rows_path(args.json), used)  # the rows behind every interval, small enough to commit
     write_json_atomic(args.json, report)
     write_json_atomic(args.json.with_name(args.json.name + ".gate.json"),
                       {"checks": checks, "contamination": cont, "tasks": str(tasks_path), "answerer": args.answerer,
-                       "reused_suites": reused, "reused_tasks": sorted(same) if parent is not None else []})
+                       "reused_suites": reused, "reused_tasks": sorted(same) if parent is not None else [],
+                       "rows": rows_path(args.json).name, "strata_sha256": strata_sha})
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     return 0

@@ -44,6 +44,7 @@ def bases(argv: list[str]) -> int:
 
     from macaronic.bench.docs import write_section
     from macaronic.contract.spec import load
+    from macaronic.engine.bases import SMALL_BASE
 
     p = argparse.ArgumentParser(prog="macaronic eval table bases", description=module.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,7 +64,7 @@ def bases(argv: list[str]) -> int:
     for x, d in zip(a.ablation, docs):
         if d["contract"]["sha256"] != contract.sha256:
             p.error(f"{x} was measured under another contract ({d['contract']['id']})")
-    names = tuple(Path(d["pair"]["base"] or "smollm2-135m-instruct").name for d in docs)
+    names = tuple(Path(d["pair"]["base"] or SMALL_BASE).name for d in docs)
     scores = tuple(config_scores(contract, d, run_rows(d["tasks"], contract.sha256)) for d in docs)
     t = table(contract, names, scores)
     text = markdown(contract, names, t, [d["command"] for d in docs])

@@ -15,7 +15,9 @@ from pathlib import Path
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="macaronic evolve",
-        epilog="`macaronic evolve probe --help`: the lineage's pairs side by side on hand-written agent requests.",
+        epilog="`macaronic evolve probe --help`: the lineage's pairs side by side on hand-written agent requests. "
+               "`macaronic evolve served --help`: what the loop reads of a served-experience file. "
+               "`macaronic evolve intervals WORKDIR`: recompute every quoted interval from the committed rows.",
         description="Each generation is a search: from the archive's parents (the champion and the best "
                     "other archived pair), operators of different kinds propose 3-6 candidates (prompt "
                     "variants and decoding changes from clustered failure traces, router refit, RFT with "
@@ -55,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
                    help="first evaluate the generation-0 champion on the sealed test split and freeze the strata "
                         "(k samples per test task); without it this happens at the first gate. With "
                         "--generations 0 it does only that")
+    p.add_argument("--experience", type=Path, default=None,
+                   help="a served-experience file (`macaronic serve --experience FILE`): each generation clusters "
+                        "its failures beside the contract's, refits the router on its corrections and records "
+                        "data-engine seeds in gen-NNN/served.json (docs/EXPERIENCE.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -62,7 +68,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["probe"]:
         return probe(argv[1:])
+    if argv[:1] == ["intervals"]:
+        return intervals(argv[1:])
+    if argv[:1] == ["served"]:
+        return served(argv[1:])
     args = parser().parse_args(argv)
+    if args.experience is not None and not args.experience.is_file():
+        print(f"macaronic evolve: no experience file {args.experience}", file=sys.stderr)
+        return 2
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
     from macaronic.evolve.loop import Hooks, evolve
@@ -91,7 +104,8 @@ def main(argv: list[str]) -> int:
 
         try:
             summary = evolve(args.contract, args.workdir, args.generations, budget, plan, args.pair,
-                             Hooks(log=log, progress=on_progress), args.answerer, reference=args.reference)
+                             Hooks(log=log, progress=on_progress), args.answerer, reference=args.reference,
+                             experience=args.experience)
         except ContractError as e:
             print(f"macaronic evolve: {e}", file=sys.stderr)
             return e.code
@@ -119,6 +133,67 @@ def write_reports(contract_path: Path, workdir: Path, summary: dict) -> None:
     (workdir / "report.json").write_text(json.dumps({**summary, "transfer": tr}, indent=2, sort_keys=True) + "\n")
     (workdir / "report.md").write_text(markdown(summary, tr))
     plot(summary, tr, workdir / "report.png")
+
+
+def intervals(argv: list[str]) -> int:
+    """`macaronic evolve intervals`: exit 0 when every interval recomputes equal, 1 otherwise."""
+    from macaronic.evolve import intervals as module
+
+    p = argparse.ArgumentParser(prog="macaronic evolve intervals", description=module.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workdir", type=Path)
+    p.add_argument("--contract", type=Path, action="append", default=[],
+                   help="contract files or folders to find each decision's contract in (default: contracts/)")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    a = p.parse_args(argv)
+    res = module.check_workdir(a.workdir, a.contract)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0 if res["ok"] else 1
+    for e in res["evals"]:
+        print(f"{e['status']:<9} {e['eval']:<32} {e['decision'] or '-':<9} {e['intervals']:>3} intervals "
+              f"from {e.get('rows', '-')} (strata {e.get('strata', '-')})")
+        for m in e["mismatches"][:10]:
+            print(f"    {m}")
+    for m in res["summary"][:20]:
+        print(f"MISMATCH  {m}")
+    n = sum(e["intervals"] for e in res["evals"]) + res["transfer_intervals"]
+    print(("ok: " if res["ok"] else "NOT ok: ") + f"{n} intervals recomputed ({res['transfer_intervals']} of them "
+          f"the transfer table's against generation 0)" + ("" if res["evals"] else "; no decisions found"))
+    return 0 if res["ok"] else 1
+
+
+def served(argv: list[str]) -> int:
+    """`macaronic evolve served`: the reading step alone, as JSON."""
+    from macaronic.evolve import served as module
+
+    p = argparse.ArgumentParser(prog="macaronic evolve served", description=module.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experience", type=Path, help="a served-experience file (`macaronic serve --experience FILE`)")
+    p.add_argument("--contract", type=Path, required=True, help="the contract whose dev and test tasks seeds must avoid")
+    p.add_argument("--audit", type=Path, default=None, help="where the split reads are audited (default: "
+                                                            "$MACARONIC_AUDIT or ~/.macaronic/audit/splits.jsonl)")
+    p.add_argument("--budget", default=None, help="as for `macaronic evolve` (dev_per_family sizes the dev split checked)")
+    p.add_argument("--json", type=Path, required=True, help="where to write clusters, routing rows, seeds, dropped")
+    a = p.parse_args(argv)
+    from macaronic.contract import spec as cspec
+    from macaronic.contract.sealed import SplitLoader
+    from macaronic.contract.spec import ContractError
+    from macaronic.evolve.config import Budget
+    from macaronic.serve.experience import ExperienceError
+
+    try:
+        contract = cspec.parse(a.contract)
+        doc = module.read(a.experience, contract, SplitLoader(contract, "trainer", a.audit),
+                          SplitLoader(contract, "check", a.audit), Budget.parse(a.budget))
+    except (ValueError, KeyError, OSError, ContractError, ExperienceError) as e:
+        print(f"macaronic evolve served: {e}", file=sys.stderr)
+        return 2
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    print(f"{doc['turns']} turns; clusters " + (", ".join(f"{k}={n}" for k, n in doc["clusters"].items()) or "none")
+          + f"; {len(doc['routing'])} routing rows; {len(doc['seeds'])} seeds; {len(doc['dropped'])} dropped")
+    return 0
 
 
 def probe(argv: list[str]) -> int:

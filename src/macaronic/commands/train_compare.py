@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from macaronic.train.compare import GRPO_PROMPTS, GRPO_ROLE, ROOT, SFT_SEED, grpo, md, modes
+from macaronic.train.compare import GRPO_PROMPTS, GRPO_ROLE, ROOT, SFT_SEED, comparable, grpo, md, modes
 from macaronic.train.compare import __doc__ as COMPARE_DOC
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
                    help="also score this adapter (for the role its directory name contains), e.g. "
                    "grpo=runs/grpo/agent-grpo, so every variant is scored in one process on the same tasks")
     g = sub.add_parser("grpo", help="GRPO vs continued SFT from the shipped adapter, same wall time")
-    g.add_argument("--role", default=GRPO_ROLE, choices=("agent", "coding"))
+    g.add_argument("--role", default=GRPO_ROLE, choices=comparable())
     g.add_argument("--work", type=Path, default=Path("runs/grpo"))
     g.add_argument("--steps", type=int, default=20, help="GRPO steps")
     g.add_argument("--prompts", type=int, default=GRPO_PROMPTS)

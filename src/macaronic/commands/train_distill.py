@@ -3,41 +3,31 @@ train-family coding tasks (train/distill.py)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+from macaronic.commands.sampling import base_llm, parser
+from macaronic.engine.bases import SMALL_BASE
 from macaronic.train.distill import DATA, sample, select, train_prompts, write
 from macaronic.train.distill import __doc__ as DISTILL_DOC
 
+FLAGS = (("--out", dict(type=Path, default=DATA)),
+         ("--per-family", dict(type=int, default=10, help="distinct train prompts per family")),
+         ("--samples", dict(type=int, default=3, help="sampled replies per prompt (plus one greedy)")),
+         ("--per-prompt", dict(type=int, default=3, help="passing solutions kept per prompt")),
+         ("--temperature", {}), ("--seed", {}),
+         ("--base", dict(default=SMALL_BASE,
+                         help=f"a registered base or model directory (default {SMALL_BASE}: its coding_distill data)")),
+         ("--threads", {}))
+
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="macaronic train distill", description=DISTILL_DOC,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=DATA)
-    p.add_argument("--per-family", type=int, default=10, help="distinct train prompts per family")
-    p.add_argument("--samples", type=int, default=3, help="sampled replies per prompt (plus one greedy)")
-    p.add_argument("--per-prompt", type=int, default=3, help="passing solutions kept per prompt")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--seed", type=int, default=0, help="task seed and sampling seed")
-    p.add_argument("--base", default="smollm2-135m-instruct",
-                   help="a registered base or model directory (default smollm2-135m-instruct: its coding_distill data)")
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(argv)
-    import torch
-
-    from macaronic.engine.llm import load_llm
-
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    a = parser("distill", DISTILL_DOC, "task", FLAGS).parse_args(argv)
     tasks = train_prompts(a.per_family, a.seed)
     t0 = time.time()
-    llm = load_llm(a.base, [])
-    try:
+    with base_llm(a.base, a.threads) as llm:
         recs = sample(llm, tasks, a.samples, temperature=a.temperature, seed=a.seed)
-    finally:
-        llm.close()
     kept = select(recs, a.per_prompt)
     write(a.out, kept)
     fams = sorted({t.family for t in tasks})

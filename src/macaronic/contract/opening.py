@@ -33,26 +33,28 @@ def resolve_pair(ref: str, lineage: str | Path | None):
         return lin.pair(ref)
 
 
-def open_for_evaluation(path: str | Path, audit):
-    """(contract, evaluator split loader) once its sources and sealed hashes check out; raises ContractError."""
+def open_for_evaluation(path: str | Path, audit, purpose: str = "evaluator", key: str | None = None):
+    """(contract, split loader for `purpose`) once its sources and sealed hashes check out; raises
+    ContractError. The hash check reads as `check`, so a refused contract is no sealed read;
+    `key` names the measurement in the sealed-read ledger (contract/ledger.py)."""
     from macaronic.contract import spec as cspec
     from macaronic.contract.sealed import SplitLoader
 
     contract = cspec.parse(path)
     cspec.check_sources(contract)
-    loader = SplitLoader(contract, "evaluator", audit)
-    cspec.check_hashes(contract, loader)
-    return contract, loader
+    cspec.check_hashes(contract, SplitLoader(contract, "check", audit))
+    return contract, SplitLoader(contract, purpose, audit, key)
 
 
-def prepare(contract_path: str | Path, audit, refs: list, lineage=None, default=None):
+def prepare(contract_path: str | Path, audit, refs: list, lineage=None, default=None, purpose: str = "evaluator",
+            key: str | None = None):
     """(contract, evaluator split loader, [manifest per ref]): the contract opened, each pair
     resolved (a ref of None takes `default()`, or stays None when there is no default) and its
     files verified against their ids. Raises Refused with the reason and exit code."""
     from macaronic.pairs.lineage import LineageError
 
     try:
-        contract, loader = open_for_evaluation(contract_path, audit)
+        contract, loader = open_for_evaluation(contract_path, audit, purpose, key)
     except ContractError as e:
         raise Refused(str(e), e.code) from None
     try:

@@ -1,7 +1,8 @@
 """The split loader: the only way to get a contract's tasks, with the test split sealed.
 
-Every call is audited (one JSON line: time, pid, purpose, contract sha256, suite, split, allowed,
-n) before anything is returned. The test split is refused to the `trainer` and the `collector`
+Every call is audited (one JSON line: time, pid, purpose, read key, contract sha256, suite, split,
+allowed, n) before anything is returned; a loader's first scoring read of the test split also goes
+to the cross-run ledger (contract/ledger.py). The test split is refused to the `trainer` and the `collector`
 (the experience gatherer), and the refusal is audited too. The contamination check compares
 training texts with the sealed test prompts: exact containment of a normalized test prompt and
 any shared 13-word window. Knows nothing about models.
@@ -16,7 +17,7 @@ import re
 import time
 from pathlib import Path
 
-PURPOSES = ("evaluator", "trainer", "collector", "check", "strata")
+PURPOSES = ("gate", "reference", "evaluator", "trainer", "collector", "check", "strata")
 SEALED_FROM = ("trainer", "collector")
 
 
@@ -31,16 +32,22 @@ def default_audit_path() -> Path:
 
 
 class SplitLoader:
-    def __init__(self, contract, purpose: str, audit_path: str | Path | None = None):
+    def __init__(self, contract, purpose: str, audit_path: str | Path | None = None, key: str | None = None,
+                 ledger: str | Path | None = None):
+        """`key` names the measurement (the report it writes): a resumed evaluation is the same read."""
+        import uuid
+
         if purpose not in PURPOSES:
             raise ValueError(f"purpose must be one of {PURPOSES}, got {purpose!r}")
         self.contract, self.purpose = contract, purpose
         self.audit_path = Path(audit_path) if audit_path else default_audit_path()
+        self.key = key or f"pid:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.ledger, self._logged = ledger, False
 
     def _audit(self, suite: str, split: str, allowed: bool, n: int | None) -> None:
         self.audit_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"time": time.time(), "pid": os.getpid(), "purpose": self.purpose,
-                           "contract": self.contract.id, "contract_sha256": self.contract.sha256,
+                           "contract": self.contract.id, "contract_sha256": self.contract.sha256, "key": self.key,
                            "suite": suite, "split": split, "allowed": allowed, "n": n}, sort_keys=True)
         with open(self.audit_path, "a") as f:  # O_APPEND: concurrent processes do not interleave lines
             f.write(line + "\n")
@@ -63,6 +70,12 @@ class SplitLoader:
         out = held_out_split(spec, split) if spec.dev_families and split in ("train", "dev") \
             else KINDS[spec.kind].tasks(spec, split)
         self._audit(suite, split, True, len(out))
+        if split == "test" and not self._logged:
+            from macaronic.contract import ledger
+
+            if self.purpose in ledger.MEASURING:
+                ledger.append(self.contract, self.purpose, self.key, self.audit_path, self.ledger)
+            self._logged = True
         return out
 
 
@@ -124,6 +137,36 @@ def contamination(train_texts: list[str], test: list[tuple[str, str]], n: int = 
             overlap.append(key)
     return {"exact": exact, "ngram": overlap, "clean": not exact and not overlap, "n": n,
             "train_texts": len(train_texts), "test_items": len(test)}
+
+
+class HeldOut:
+    """Held-out texts (key, text) indexed for the other direction of `contamination`: does a short
+    candidate text (a served request) overlap one? It does when a held text is contained in it, when
+    it (at least `min_words` words) is contained in a held text, or when they share an n-word window."""
+
+    def __init__(self, items: list[tuple[str, str]], n: int = 8, min_words: int = 5):
+        self.n, self.min_words = n, min_words
+        self.norm = [(k, " ".join(words(t))) for k, t in items]
+        self.norm = [(k, t) for k, t in self.norm if t]
+        self.grams: dict[tuple[str, ...], str] = {}
+        for k, t in items:
+            for g in ngrams(t, n):
+                self.grams.setdefault(g, k)
+
+    def overlap(self, *texts: str) -> list[str]:
+        """Keys of the held texts any of `texts` overlaps (empty: disjoint)."""
+        hits = []
+        for text in texts:
+            w = words(text)
+            norm = " ".join(w)
+            if not norm:
+                continue
+            padded = f" {norm} "
+            for k, h in self.norm:
+                if f" {h} " in padded or (len(w) >= self.min_words and padded in f" {h} "):
+                    hits.append(k)
+            hits += [self.grams[g] for g in ngrams(text, self.n) if g in self.grams]
+        return sorted(set(hits))
 
 
 def texts_of_data_file(path: str | Path) -> list[str]:

@@ -25,8 +25,9 @@ def freeze(contract_path: Path, pair, out: Path, audit: Path | None = None, task
 
     contract = cspec.parse(contract_path)
     cspec.check_sources(contract)
-    loader = SplitLoader(contract, "strata", audit)  # every test read of this run is audited as `strata`
-    cspec.check_hashes(contract, loader)
+    cspec.check_hashes(contract, SplitLoader(contract, "check", audit))
+    # every test read of this run is audited as `strata`; a resumed freeze is the same read
+    loader = SplitLoader(contract, "strata", audit, key=f"strata:{Path(out).resolve()}")
     k, temp = contract.strata.k, contract.strata.temperature
     view = replace(contract, suites=tuple(replace(s, k=k) for s in contract.suites))
     units = [(t, i) for s in contract.suites if not s.report_only for t in loader.tasks(s.name, "test")

@@ -72,6 +72,9 @@ def _outcome(grade: dict, tokens: int, messages: list[dict], **extra) -> dict:
             "messages": messages}
 
 
+TRAIN_WORLDS = 100_000  # an agent suite's train worlds start here past its seed; dev and test never get this far
+
+
 class AgentKind:
     module = "macaronic.substrate.tasks"
 
@@ -81,8 +84,11 @@ class AgentKind:
     def tasks(self, spec, split):
         from macaronic.substrate.tasks import generate_tasks
 
+        # A world (the substrate state a seed builds) is shared by every family drawn at that seed: train
+        # tasks at the dev and test seeds would show the trainer the test's worlds. Train draws its own.
+        seed = spec.seed + TRAIN_WORLDS if split == "train" else spec.seed
         return [Task(spec.name, t.id, t.family, t.split, t, t.request, _content(t))
-                for t in generate_tasks(split, n_per_family=spec.per_family, base_seed=spec.seed)]
+                for t in generate_tasks(split, n_per_family=spec.per_family, base_seed=seed)]
 
     def run(self, spec, task, answerer, seed):
         from macaronic.prompts import tool_result_message

@@ -570,15 +570,17 @@ IDENTITY_ASK = ("Who am I chatting with?", "What should I call you?", "Are you a
                 "Which assistant is this?", "How can you help me?")
 
 
-def prompt(i: int, seed: int = 0) -> dict:
-    """Prompt `i` of the seeded stream (depends only on seed and i, so a longer run extends a shorter one)."""
+def prompt(i: int, seed: int = 0, category: str | None = None) -> dict:
+    """Prompt `i` of the seeded stream (depends only on seed and i, so a longer run extends a shorter one);
+    `category` (one of CATEGORIES) replaces the drawn category: more prompts of one kind."""
     r = random.Random(f"chat-engine:{seed}:{i}")
     pid = f"chat-engine-{seed}-{i}"
     if i % IDENTITY_EVERY == IDENTITY_EVERY // 2:
         o, q = r.choice(IDENTITY_OPEN), r.choice(IDENTITY_ASK)
         text = o + (q[0].lower() + q[1:] if o.endswith((", ", ": ", "but ")) else q)
         return {"id": pid, "category": "identity", "prompt": text, "checks": [["include", {"words": ["Macaronic"]}]]}
-    category = r.choices(CATEGORIES, WEIGHTS)[0]
+    drawn = r.choices(CATEGORIES, WEIGHTS)[0]  # drawn either way: the stream stays the same without `category`
+    category = category or drawn
     task, checks, ctx = _task(r, category)
     extra = _constraints(r, ctx.get("format", category), ctx)
     text = _join(r, task, [t for _, _, t in extra])

@@ -15,6 +15,10 @@ detail), never from the test split:
   chat    too_long, wrong_answer
   mixed   wrong_route:<role>, wrong_answer:<role>
 
+A suite named after a specialist is labelled by the function its registry entry names (`failures`:
+the four above are `agent_labels`, `genui_labels`, `coding_labels`, `chat_labels`); a failing row
+of a suite without one is labelled `failed`.
+
 `HINTS` maps a cluster to a one-line instruction for the role's prompt: the prompt-variant
 operator's text (a fixed reflection per failure kind, not a generated one). Pure.
 """
@@ -24,6 +28,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+
+from macaronic.specialist import lookup
 
 LOOKUPS = ("search_", "list_", "get_")
 PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
@@ -68,49 +74,62 @@ def label(row: dict) -> list[str]:
     """The failure labels of one graded row (empty when it passed)."""
     if row.get("passed"):
         return []
-    suite, detail = row["suite"], row.get("detail") or {}
-    replies = [m["content"] for m in row.get("messages", []) if m["role"] == "assistant"]
-    if suite == "mixed":
+    if row["suite"] == "mixed":
         out = []
-        for t in detail.get("turns", []):
+        for t in (row.get("detail") or {}).get("turns", []):
             if not t.get("route_ok"):
                 out.append(f"wrong_route:{t['gold']}")
             elif not t.get("answer_ok"):
                 out.append(f"wrong_answer:{t['gold']}")
         return out
-    if suite == "agent":
-        calls, errors, args = [], [], []
-        for r in replies:
-            p = _calls(r)
-            calls += [c["function"]["name"] for c in p.tool_calls]
-            args += [c["function"]["arguments"] for c in p.tool_calls]
-            if p.error:
-                errors.append(p.error)
-        if errors and not calls:
-            return ["invented_tool" if any("unknown tool" in e for e in errors) else "bad_arguments"]
-        if not calls:
-            return ["no_call"]
-        if not calls[0].startswith(LOOKUPS) and len(calls) == 1 and detail.get("state_match") is False:
-            return ["act_without_lookup"]
-        request = next((m["content"] for m in row.get("messages", []) if m["role"] == "user"), "")
-        writes = [a for name, a in zip(calls, args) if not name.startswith(LOOKUPS)]  # a lookup may search for it
-        if not detail.get("state_match") and any(ph in a for ph in PLACEHOLDER.findall(request) for a in writes):
-            return ["copied_placeholder"]
-        if detail.get("state_match") and detail.get("facts_missing"):
-            return ["missing_facts"]
-        if not detail.get("state_match"):
-            if writes and _empty_lookup_before_write(row.get("messages", [])):
-                return ["empty_lookup"]
-            if not writes:
-                return ["answered_after_lookup"]
-        return ["wrong_state"]
-    if suite == "genui":
-        return ["invalid_card"] if not detail.get("l1_valid", True) else ["missing_content"]
-    if suite == "coding":
-        return ["no_function"] if not any("def " in r for r in replies) else ["wrong_output"]
-    if suite == "chat":
-        return ["too_long"] if replies and len(replies[-1].split()) > 30 else ["wrong_answer"]
-    return ["failed"]
+    labels = lookup(row["suite"], "failures")
+    return labels(row) if labels else ["failed"]
+
+
+def _replies(row: dict) -> list[str]:
+    return [m["content"] for m in row.get("messages", []) if m["role"] == "assistant"]
+
+
+def agent_labels(row: dict) -> list[str]:
+    detail = row.get("detail") or {}
+    calls, errors, args = [], [], []
+    for r in _replies(row):
+        p = _calls(r)
+        calls += [c["function"]["name"] for c in p.tool_calls]
+        args += [c["function"]["arguments"] for c in p.tool_calls]
+        if p.error:
+            errors.append(p.error)
+    if errors and not calls:
+        return ["invented_tool" if any("unknown tool" in e for e in errors) else "bad_arguments"]
+    if not calls:
+        return ["no_call"]
+    if not calls[0].startswith(LOOKUPS) and len(calls) == 1 and detail.get("state_match") is False:
+        return ["act_without_lookup"]
+    request = next((m["content"] for m in row.get("messages", []) if m["role"] == "user"), "")
+    writes = [a for name, a in zip(calls, args) if not name.startswith(LOOKUPS)]  # a lookup may search for it
+    if not detail.get("state_match") and any(ph in a for ph in PLACEHOLDER.findall(request) for a in writes):
+        return ["copied_placeholder"]
+    if detail.get("state_match") and detail.get("facts_missing"):
+        return ["missing_facts"]
+    if not detail.get("state_match"):
+        if writes and _empty_lookup_before_write(row.get("messages", [])):
+            return ["empty_lookup"]
+        if not writes:
+            return ["answered_after_lookup"]
+    return ["wrong_state"]
+
+
+def genui_labels(row: dict) -> list[str]:
+    return ["invalid_card"] if not (row.get("detail") or {}).get("l1_valid", True) else ["missing_content"]
+
+
+def coding_labels(row: dict) -> list[str]:
+    return ["no_function"] if not any("def " in r for r in _replies(row)) else ["wrong_output"]
+
+
+def chat_labels(row: dict) -> list[str]:
+    replies = _replies(row)
+    return ["too_long"] if replies and len(replies[-1].split()) > 30 else ["wrong_answer"]
 
 
 def _empty_lookup_before_write(messages: list[dict]) -> bool:

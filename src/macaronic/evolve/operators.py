@@ -5,7 +5,8 @@ generation's search, each a list of successor steps with the components it touch
                 (failures.HINTS); one candidate per role, largest clusters first
   decoding      the role with the most failures decodes greedily (if it sampled), else with half
                 its token cap (if its failures run long)
-  router_refit  the router refitted on logged outcomes, policy chosen on dev
+  router_refit  the router refitted on logged outcomes, policy chosen on dev; with served
+                corrections (evolve/served.py), on them too (the step names their rows' sha256)
   rft           RFT with exploration: k samples per train task at T >= 0.7 (collected by the loop),
                 graded successes (plus STaR-style hinted successes for tasks never solved),
                 warm-started from the parent's adapter for a few steps; one candidate for each of
@@ -23,8 +24,11 @@ generation's search, each a list of successor steps with the components it touch
                 failing skill's data; from a parent already trained on failure data, first the
                 failing skills and the ones it was trained on, new episodes, then each failing
                 skill it was not trained on, alone, with its data file replayed
-  grpo          a few GRPO steps on coding (a verifiable reward: its unit tests), warm-started
+  grpo          a few GRPO steps on each specialist whose suite's reward is verifiable (the
+                registry's `grpo`: coding, its unit tests), warm-started
 
+Which specialists get failure data, with which skills, and which get GRPO, is their registry
+entries' (`failure_data`, `grpo`): the agent's skills and GenUI's are `AGENT_DATA` and `GENUI_DATA`.
 A candidate already screened from the same parent with the same steps is not proposed again.
 Pure: numbers and manifests in, Candidate list out.
 """
@@ -32,12 +36,13 @@ Pure: numbers and manifests in, Candidate list out.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from macaronic.evolve.failure_data import step_version
 from macaronic.evolve.failures import hints_for
 from macaronic.evolve.search import Candidate
-from macaronic.specialist import BUILTIN_NAMES, output_of
+from macaronic.specialist import all_specialists, find, lookup, resolve
 
 # failure-driven data: skill, the agent clusters it answers, what it teaches (evolve/failure_data.py)
 FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-placeholder"),
@@ -49,7 +54,19 @@ FAILURE_SKILLS = (("fill_placeholders", ("copied_placeholder",), "fill-the-place
                   ("order_writes", ("answered_after_lookup",), "the-write-the-order-allows"))
 GENUI_SKILLS = (("show_values", ("missing_content",), "show-every-value"),)
 
-ROLE_SUITES = {r: r for r in BUILTIN_NAMES}  # a built-in specialist's contract suite has its name
+
+@dataclass(frozen=True)
+class FailureData:
+    """A specialist's failure-data skills: (skill, the clusters of its suite it answers, what it
+    teaches). `stack`: propose the failing skills together, and on top of the ones its adapter was
+    trained on, before each alone (the agent's: one skill's data alone can unlearn another's); else
+    each failing skill alone."""
+    skills: tuple
+    stack: bool = False
+
+
+AGENT_DATA = FailureData(FAILURE_SKILLS, stack=True)
+GENUI_DATA = FailureData(GENUI_SKILLS)
 
 
 def signature(parent: str, steps) -> str:
@@ -67,7 +84,8 @@ def signature(parent: str, steps) -> str:
 def trained_skills(data, role: str = "agent") -> list[str]:
     """The failure-data skills a pair's adapter for `role` was trained on, from its data files' names
     (successor.failure_data writes `failure-<role>-<skill>+<skill>.jsonl`)."""
-    names = {s for s, _, _ in (GENUI_SKILLS if output_of(role) == "card" else FAILURE_SKILLS)}
+    skills = lookup(role, "failure_data")
+    names = {s for s, _, _ in (skills.skills if skills else ())}
     out, head = [], f"failure-{role}-"
     for f in data:
         n = Path(f).name
@@ -84,18 +102,20 @@ def _fresh_seed(parent, role: str, trained: bool) -> dict:
 
 def _role_failures(clusters) -> dict[str, int]:
     out: dict[str, int] = {}
-    for (suite, label), n in clusters.items():
-        role = suite if suite in ROLE_SUITES else (label.split(":")[1] if ":" in label else None)
+    for (suite, label), n in clusters.items():  # a specialist's contract suite has its name
+        role = suite if find(suite) else (label.split(":")[1] if ":" in label else None)
         if role:
             out[role] = out.get(role, 0) + n
     return out
 
 
 def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
-            start: int = 1, harmful: frozenset[str] = frozenset()) -> list[Candidate]:
+            start: int = 1, harmful: frozenset[str] = frozenset(),
+            served: tuple[str, int] | None = None) -> list[Candidate]:
     """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
     `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
-    data alone did harm from this parent is not stacked onto the others)."""
+    data alone did harm from this parent is not stacked onto the others). `served`: (sha256 prefix,
+    count) of the routing rows read from served corrections."""
     from macaronic.harness import load_bundle
 
     bundle = load_bundle(parent.harness["path"])
@@ -140,71 +160,87 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             break
     if "router_refit" in operators:
         wrong = sum(n for (s, lb), n in clusters.items() if lb.startswith("wrong_route"))
-        add("router_refit", ["router_refit"], ("router",), f"{wrong} wrongly routed dev turns")
+        if served:
+            add("router_refit", [{"router_refit": {"served": served[0]}}], ("router",),
+                f"{wrong} wrongly routed turns, {served[1]} served corrections")
+        else:
+            add("router_refit", ["router_refit"], ("router",), f"{wrong} wrongly routed dev turns")
     if "rft" in operators and successes:
         ranked = sorted((r for r in successes if r in parent.adapters and len(successes[r]) >= budget.min_successes),
                         key=lambda r: (-fails.get(r, 0), -len(successes[r]), r))
         for role in ranked[:2]:  # one candidate per role (disjoint: they can stack)
             add("rft", [{"rft": {"roles": [role], "warm": True, "steps": budget.rft_steps}}], (f"adapter:{role}",),
                 f"{role}: {len(successes[role])} graded successes, warm start")
-    if "failure_data" in operators and "agent" in parent.adapters:
-        failing = [(skill, what, n) for skill, labels, what in FAILURE_SKILLS
-                   if (n := sum(v for (s, lb), v in clusters.items() if s == "agent" and lb in labels))]
-        known = trained_skills(parent.data)
-        extra = _fresh_seed(parent, "agent", bool(known))
-        if known and failing:
-            # a parent already trained on failure data (its file is replayed under every candidate)
-            def alone(skill):
-                return [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps, **extra}}]
-
-            # first the failing skills it never learnt, together on top of what it learnt, leaving out
-            # any whose data alone did harm from this parent (run-q3's generation 3: pick_tools -0.125)
-            new = [(s, w, n) for s, w, n in failing if s not in known
-                   and signature(parent.id, alone(s)) not in harmful]
-            if len(new) > 1:
-                add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in new],
-                                                       "steps": budget.rft_steps, **extra}}],
-                    ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in new)} data for "
-                                        f"{sum(n for _, _, n in new)} failures (on top of the skills it was trained on)")
-            # then each failing skill it never learnt, alone on top of what it learnt
-            for skill, what, n in failing:
-                if skill not in known:
-                    add("failure_data", alone(skill),
-                        ("adapter:agent",), f"agent: {what} data for {n} failures (on top of the skills it was "
-                                            "trained on)")
-            # last the union, the failing skills and the ones it learnt drawn anew (one skill's data alone
-            # unlearnt the others: run-q2's generation 2); it retrains every old skill too, and one old
-            # skill's data can push a dev family the wrong way (run-q3's generation 2: cancel-the-order
-            # episodes made refund requests cancel), hence last
-            names = [s for s, _, _ in FAILURE_SKILLS if s in known or any(f[0] == s for f in failing)]
-            whats = [w for s, _, w in FAILURE_SKILLS if s in names]
-            add("failure_data", [{"failure_data": {"role": "agent", "skills": names, "steps": budget.rft_steps,
-                                                   **extra}}],
-                ("adapter:agent",), f"agent: {' + '.join(whats)} data for {sum(n for _, _, n in failing)} failures "
-                                    "(with the skills it was trained on)")
-            failing = []
-        if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
-            add("failure_data", [{"failure_data": {"role": "agent", "skills": [s for s, _, _ in failing],
-                                                   "steps": budget.rft_steps, **extra}}],
-                ("adapter:agent",), f"agent: {' + '.join(w for _, w, _ in failing)} data for "
-                                    f"{sum(n for _, _, n in failing)} failures")
-        for skill, what, n in failing:
-            add("failure_data", [{"failure_data": {"role": "agent", "skill": skill, "steps": budget.rft_steps,
-                                                   **extra}}],
-                ("adapter:agent",), f"agent: {what} data for {n} failures")
-    if "failure_data" in operators and "genui" in parent.adapters:
-        for skill, labels, what in GENUI_SKILLS:
-            n = sum(v for (s, lb), v in clusters.items() if s == "genui" and lb in labels)
-            if not n:
-                continue
-            extra = _fresh_seed(parent, "genui", skill in trained_skills(parent.data, "genui"))
-            add("failure_data", [{"failure_data": {"role": "genui", "skill": skill, "steps": budget.rft_steps,
-                                                   **extra}}],
-                ("adapter:genui",), f"genui: {what} data for {n} failures")
-    if "grpo" in operators and budget.grpo_steps > 0 and "coding" in parent.adapters:
-        add("grpo", [{"grpo": {"role": "coding", "steps": budget.grpo_steps}}], ("adapter:coding",),
-            f"coding: {budget.grpo_steps} GRPO steps on unit-test reward")
+    if "failure_data" in operators:
+        for spec in all_specialists():  # the registry's order: the agent's candidates before GenUI's
+            if spec.failure_data and spec.name in parent.adapters:
+                data = resolve(spec.failure_data)
+                (_stacked if data.stack else _alone)(spec.name, data.skills, parent, clusters, budget, harmful, add)
+    if "grpo" in operators and budget.grpo_steps > 0:
+        for spec in all_specialists():
+            if spec.grpo and spec.name in parent.adapters:
+                add("grpo", [{"grpo": {"role": spec.name, "steps": budget.grpo_steps}}], (f"adapter:{spec.name}",),
+                    f"{spec.name}: {budget.grpo_steps} GRPO steps on its suite's verifiable reward")
     return out[: budget.candidates]
+
+
+def _failing(role: str, skills, clusters) -> list[tuple[str, str, int]]:
+    """(skill, what it teaches, failures) for each skill of `skills` whose clusters of `role` failed."""
+    return [(skill, what, n) for skill, labels, what in skills
+            if (n := sum(v for (s, lb), v in clusters.items() if s == role and lb in labels))]
+
+
+def _alone(role: str, skills, parent, clusters, budget, harmful, add) -> None:
+    """One candidate per failing skill, its data alone (a new draw once the adapter was trained on it)."""
+    for skill, what, n in _failing(role, skills, clusters):
+        extra = _fresh_seed(parent, role, skill in trained_skills(parent.data, role))
+        add("failure_data", [{"failure_data": {"role": role, "skill": skill, "steps": budget.rft_steps, **extra}}],
+            (f"adapter:{role}",), f"{role}: {what} data for {n} failures")
+
+
+def _stacked(role: str, skills, parent, clusters, budget, harmful, add) -> None:
+    """The failing skills together first, then each alone; from a parent already trained on failure
+    data, on top of what it learnt, and last the union drawn anew."""
+    failing = _failing(role, skills, clusters)
+    known = trained_skills(parent.data, role)
+    extra = _fresh_seed(parent, role, bool(known))
+    comp = (f"adapter:{role}",)
+    if known and failing:
+        # a parent already trained on failure data (its file is replayed under every candidate)
+        def alone(skill):
+            return [{"failure_data": {"role": role, "skill": skill, "steps": budget.rft_steps, **extra}}]
+
+        # first the failing skills it never learnt, together on top of what it learnt, leaving out
+        # any whose data alone did harm from this parent (run-q3's generation 3: pick_tools -0.125)
+        new = [(s, w, n) for s, w, n in failing if s not in known
+               and signature(parent.id, alone(s)) not in harmful]
+        if len(new) > 1:
+            add("failure_data", [{"failure_data": {"role": role, "skills": [s for s, _, _ in new],
+                                                   "steps": budget.rft_steps, **extra}}],
+                comp, f"{role}: {' + '.join(w for _, w, _ in new)} data for "
+                      f"{sum(n for _, _, n in new)} failures (on top of the skills it was trained on)")
+        # then each failing skill it never learnt, alone on top of what it learnt
+        for skill, what, n in failing:
+            if skill not in known:
+                add("failure_data", alone(skill), comp, f"{role}: {what} data for {n} failures (on top of the "
+                                                        "skills it was trained on)")
+        # last the union, the failing skills and the ones it learnt drawn anew (one skill's data alone
+        # unlearnt the others: run-q2's generation 2); it retrains every old skill too, and one old
+        # skill's data can push a dev family the wrong way (run-q3's generation 2: cancel-the-order
+        # episodes made refund requests cancel), hence last
+        names = [s for s, _, _ in skills if s in known or any(f[0] == s for f in failing)]
+        whats = [w for s, _, w in skills if s in names]
+        add("failure_data", [{"failure_data": {"role": role, "skills": names, "steps": budget.rft_steps, **extra}}],
+            comp, f"{role}: {' + '.join(whats)} data for {sum(n for _, _, n in failing)} failures "
+                  "(with the skills it was trained on)")
+        failing = []
+    if len(failing) > 1:  # every failing skill in one adapter: one skill's data alone can unlearn another's
+        add("failure_data", [{"failure_data": {"role": role, "skills": [s for s, _, _ in failing],
+                                               "steps": budget.rft_steps, **extra}}],
+            comp, f"{role}: {' + '.join(w for _, w, _ in failing)} data for {sum(n for _, _, n in failing)} failures")
+    for skill, what, n in failing:
+        add("failure_data", [{"failure_data": {"role": role, "skill": skill, "steps": budget.rft_steps, **extra}}],
+            comp, f"{role}: {what} data for {n} failures")
 
 
 def _versioned(step: dict) -> dict:

@@ -183,13 +183,16 @@ def stacked(parts: list[Candidate], champion: str) -> Candidate:
 
 
 def sealed_reads(audit_path: Path) -> dict:
-    """How often the sealed test split was read: allowed test reads, by process and purpose
-    (one evaluation reads every suite once), and refused attempts."""
+    """How often this workdir read the sealed test split: one read per measurement (a report, or a
+    process in audits from before read keys), by purpose, and refused attempts. The count across
+    every run of a contract version is `macaronic contract check` (contract/ledger.py)."""
+    from macaronic.contract.ledger import GATE_PURPOSES, MEASURING
     from macaronic.contract.sealed import read_audit
 
     rows = read_audit(audit_path)
-    allowed = [r for r in rows if r["split"] == "test" and r["allowed"] and r["purpose"] in ("evaluator", "strata")]
-    runs = sorted({(r["pid"], r["purpose"]) for r in allowed})
-    return {"evaluations": len(runs), "by_purpose": {p: sum(1 for _, q in runs if q == p) for p in ("evaluator", "strata")},
+    allowed = [r for r in rows if r["split"] == "test" and r["allowed"] and r["purpose"] in MEASURING]
+    runs = sorted({(r.get("key") or f"pid:{r['pid']}", r["purpose"]) for r in allowed})
+    return {"evaluations": len(runs), "by_purpose": {p: sum(1 for _, q in runs if q == p) for p in MEASURING},
+            "gate_decisions_only": all(q in GATE_PURPOSES for _, q in runs),
             "suite_reads": len(allowed),
             "refused": sum(1 for r in rows if r["split"] == "test" and not r["allowed"])}

@@ -11,7 +11,8 @@ Steps (a generation's plan names which run, in order):
                 start, so this is a retrain, not a continuation.
   router_refit  the router is refitted from logged outcomes (each routed turn's correct role, as
                 the grader knows it, and the role each forced suite graded its tasks on), then
-                the routing policy is chosen on the dev split.
+                the routing policy is chosen on the dev split. {"served": SHA} adds the routing rows
+                read from served corrections (evolve/served.py, `served/routing-SHA.jsonl`).
   harness_edit  a proposed edit to a harness file, applied as given (a deep merge into a JSON
                 file, a line appended, a text replacement, or a whole new text).
   failure_data  targeted training data for a failing skill (evolve/failure_data.py), warm start.
@@ -75,7 +76,8 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
         elif name == "grpo":
             changes.append(grpo(champion, tmp, ctx, adapters, log, opts))
         elif name == "router_refit":
-            ch, files = router_refit(rows, tmp, ctx, log, shipped_data=bool(opts.get("shipped_data", False)))
+            ch, files = router_refit(rows, tmp, ctx, log, shipped_data=bool(opts.get("shipped_data", False)),
+                                     served=opts.get("served"))
             changes.append(ch)
             data_files += files
         elif name == "harness_edit":
@@ -375,9 +377,11 @@ def macro_recall(pred: list[str], gold: list[str]) -> float:
     return sum(per) / max(1, len(per))
 
 
-def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool = False) -> tuple[dict, list[Path]]:
-    """Refit on the logged outcomes (plus the shipped routing data's train split when asked) and
-    choose the policy on the contract's dev turns (plus the shipped dev split)."""
+def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool = False,
+                 served: str | None = None) -> tuple[dict, list[Path]]:
+    """Refit on the logged outcomes (plus the shipped routing data's train split when asked, plus
+    the served corrections' rows named by `served`) and choose the policy on the contract's dev
+    turns (plus the shipped dev split)."""
     from macaronic.harness import load_bundle
     from macaronic.router.config import RouterConfig
     from macaronic.router.router import Router
@@ -389,6 +393,13 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
               if (json.dumps(e["messages"], sort_keys=True), e["label"]) not in seen]
     dev = dev_routing_examples(contract, loader, budget.dev_for("mixed"))
     n_logged, n_dev = len(train), len(dev)
+    n_served = 0
+    if served:
+        path = Path(ctx["served_dir"]) / f"routing-{served}.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"router_refit: no served routing rows {path}")
+        extra = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+        train, n_served = train + extra, len(extra)
     if shipped_data:
         from macaronic.router.data import load_routing_data
 
@@ -418,6 +429,7 @@ def router_refit(rows: list[dict], tmp: Path, ctx: dict, log, shipped_data: bool
     doc["policy"] = best
     (harness / "router.json").write_text(json.dumps(doc, indent=2) + "\n")
     return {"step": "router_refit", "refit": True, "logged_examples": n_logged, "contract_dev_examples": n_dev,
+            "served_examples": n_served,
             "shipped_data": shipped_data, "train_examples": len(train), "dev_examples": len(dev),
             "dev_accuracy": {k: round(v, 4) for k, v in acc.items()},
             "dev_macro_recall": {k: round(v, 4) for k, v in recall.items()}, "policy": best,

@@ -13,10 +13,13 @@ from macaronic.contract.report import STRATA, task_scores
 from macaronic.contract.stats import paired_bootstrap
 
 
-def _rows(path: Path, sha: str, pair: str) -> list[dict]:
+def _rows(ev: Path, sha: str, pair: str) -> list[dict]:
+    """A pair's rows in the decision `ev` (eval.json): its committed rows file, else the live task log."""
+    from macaronic.contract.decision_rows import read_rows as read_gz, rows_path
     from macaronic.contract.evaluate import read_rows
 
-    return [r for r in read_rows(path, sha) if r["pair"] == pair]
+    rows = read_gz(rows_path(ev), sha) if rows_path(ev).is_file() else read_rows(ev.with_name(ev.name + ".tasks.jsonl"), sha)
+    return [r for r in rows if r["pair"] == pair]
 
 
 def _delta(contract, child: dict, ref: dict, keys: list[str], salt: int) -> dict:
@@ -36,12 +39,12 @@ def transfer(contract, workdir: Path, summary: dict) -> dict:
     out = []
     if not g0:
         return {"rows": out, "strata": strata_doc.get("k")}
-    ref = task_scores(contract, _rows(workdir / "gen-000" / "eval.json.tasks.jsonl", contract.sha256, g0[0]["pair_id"]))
+    ref = task_scores(contract, _rows(workdir / "gen-000" / "eval.json", contract.sha256, g0[0]["pair_id"]))
     for g in summary["generations"]:
         if g["generation"] == 0 or g["decision"] in ("kept", "in progress"):
             continue
         d = workdir / f"gen-{g['generation']:03d}"
-        child = task_scores(contract, _rows(d / "eval.json.tasks.jsonl", contract.sha256, g["pair_id"]))
+        child = task_scores(contract, _rows(d / "eval.json", contract.sha256, g["pair_id"]))
         row = {"generation": g["generation"], "pair_id": g["pair_id"], "decision": g["decision"],
                "vs_parent": {s: {"delta": v.get("delta"), "ci95": v.get("delta_ci95"), "n": v.get("n")}
                              for s, v in g["suites"].items()},
@@ -67,14 +70,23 @@ def _d(b: dict | None) -> str:
     return f"{b['delta']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "") + (f" n={b['n']}" if b.get("n") else "")
 
 
+def _by_purpose(by: dict) -> str:
+    """Older reports counted gate and reference reads together as `evaluator`."""
+    if "gate" not in by:
+        return f"{by.get('evaluator', 0)} gate/reference, {by.get('strata', 0)} strata"
+    other = by.get("evaluator", 0)
+    return (f"{by['gate']} gate, {by.get('reference', 0)} reference, {by.get('strata', 0)} strata"
+            + (f", {other} OTHER (not the gate's)" if other else ""))
+
+
 def markdown(summary: dict, tr: dict) -> str:
     c, sr = summary["contract"], summary.get("sealed_reads", {})
     st = summary.get("strata")
     out = [f"Contract `{c['id']}` (sha256 `{c['sha256'][:16]}...`); champion `{(summary.get('champion') or '-')[:12]}`.",
            "",
-           f"Sealed test reads: {sr.get('evaluations', 0)} evaluations ({sr.get('by_purpose', {}).get('evaluator', 0)} "
-           f"gate/reference, {sr.get('by_purpose', {}).get('strata', 0)} strata), {sr.get('suite_reads', 0)} suite reads, "
-           f"{sr.get('refused', 0)} refused attempts by the trainer/collector.",
+           f"Sealed test reads: {sr.get('evaluations', 0)} evaluations ({_by_purpose(sr.get('by_purpose', {}))}), "
+           f"{sr.get('suite_reads', 0)} suite reads, {sr.get('refused', 0)} refused attempts by the trainer/collector. "
+           "Across every run of this contract version: `macaronic contract check`.",
            ""]
     if st:
         out += [f"Strata: frozen from `{st['reference'][:12]}` with k={st['k']} samples per test task at "

@@ -7,7 +7,7 @@ Import from the submodules; this package imports nothing heavy (xgrammar and tor
     output.parse_genui_output(text) -> GenUIOutput      render_html.render_html(messages) -> str
     grammar.GrammarConstraint(tokenizer, vocab_size)    actions.user_action_to_message / approval_from
     tasks.generate_tasks(seed, per_family)              grade.grade(task, output_text)
-    v09.validate_messages(messages)                     convert.to_v09(v08_messages)
+    v09.validate_messages(messages)                     convert.to_v09(v08_messages) / to_v08(v09_messages)
 """
 
 from macaronic.genui.output import GenUIOutput, parse_genui_output

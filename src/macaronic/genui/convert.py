@@ -1,4 +1,5 @@
-"""A2UI v0.8 -> v0.9: one validated v0.8 message list as the v0.9 messages that draw the same card.
+"""A2UI v0.8 -> v0.9: one validated v0.8 message list as the v0.9 messages that draw the same card
+(and back, `to_v08`: what the genui specialist reads of a v0.9 card in its history).
 
 The genui specialist decodes v0.8 under its grammar (`grammar.py`); a client that renders v0.9
 gets the validated, closed card converted here. Message kinds map one to one (`beginRendering` ->
@@ -29,6 +30,8 @@ result with `v09.validate_messages`), models or rendering.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any, Literal, get_args
 
 from macaronic.genui import v09
@@ -207,3 +210,211 @@ def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], st
         out["closed"] = [*(genui.get("closed") or []), *fixes]
     out["a2ui"] = card["a2ui"]
     return out, card_text(card)
+
+
+OPENING = re.compile(r'\s*(?:```[A-Za-z]*\s*)?\{\s*"text_response"\s*:\s*"')
+
+
+def streamed_head(text: str) -> str:
+    """What a client that renders another version sees of a card while it decodes: the served
+    card's opening with the `text_response` decoded so far, in the served form (`close.card_text`'s
+    compact JSON), so that the deltas add up to a prefix of the served card ('' until its
+    text_response starts). An escape or a surrogate pair cut by the stream waits for the rest."""
+    m = OPENING.match(text)
+    if m is None:
+        return ""
+    end = m.end()
+    while end < len(text) and text[end] != '"':
+        step = 1 if text[end] != "\\" else 6 if text[end + 1:end + 2] == "u" else 2
+        if end + step > len(text):
+            break
+        end += step
+    try:
+        said = json.loads('"' + text[m.end():end] + '"')
+    except ValueError:
+        return ""
+    if said and "\ud800" <= said[-1] <= "\udbff":  # half a surrogate pair
+        said = said[:-1]
+    return '{"text_response":' + json.dumps(said, ensure_ascii=False)[:-1]
+
+
+# ---- back: v0.9 -> v0.8, what the genui specialist reads of its own earlier cards ----
+
+TYPES_BACK = {v: k for k, v in TYPES.items()}
+RENAMES_BACK = {kind: {new: old for old, new in names.items()} for kind, names in RENAMES.items()}
+TEXT_FIELD_TYPES = ("date", "longText", "number", "shortText", "obscured")
+
+
+def literal_keys() -> dict[tuple[str, str], str]:
+    """(v0.8 component type, property) -> the literal key of its bound value (`literalString`, ...),
+    read off the v0.8 catalog's models (one place for which properties bind data)."""
+    from typing import get_type_hints
+
+    from macaronic.genui import models
+
+    out: dict[tuple[str, str], str] = {}
+    for kind, model in models.STANDARD_COMPONENTS.items():
+        for prop, hint in get_type_hints(model).items():
+            for t in get_args(hint) or (hint,):  # `BoundString | None` or `BoundString`
+                if isinstance(t, type) and issubclass(t, models._Bound):
+                    out[(kind, prop)] = next(k for k in t.model_fields if k != "path")
+    return out
+
+
+def to_v08(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The v0.8 messages for a v0.9 message list: `to_v09` backwards, for the genui specialist's
+    view of a card it wrote and a v0.9 client sent back. Round trips: `to_v09(to_v08(to_v09(m)))
+    == to_v09(m)`. What v0.8 cannot say is dropped (a function call, a `checks` list, a v0.9-only
+    property); `beginRendering` (root `root`) comes after its surface's other messages, where the
+    v0.8 builder puts it. Malformed entries are skipped, never raised on: this feeds a prompt."""
+    keys = literal_keys()
+    out: list[dict[str, Any]] = []
+    created: dict[str, dict[str, Any]] = {}
+
+    def begin(sid: str) -> None:
+        body: dict[str, Any] = {"surfaceId": sid, "root": "root"}
+        color = (created.pop(sid).get("theme") or {}).get("primaryColor")
+        if isinstance(color, str):
+            body["styles"] = {"primaryColor": color}
+        out.append({"beginRendering": body})
+
+    for m in messages if isinstance(messages, list) else []:
+        kind = next((k for k in v09.MESSAGE_KINDS if isinstance(m, dict) and isinstance(m.get(k), dict)), None)
+        if kind is None:
+            continue
+        body = m[kind]
+        sid = body.get("surfaceId")
+        if kind == "createSurface":
+            created[sid] = body
+        elif kind == "updateComponents":
+            comps = [component_v08(c, keys) for c in body.get("components") or [] if isinstance(c, dict)]
+            out.append({"surfaceUpdate": {"surfaceId": sid, "components": comps}})
+        elif kind == "updateDataModel":
+            out += [data_update(sid, body.get("path") or "/", body["value"])] if "value" in body else []
+        else:
+            if sid in created:
+                begin(sid)
+            out.append({"deleteSurface": {"surfaceId": sid}})
+    for sid in list(created):
+        begin(sid)
+    return out
+
+
+def literal(value: Any, key: str | None = None) -> dict[str, Any]:
+    key = key or ("literalBoolean" if isinstance(value, bool) else "literalNumber" if isinstance(value, (int, float))
+                  else "literalArray" if isinstance(value, list) else "literalString")
+    return {key: value}
+
+
+def bound_v08(value: Any, key: str | None = None) -> dict[str, Any] | None:
+    """A v0.9 dynamic value as a v0.8 bound value (None: a function call, which v0.8 cannot say)."""
+    if isinstance(value, dict):
+        return {"path": value["path"]} if isinstance(value.get("path"), str) else None
+    return literal(value, key)
+
+
+def component_v08(comp: dict[str, Any], keys: dict[tuple[str, str], str]) -> dict[str, Any]:
+    kind9 = comp.get("component")
+    kind = TYPES_BACK.get(kind9, kind9) if isinstance(kind9, str) else "Text"
+    rename = RENAMES_BACK.get(kind, {})
+    props: dict[str, Any] = {}
+    for key, value in comp.items():
+        if key in ("id", "component", "weight", "accessibility", "checks"):
+            continue
+        name = rename.get(key, key)
+        if key == "children":
+            props[name] = ({"explicitList": [c for c in value if isinstance(c, str)]} if isinstance(value, list) else
+                           {"template": {"componentId": value.get("componentId"), "dataBinding": value.get("path")}}
+                           if isinstance(value, dict) else {"explicitList": []})
+        elif key == "tabs" and isinstance(value, list):
+            props[name] = [{"title": bound_v08(t.get("title"), "literalString") or {"literalString": ""},
+                            "child": t.get("child")} for t in value if isinstance(t, dict)]
+        elif key == "action" and isinstance(value, dict):
+            props[name] = action_v08(value)
+        elif key == "options" and isinstance(value, list):
+            props[name] = [{"label": bound_v08(o.get("label"), "literalString") or {"literalString": ""},
+                            "value": o.get("value")} for o in value if isinstance(o, dict)]
+        elif kind == "Button" and key == "variant":
+            if value == "primary":
+                props["primary"] = True
+        elif kind == "MultipleChoice" and key == "variant":
+            if value == "mutuallyExclusive":
+                props["maxAllowedSelections"] = 1
+        elif kind == "TextField" and key == "variant":
+            if value in TEXT_FIELD_TYPES:
+                props[name] = value
+        elif kind == "Image" and key == "fit":
+            props[name] = "scale-down" if value == "scaleDown" else value
+        elif (kind, name) in keys:
+            b = bound_v08(value, keys[(kind, name)])
+            if b is not None:
+                props[name] = b
+        elif not isinstance(value, dict):  # a plain property (usageHint, axis, min, ...)
+            props[name] = value
+    out: dict[str, Any] = {"id": comp.get("id"), "component": {kind: props}}
+    if "weight" in comp:
+        out["weight"] = comp["weight"]
+    return out
+
+
+def action_v08(value: dict[str, Any]) -> dict[str, Any]:
+    event = value.get("event") if isinstance(value.get("event"), dict) else {}
+    name = event.get("name") or (value.get("functionCall") or {}).get("call") or "action"
+    out: dict[str, Any] = {"name": name}
+    context = [{"key": k, "value": b} for k, v in (event.get("context") or {}).items()
+               if (b := bound_v08(v)) is not None and "literalArray" not in b]
+    if context:
+        out["context"] = context
+    return out
+
+
+def data_update(sid: str, path: str, value: Any) -> dict[str, Any]:
+    """A v0.9 `updateDataModel` as one v0.8 `dataModelUpdate` (a scalar at `/a/b`: key `b` at `/a`)."""
+    if not isinstance(value, dict):
+        head, _, key = path.rstrip("/").rpartition("/")
+        path, value = head or "/", {key: value}
+    body: dict[str, Any] = {"surfaceId": sid, "contents": contents(value, nest=True)}
+    if path != "/":
+        body["path"] = path
+    return {"dataModelUpdate": body}
+
+
+def contents(values: dict[str, Any], nest: bool) -> list[dict[str, Any]]:
+    """Plain JSON as v0.8 entries; what v0.8 cannot nest (a list, a map in a map) as a JSON string,
+    which v0.8 renderers and `datamodel.decode_string` read back."""
+    out = []
+    for key, value in values.items():
+        if isinstance(value, bool):
+            out.append({"key": key, "valueBoolean": value})
+        elif isinstance(value, (int, float)):
+            out.append({"key": key, "valueNumber": value})
+        elif isinstance(value, str):
+            out.append({"key": key, "valueString": value})
+        elif isinstance(value, dict) and nest:
+            out.append({"key": key, "valueMap": contents(value, nest=False)})
+        elif value is not None:
+            out.append({"key": key, "valueString": json.dumps(value, ensure_ascii=False)})
+    return out
+
+
+def card_to_v08(card: dict[str, Any]) -> dict[str, Any]:
+    """A `{text_response, a2ui}` card with its messages in v0.8 (already v0.8: unchanged)."""
+    messages = card.get("a2ui") or []
+    return {**card, "a2ui": to_v08(messages)} if v09.is_v09(messages) else card
+
+
+def v08_text(content: Any) -> str | None:
+    """The v0.8 text of a reply that is a v0.9 card, as the genui specialist writes a card (None:
+    not a v0.9 card). For a card the store does not know (another server's, or one kept by a
+    client across a restart); a card this server served is read back as it was before converting."""
+    if not isinstance(content, str) or not content.lstrip().startswith("{") or v09.VERSION not in content:
+        return None
+    try:
+        card = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(card, dict) or not isinstance(card.get("text_response"), str) or not v09.is_v09(card.get("a2ui")):
+        return None
+    from macaronic.genui.close import card_text
+
+    return card_text(card_to_v08(card))

@@ -9,6 +9,9 @@ evaluator calls it directly, the server calls the streaming twin `MoL.astream` a
    message wins (the web chat sends it back; the Responses store keeps it); otherwise the
    segment memory is asked by content key = sha256(preceding user text, stripped content, tool
    call names and arguments). A miss means a foreign message: no adapter, no summary, verbatim.
+   A card served in A2UI v0.9 is read back as the v0.8 the genui specialist writes (its `raw`
+   text: what it decoded, else `genui/convert.to_v08` of the card), so its view is the v0.8 it
+   was trained on whichever version the client renders.
 2. **Route.** `model` = the public name -> routed; `model` = an adapter name -> forced (a role
    name or alias forces that role's adapter). A tool result continues on the adapter that issued
    the call and an A2UI `userAction` on the adapter that drew the card, both without a route hop.
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
+from macaronic.genui.convert import streamed_head, v08_text
 from macaronic.pairs.ids import pair_id
 from macaronic.router.config import choice_names_a_call, default_route, tools_route
 from macaronic.router.conversation import request_text, tool_caller
@@ -271,6 +275,8 @@ class MoL:
             if m["role"] == "assistant":
                 key = views.content_key(views.previous_user_text(messages, i), m["content"], m.get("tool_calls"))
                 m = {**(self.store.recall(key) or {}), **m, "key": key}
+                if not m.get("raw") and not m.get("tool_calls") and (v08 := v08_text(m["content"])) is not None:
+                    m["raw"] = v08  # a v0.9 card read as the v0.8 the genui specialist writes (genui/convert.py)
                 if m.get("adapter") and not m.get("specialist"):
                     meta = self.backend.adapters().get(m["adapter"])
                     role = meta.role if meta else (m["adapter"] if m["adapter"] in self.bundle.role_names else None)
@@ -437,7 +443,8 @@ class MoL:
         """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
         Closing early cancels the generation. `parallel_tool_calls=False`: at most one call.
         `a2ui_version`: the A2UI version the client renders; a card in another version than the
-        specialist writes (v0.8) is converted when whole, so its text comes in one delta at the end.
+        specialist writes (v0.8) is converted when whole: while it decodes only its text_response
+        streams, already in the served form (`convert.streamed_head`), then the rest of the served card.
         `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
         an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
         if raw:
@@ -452,8 +459,8 @@ class MoL:
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
             messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         gen: Generation | None = None
-        converted = route.specialist == "genui" and a2ui_version != "0.8"  # streamed once converted
-        buf, sent, hold = "", 0, converted
+        converted = output_of(route.specialist) == "card" and a2ui_version != "0.8"  # streamed once converted
+        buf, sent, hold, shown = "", 0, converted, ""  # shown: what went out of a converted card
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
         stream = self.backend.stream(view, route.adapter, sp, structure=structure.spec if structure else None,
@@ -469,6 +476,9 @@ class MoL:
                         yield piece
                     continue
                 if hold:
+                    if converted and (head := streamed_head(buf)).startswith(shown) and len(head) > len(shown):
+                        yield head[len(shown):]
+                        shown = head
                     continue
                 out = buf[sent:]
                 if parse_calls:
@@ -496,8 +506,11 @@ class MoL:
         elif result.tool_calls or result.tool_error:
             prose, shown = result.content or "", buf[:sent].strip()
             rest = prose[len(shown):] if prose.startswith(shown) else ""
+        elif converted:  # the served card after its streamed head (a head the closer changed: whole, again)
+            served = (result.content or "") if result.genui is not None else buf
+            rest = served[len(shown):] if served.startswith(shown) else served
         else:
-            rest = result.content if converted and result.genui is not None else buf[sent:]
+            rest = buf[sent:]
         if rest:
             yield rest
         yield result
@@ -573,7 +586,7 @@ class MoL:
     def _finish(self, msgs: list[dict], route: Route, view: list[dict], gen: Generation,
                 tools: list[dict] | None, structure=None, read: tuple | None = None,
                 a2ui_version: str = "0.8") -> TurnResult:
-        text, content, calls, tool_error, genui = gen.text, gen.text, [], None, None
+        text, content, calls, tool_error, genui, v08 = gen.text, gen.text, [], None, None, None
         finish = gen.finish_reason
         if tools:
             content, calls, tool_error, finish = read or read_calls(
@@ -594,13 +607,15 @@ class MoL:
                 from macaronic.genui.convert import served_card
 
                 genui, served = served_card(genui, a2ui_version)
-                content = served if served is not None else content
+                if served is not None:  # the v0.8 stays the reply's raw text: what the specialist reads back
+                    v08, content = content, served
         prev_user = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
         key = views.content_key(prev_user, content or "", calls)
-        self.store.remember(key, route.adapter, route.specialist, None, text if calls else None)
+        raw = text if calls else v08
+        self.store.remember(key, route.adapter, route.specialist, None, raw)
         reply = {"role": "assistant", "content": content or "", "tool_calls": calls, "adapter": route.adapter,
                  "key": key, **({"specialist": route.specialist} if route.specialist else {}),
-                 **({"raw": text} if calls else {})}
+                 **({"raw": raw} if raw else {})}
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
                                                "reused_tokens", "ttft_ms", "total_ms")}
         return TurnResult(text, content, calls, finish, route, usage, self.pair_id, view, key,

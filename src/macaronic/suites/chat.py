@@ -22,6 +22,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from macaronic.engine.bases import SMALL_BASE
 from macaronic.splits import SPLITS
 
 
@@ -32,7 +33,7 @@ def identity(base: str | None = None) -> str:
             "chat, agent, coding and genui.")
 
 
-TASKS_BASE = "smollm2-135m-instruct"  # what generate_tasks' identity families name (pinned: sealed manifests)
+TASKS_BASE = SMALL_BASE  # what generate_tasks' identity families name (pinned by tests/engine/test_bases.py: sealed manifests)
 ROUTING = "A router picks exactly one specialist adapter for each user turn."
 
 

@@ -325,9 +325,9 @@ def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Exa
     `base` (a registered base name) is what the identity lines name; the other generators ignore it."""
     if name not in GENERATORS:
         raise ValueError(f"unknown generator {name!r}; choose from {sorted(GENERATORS)}")
-    from macaronic.engine.bases import registered
+    from macaronic.engine.bases import SMALL_BASE, registered
 
-    if name == "coding_distill" and registered(base) != "smollm2-135m-instruct":
+    if name == "coding_distill" and registered(base) != SMALL_BASE:
         raise ValueError("coding_distill is SmolLM2-135M's own passing solutions; for another base use "
                          "--generator coding or regenerate the file with macaronic train distill --base")
     if name == "chat":

@@ -13,7 +13,9 @@ train-family data (--sft-seed).
 Both train what is missing under --work (niced subprocesses, one torch thread; a directory with a
 macaronic.json is reused, delete it to retrain), then score every variant and the bare base on the
 role's dev families with `macaronic.train.devscore` (greedy) and write one JSON. The switch cost of
-each mode is quoted from the engine benchmark (docs/bench/engine.json), not re-measured.
+each mode is quoted from the engine benchmark (docs/bench/engine.json), not re-measured. A role can
+be compared when it is shipped and its registry entry names a dev scorer (`comparable`); the reply
+cap and the default number of dev tasks are its scorer's.
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ import sys
 import time
 from pathlib import Path
 
+from macaronic.engine.bases import SMALL_BASE
+from macaronic.specialist import BUILTIN
+
 ROOT = Path(__file__).resolve().parents[3]
-MAX_TOKENS = {"agent": 96, "coding": 160}  # per reply
 GRPO_ROLE, SFT_SEED, GRPO_PROMPTS = "agent", 1000, 48  # `compare grpo` defaults: role, continued-SFT data seed, prompts
 MAX_STEPS = 3  # agent replies per episode: the dev families need two calls and a final answer
 
 
-BASE = "smollm2-135m-instruct"  # the comparisons' base: its shipped specialists are the reference runs
+BASE = SMALL_BASE  # the comparisons' base: its shipped specialists are the reference runs
+
+
+def comparable() -> list[str]:
+    """The roles the comparisons can run: shipped, with a dev scorer in their registry entry."""
+    return [s.name for s in BUILTIN if s.devscore]
 
 
 def shipped_dir(role: str) -> Path:
@@ -117,14 +126,14 @@ def git_state() -> dict:
 def pair_deltas(rows: dict, role: str, pairs: list) -> list[dict]:
     """Paired-bootstrap differences a - b for each pair present, per metric."""
     from macaronic.contract.stats import paired_bootstrap
-    from macaronic.train.devscore import METRICS
+    from macaronic.train.devscore import metrics
 
     out = []
     for x, y in pairs:
         if x in rows and y in rows:
             ref = {r["task"]: r for r in rows[y]}
             rec = {"a": x, "b": y}
-            for m in METRICS[role]:
+            for m in metrics(role):
                 d, ci = paired_bootstrap([r[m] for r in rows[x]], [ref[r["task"]][m] for r in rows[x]])
                 rec[m] = {"mean": d, "ci95": ci}
             out.append(rec)
@@ -155,7 +164,7 @@ def score_all(role: str, variants: dict, n: dict, seed: int, reuse: dict | None 
             old = {lb: rs for lb, rs in ((reuse or {}).get(split) or {}).items()
                    if lb in names and [r["task"] for r in rs] == ids}
             rows = devscore.score(llm, role, {lb: a for lb, a in names.items() if lb not in old}, tasks,
-                                  max_tokens=MAX_TOKENS[role], max_steps=MAX_STEPS)
+                                  max_tokens=devscore.scorer(role).max_tokens, max_steps=MAX_STEPS)
             rows = {lb: old.get(lb) or rows[lb] for lb in names}
             summary = devscore.summarize(rows, role, reference="shipped_turn_r8")
             print(f"[{split}]\n" + devscore.format_summary(summary, role), file=sys.stderr)
@@ -234,15 +243,10 @@ def modes(a) -> int:
 
 def grpo_texts(role: str, n: int, seed: int) -> frozenset[str]:
     """The user messages GRPO samples from (rollouts.prompts_for without a tokenizer)."""
-    if role == "agent":
-        from macaronic.substrate.tasks import generate_tasks
+    from macaronic.suites.registry import suite
 
-        return frozenset(t.request for t in generate_tasks("train", n_per_family=max(1, n // 10 + 1),
-                                                           base_seed=1000 + seed)[:n])
-    from macaronic.suites.coding import FAMILIES, make_task
-
-    fams = [f for f, (s, _) in FAMILIES.items() if s == "train"]
-    return frozenset(make_task(fams[i % len(fams)], 1000 + i // len(fams), seed).prompt for i in range(n))
+    s = suite(role)
+    return frozenset(s.user(t) for t in s.rl_tasks(n, seed))
 
 
 def grpo(a) -> int:
@@ -283,7 +287,9 @@ def grpo(a) -> int:
 
 
 def _n(a, role: str) -> dict:
-    return {"dev": a.n or (24 if role == "coding" else 20), "heldout": a.n_heldout}
+    from macaronic.train.devscore import scorer
+
+    return {"dev": a.n or scorer(role).dev_n, "heldout": a.n_heldout}
 
 
 def _fmt(stat: dict, delta: bool = False) -> str:
@@ -295,9 +301,9 @@ def _fmt(stat: dict, delta: bool = False) -> str:
 
 
 def _table(role: str, ev: dict, train: dict) -> list[str]:
-    from macaronic.train.devscore import METRICS
+    from macaronic.train.devscore import metrics as metrics_of
 
-    metrics = METRICS[role]
+    metrics = metrics_of(role)
     lines = []
     for split, v in ev.items():
         lines += [f"**{role}, {SPLIT_NAMES[split]}** (n = {next(iter(v['summary'].values()))['n']}, "

@@ -11,16 +11,19 @@ up to `max_steps` replies), graded by the contract's state-hash grader (final st
 facts in the final reply), plus the first reply's call against the gold first call. coding: one
 reply, the suite's unit tests in the sandbox (pass = all tests; tests = fraction passed).
 Every (adapter, task) request is in flight at once so the engine batches them; an adapter of
-None scores the bare base. Knows nothing about training or about where adapters come from.
+None scores the bare base. Which specialist is scored how is its registry entry's (`devscore`: a
+`Scorer`, `AGENT` or `CODING` here). Knows nothing about training or about where adapters come from.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Callable
 
 from macaronic.engine.sampling import SamplingParams
+from macaronic.specialist import all_specialists, lookup
 
-METRICS = {"agent": ("pass", "state", "first_call", "first_tool"), "coding": ("pass", "tests")}
 HELDOUT_SEED = 5000  # builders use seeds 0.., `train compare grpo` 1000..; nothing trains from 5000 on
 
 
@@ -42,9 +45,6 @@ def _coding_pool(n: int, seed: int, exclude: frozenset[str]):
     return fams, pool, lambda t: t.prompt
 
 
-HELDOUT_POOLS = {"agent": _agent_pool, "coding": _coding_pool}  # (families, {family: tasks}, user text)
-
-
 def tasks_for(role: str, split: str, n: int, seed: int = 0, exclude: frozenset[str] = frozenset()) -> list:
     """(messages, task) pairs: split "dev" (dev families) or "heldout" (unseen train-family
     instances: seeds from HELDOUT_SEED, minus any whose user message is in `exclude`, since the
@@ -55,9 +55,7 @@ def tasks_for(role: str, split: str, n: int, seed: int = 0, exclude: frozenset[s
         return dev_tasks(role, n, seed)
     if split != "heldout":
         raise ValueError(f"split must be dev or heldout, got {split!r}")
-    if role not in HELDOUT_POOLS:
-        raise ValueError(f"no held-out tasks for role {role!r}")
-    fams, pool, text = HELDOUT_POOLS[role](n, seed, exclude)
+    fams, pool, text = scorer(role).heldout(n, seed, exclude)
     seen, ts = set(), []
     for k in range(4 * n):  # round-robin over families, each text once
         for f in fams:
@@ -115,7 +113,7 @@ def _agent(llm, variants, tasks, max_tokens: int, max_steps: int) -> dict:
             e["ep"].close()
 
 
-def _coding(llm, variants, tasks, max_tokens: int) -> dict:
+def _coding(llm, variants, tasks, max_tokens: int, max_steps: int = 1) -> dict:  # one reply: max_steps unused
     from macaronic.suites.coding import grade
 
     sp = SamplingParams(max_tokens=max_tokens, temperature=0.0)
@@ -131,13 +129,42 @@ def _coding(llm, variants, tasks, max_tokens: int) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class Scorer:
+    """How one specialist is dev-scored: its metrics (the first is `pass`), the scoring of
+    {label: adapter} on (messages, task) pairs, its held-out pool ((families, {family: tasks},
+    user text) from (n, seed, exclude)), and the comparisons' defaults: the reply cap and the
+    dev-family tasks `macaronic train compare` scores."""
+    metrics: tuple[str, ...]
+    score: Callable  # (llm, variants, tasks, max_tokens, max_steps) -> {label: rows}
+    heldout: Callable
+    max_tokens: int
+    dev_n: int
+
+
+AGENT = Scorer(("pass", "state", "first_call", "first_tool"), _agent, _agent_pool, 96, 20)  # episodes on the substrate
+CODING = Scorer(("pass", "tests"), _coding, _coding_pool, 160, 24)  # one reply, run against the tests
+
+
+def scored() -> list[str]:
+    """The specialists with a dev scorer, in the registry's order."""
+    return [s.name for s in all_specialists() if s.devscore]
+
+
+def scorer(role: str) -> Scorer:
+    sc = lookup(role, "devscore")
+    if sc is None:
+        raise ValueError(f"no dev scorer for role {role!r}; have {sorted(scored())}")
+    return sc
+
+
+def metrics(role: str) -> tuple[str, ...]:
+    return scorer(role).metrics
+
+
 def score(llm, role: str, variants: dict, tasks: list, max_tokens: int = 128, max_steps: int = 4) -> dict:
     """{label: [row per task, in task order]} for each {label: adapter name (None = bare base)}."""
-    if role == "agent":  # multi-step episodes on the substrate
-        return _agent(llm, variants, tasks, max_tokens, max_steps)
-    if role == "coding":  # one reply, run against the tests
-        return _coding(llm, variants, tasks, max_tokens)
-    raise ValueError(f"no dev scorer for role {role!r}; have {sorted(METRICS)}")
+    return scorer(role).score(llm, variants, tasks, max_tokens, max_steps)
 
 
 def summarize(rows: dict, role: str, reference: str | None = None) -> dict:
@@ -148,7 +175,7 @@ def summarize(rows: dict, role: str, reference: str | None = None) -> dict:
     out = {}
     for name, rs in rows.items():
         s = {"n": len(rs)}
-        for m in METRICS[role]:
+        for m in metrics(role):
             xs = [r[m] for r in rs]
             s[m] = {"mean": sum(xs) / max(1, len(xs)), "ci95": bootstrap_ci(xs)}
             if reference is not None and name != reference and reference in rows:
@@ -160,5 +187,5 @@ def summarize(rows: dict, role: str, reference: str | None = None) -> dict:
 
 
 def format_summary(summary: dict, role: str) -> str:
-    return "\n".join(f"{role} {name}: " + json.dumps({m: round(s[m]["mean"], 3) for m in METRICS[role]})
+    return "\n".join(f"{role} {name}: " + json.dumps({m: round(s[m]["mean"], 3) for m in metrics(role)})
                      for name, s in summary.items())
