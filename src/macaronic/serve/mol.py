@@ -221,7 +221,7 @@ class MoL:
         import copy
 
         if any(output_of(r) == "card" for r in self.bundle.role_names):
-            self.genui_schema()  # built here, so the copy's turns fill this MoL's too
+            self.genui_schema()  # built on this MoL first: the copy shares it
         out = copy.copy(self)
         out.store, out._pending = Store(":memory:"), {}
         return out
