@@ -12,7 +12,7 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing", "load-and-abuse")
+            "routing", "load-and-abuse", "first-request")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -116,6 +116,14 @@ def run(a, argv: list[str], sections: set[str]) -> int:
                                  total=len(abuse.ATTACKS) + 2)
             result["abuse"] = abuse.load_and_abuse(a.base, quick=a.quick, threads=a.threads,
                                                    progress=lambda: prog.advance(task))
+        if "first-request" in sections:
+            from macaronic.bench import first
+
+            cold = not a.quick  # --quick: the warmed-up servers only
+            task = prog.add_task("first request vs warm ones, fresh servers", total=len(first.KINDS) * (1 + cold))
+            server_args = ["--base", a.base] if a.base else []
+            result["first_request"] = first.run(server_args, warm=2 if a.quick else 4, cold=cold, threads=a.threads,
+                                                progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -223,6 +231,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "Served speed per precision (the speed half of the served-precision rule)", "macaronic.bench.serving"),
               ("abuse", "<!-- bench-abuse:start -->", "<!-- bench-abuse:end -->", "Load and abuse: one client's attack, "
                "another client's latency", "macaronic.bench.abuse"),
+              ("first_request", "<!-- bench-first-request:start -->", "<!-- bench-first-request:end -->",
+               "The first request against warm ones", "macaronic.bench.first"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 

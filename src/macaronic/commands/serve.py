@@ -107,6 +107,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-only", action="store_true",
                    help="serve as a plain multi-LoRA engine (model ids = base or adapters; no routing, no "
                         "harness prompts): what --engine openai:// of another server talks to")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="listen at once, without first running a few short turns that warm the kernels, the "
+                        "router, the grammar cache and the prefix cache (the first request then pays for them)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -276,8 +279,10 @@ def main(argv: list[str]) -> int:
 
     from macaronic.serve.app import create_app
     from macaronic.serve.http import protocol
+    from macaronic.serve.warmup import Warmup, WarmServer, warm
 
-    app = create_app(mol, serve_config, experience=experience)
+    warmup = Warmup(enabled=not a.no_warmup)
+    app = create_app(mol, serve_config, experience=experience, warmup=warmup)
     if follower is not None:
         follower.check()  # the champion now, before the first request
         mol = follower.served.mol  # the MoL serving at start (printed below; its store is every pair's)
@@ -293,13 +298,24 @@ def main(argv: list[str]) -> int:
     if follower is not None:
         follower.start()
         print(f"macaronic serve: following the champion of {follower.lineage}", flush=True)
-    print(f"Web chat: {url}/   API: {url}/v1", flush=True)
+
+    async def warm_up():
+        from macaronic.substrate.tools import openai_tools  # the built-in tools the web chat offers
+
+        builtin = None if serve_config.engine_only else openai_tools()
+        await warm(mol, serve_config.engine_only, builtin, warmup)
+        print(warmup.line(), flush=True)
+
+    def ready():  # printed once the warm-up is over, just before the socket opens
+        print(f"Web chat: {url}/   API: {url}/v1", flush=True)
+
     # uvicorn re-raises the SIGTERM it caught once its graceful shutdown is over; the default action
     # would end the process there, before `finally` checkpoints and closes the store
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level=a.log_level, access_log=False,
-                                           timeout_graceful_shutdown=5, lifespan="off",
-                                           http=protocol(), timeout_keep_alive=5))  # slow clients: http.py
+    server = WarmServer(uvicorn.Config(app, log_level=a.log_level, access_log=False,
+                                       timeout_graceful_shutdown=5, lifespan="off",
+                                       http=protocol(), timeout_keep_alive=5),  # slow clients: http.py
+                        warm=warm_up if warmup.enabled else None, ready=ready)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # Ctrl-C, re-raised by uvicorn after its graceful shutdown: no traceback

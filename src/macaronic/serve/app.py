@@ -1,6 +1,6 @@
 """The OpenAI-compatible HTTP routes.
 
-Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
+Endpoints: GET /health (with what the start-up warm-up did: `warmup.py`), GET /v1/models, POST /v1/chat/completions (JSON or SSE), POST /v1/responses
 (stateful via previous_response_id; JSON or SSE), GET|DELETE /v1/responses/{id}, POST /v1/feedback
 (a user's verdict on a reply, kept in the store; with an experience file, there too), GET /v1/tools and POST /v1/tools/execute (the
 built-in tools, run on the server's substrate: `actions.py`; not with --engine-only), GET /metrics, GET / (the web chat) and /static/
@@ -39,6 +39,7 @@ from macaronic.serve.guard import HTTP_CODES, Guard, ServeConfig, error_response
 from macaronic.serve.metrics import Metrics
 from macaronic.serve.mol import MoL, TurnError, TurnResult
 from macaronic.serve.store import StoreDamaged
+from macaronic.serve.warmup import Warmup
 
 log = logging.getLogger("macaronic.serve")
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -113,7 +114,7 @@ def offered(tools, tool_choice, response_format, **more) -> dict:
 
 
 def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: Metrics | None = None,
-               experience: Experience | None = None):
+               experience: Experience | None = None, warmup: Warmup | None = None):
     from macaronic import __version__
 
     metrics = metrics or Metrics()
@@ -160,7 +161,8 @@ def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: 
         mol = served.mol
         b = mol.backend.base()
         return {"status": "ok", "engine": mol.backend.label, "base": b["id"], "pair_id": mol.pair_id,
-                "adapters": sorted(mol.backend.adapters()), "engine_only": config.engine_only}
+                "adapters": sorted(mol.backend.adapters()), "engine_only": config.engine_only,
+                "warmup": (warmup or Warmup(enabled=False)).report()}
 
     @app.get("/v1/models")
     async def models():

@@ -148,9 +148,12 @@ class LocalBackend:
         return {i.name: AdapterMeta(i.name, i.mode, i.role, i.id) for i in self.llm.adapters.infos()}
 
     def engine_stats(self) -> dict[str, float]:
-        """The engine's counters (tokens prefilled and generated, steps) and the sequences it runs now."""
+        """The engine's counters (tokens prefilled and generated, steps), the sequences it runs now and
+        the grammar cache's compiles and hits (a request that found its grammar compiled is a hit)."""
         eng = self.llm.engine
-        return {**eng.stats, "running": len(eng._active), "waiting": len(eng._waiting)}
+        g = self._grammars.stats if self._grammars is not None else {"compiled": 0, "hits": 0}
+        return {**eng.stats, "running": len(eng._active), "waiting": len(eng._waiting),
+                "grammar_compiled": g["compiled"], "grammar_hits": g["hits"]}
 
     def base(self) -> dict:
         return {"id": self.llm.base.name, "fingerprint": self.llm.base.fingerprint}

@@ -215,6 +215,17 @@ class MoL:
 
         return cls(LocalBackend(llm), bundle, router, **kw)
 
+    def scratch(self) -> "MoL":
+        """This pair on a throwaway memory: turns on it leave nothing in the store (the start-up
+        warm-up, serve/warmup.py). Backend, router and bundle are shared, so is the GenUI schema."""
+        import copy
+
+        if any(output_of(r) == "card" for r in self.bundle.role_names):
+            self.genui_schema()  # built on this MoL first: the copy shares it
+        out = copy.copy(self)
+        out.store, out._pending = Store(":memory:"), {}
+        return out
+
     # ---- names ----
 
     def card_role(self) -> str:
