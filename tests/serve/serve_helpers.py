@@ -28,7 +28,10 @@ def model_args(base: Path, adapters: list[Path]) -> list[str]:
 class ServerProcess:
     """`macaronic serve --port 0 ...` in a subprocess; `.url` once it printed its address."""
 
-    def __init__(self, args: list[str], env: dict | None = None, timeout: float = 120):
+    def __init__(self, args: list[str], env: dict | None = None, timeout: float = 120, warmup: bool = False):
+        # the start-up warm-up (serve/warmup.py) costs a server seconds of grammar compiles; only the
+        # tests of the warm-up itself (and tests/qwen's real-model servers) pay for it
+        args = [*args, *([] if warmup or "--no-warmup" in args else ["--no-warmup"])]
         self.args = args
         self.log = []
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}

@@ -27,7 +27,7 @@ def chat(url: str, **body) -> dict:
 
 @pytest.mark.real_model
 def test_first_requests_find_the_server_warm(tmp_path):
-    s = ServerProcess(["--store", str(tmp_path / "s.sqlite"), "--substrate", ":memory:"], timeout=300)
+    s = ServerProcess(["--store", str(tmp_path / "s.sqlite"), "--substrate", ":memory:"], timeout=300, warmup=True)
     try:
         log = "".join(s.log)
         assert re.search(r"warmed up in [\d.]+ s \(\d+ turns", log), log
@@ -76,7 +76,7 @@ def test_warmup_on_tiny_models_is_reported(tiny_models, tmp_path):
     stop it, and nothing the warm-up did lands in the store."""
     store = tmp_path / "s.sqlite"
     s = ServerProcess([*model_args(*tiny_models), "--router-policy", "none", "--store", str(store),
-                       "--substrate", ":memory:"])
+                       "--substrate", ":memory:"], warmup=True)
     try:
         w = httpx.get(s.url + "/health", timeout=30).json()["warmup"]
         assert w["done"], w
