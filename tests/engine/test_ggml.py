@@ -147,3 +147,41 @@ def test_blocks_that_are_not_the_base_are_refused(ops, tiny_dirs, tmp_path, monk
         load_base(d, quant="gguf")
     assert "blk.1.ffn_down.weight: dequantized blocks differ" in str(e.value)
     assert "blk.0.attn_k.weight: not in the GGUF" in str(e.value)
+
+
+def test_adapters_apply_on_top_of_the_blocks_as_on_the_twin(ops, tiny_dirs, tmp_path, monkeypatch):
+    import shutil
+
+    from macaronic.engine.adapters import read_adapter
+    from macaronic.engine.slots import LoraBank
+    from macaronic.testing import make_random_adapter
+
+    d = tmp_path / "base"
+    shutil.copytree(tiny_dirs["qwen2"], d)
+    blocks = _blocks_for(d, lambda name, k: 8 if "attn_v" in name else 6)
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path: blocks)
+    fast = load_base(d, quant="gguf")
+    monkeypatch.setattr(native, "ops", lambda: None)  # the same load on the PyTorch twin
+    twin = load_base(d, quant="gguf")
+    assert twin.model.layers[0].w2.ops is ggml.GGMLReference
+    adapters = [read_adapter(make_random_adapter(tmp_path / f"a{i}", fast.args, rank=4, seed=60 + i, mode="full",
+                                                 scale=0.5), fast.args, name=f"a{i}")[1] for i in range(2)]
+    lengths, seq_slots = [7, 3, 12], [0, 1, 2]
+    toks = torch.randint(3, 300, (sum(lengths),), generator=torch.Generator().manual_seed(2))
+    slots = torch.cat([torch.full((n,), s) for n, s in zip(lengths, seq_slots)])
+    outs = []
+    for b, pairs in ((fast, adapters), (twin, adapters), (twin, [{}, {}])):
+        bank = LoraBank(b.args, 4, 4)
+        for slot, p in zip((1, 2), pairs):
+            bank.write(slot, p)
+        kvs = [KVBuffer(b.args, 32, b.model.dtype) for _ in lengths]
+        with torch.inference_mode():
+            first = b.model(toks, [SeqSlice(kv, n) for kv, n in zip(kvs, lengths)], lora=bank, slots=bank.plan(slots),
+                            logits="all")
+            step = b.model(toks[:3], [SeqSlice(kv, 1) for kv in kvs], lora=bank, slots=bank.plan(torch.tensor(seq_slots)))
+        outs.append(torch.cat([first, step]).float())
+    got, ref, plain = outs
+    span = float(ref.max() - ref.min())
+    assert float((ref - plain).abs().max()) > 0.05 * span, "the adapters must change the logits"
+    assert float((got - ref).abs().max()) <= 0.02 * span
+    assert torch.equal(got.argmax(-1), ref.argmax(-1))
