@@ -14,7 +14,8 @@
 // In every type the nibbles of a 32-weight run hold weight j in the low half of byte j and weight j + 16
 // (j + 32 in the k-quants' 64-weight runs) in the high half, as ggml's dequantize_row_* reads them.
 // Each row is dequantised to fp32 exactly as ggml (and gguf.quants, the twin's reference) does, then:
-// - few rows (decode): the row stays in L1 and meets every x row in fp32 FMAs;
+// - few rows (decode): Q8_0, Q5_0, Q4_K and Q6_K blocks are widened in registers (Q4_0 and Q4_1 rows
+//   dequantised into L1 first), and each meets every x row in fp32 FMAs;
 // - more rows (prefill): chunks of rows dequantised to fp32 and multiplied by at::mm in fp32.
 // No weight is rounded and the arithmetic is fp32: the twin is engine/ggml.py's dequantize + matmul.
 // llama.cpp itself rounds x to 8 bits per block (q8_0 / q8_K dot products), so its logits differ from
@@ -136,6 +137,117 @@ KERNEL void dequant_row(int64_t type, const uint8_t* row, int64_t K, float* out)
   }
 }
 
+// Q8_0 and Q5_0 rows (the bulk of a "Q4_K_M" file whose width is no multiple of 256) against R rows
+// of x without a row buffer: each block's 32 weights become two fp32 vectors, d * q exactly as
+// dequant_row computes them, and meet every x row in FMAs.
+template <int T>
+KERNEL inline void block_weights(const uint8_t* blk, __m512& w0, __m512& w1) {
+  const __m512 d = _mm512_set1_ps(f16(blk));
+  __m256i q;  // 32 signed weights
+  if constexpr (T == 8) {
+    q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else {  // Q5_0: nibbles (weight j low, j + 16 high) plus bit j of qh as the fifth bit, minus 16
+    uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+    const __m128i m = _mm_set1_epi8(15);
+    q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    q = _mm256_mask_add_epi8(q, __mmask32(qh), q, _mm256_set1_epi8(16));
+    q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+  w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
+  w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
+}
+
+template <int T, int R>
+KERNEL void rows_dot(const uint8_t* row, const float* x, int64_t K, float* out) {
+  constexpr int64_t kBytes = T == 8 ? 34 : 22;
+  __m512 a0[R], a1[R];  // two chains per row: one row alone would wait on the FMA's latency
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < K / 32; ++b) {
+    __m512 w0, w1;
+    block_weights<T>(row + b * kBytes, w0, w1);
+    for (int r = 0; r < R; ++r) {
+      a0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * K + 32 * b), a0[r]);
+      a1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * K + 32 * b + 16), a1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+}
+
+KERNEL inline __m512 widen_u8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
+KERNEL inline __m512 widen_i8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
+
+template <int R>
+KERNEL inline void fma_run(__m512* a0, __m512* a1, const float* x, int64_t K, __m512 w0, __m512 w1, int64_t off) {
+  for (int r = 0; r < R; ++r) {
+    a0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * K + off), a0[r]);
+    a1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * K + off + 16), a1[r]);
+  }
+}
+
+// Q4_K and Q6_K rows against R rows of x: per run of 32 weights two fp32 vectors in ggml's arithmetic
+// (Q4_K: d*sc * q - dmin*m; Q6_K: d*sc * (q - 32), the scale changing every 16 weights).
+template <int T, int R>
+KERNEL void rows_dot_k(const uint8_t* row, const float* x, int64_t K, float* out) {
+  constexpr int64_t kBytes = T == 12 ? 144 : 210;
+  const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
+  __m512 a0[R], a1[R];
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < K / 256; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    if constexpr (T == 12) {
+      const float d = f16(blk), dmin = f16(blk + 2);
+      const uint8_t* sb = blk + 4;
+      for (int j = 0; j < 8; ++j) {
+        const int sc = j < 4 ? sb[j] & 63 : (sb[j + 4] & 15) | ((sb[j - 4] >> 6) << 4);
+        const int m = j < 4 ? sb[j + 4] & 63 : (sb[j + 4] >> 4) | ((sb[j] >> 6) << 4);
+        const __m512 ds = _mm512_set1_ps(d * float(sc)), dm = _mm512_set1_ps(dmin * float(m));
+        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
+        q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
+        fma_run<R>(a0, a1, x, K, _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(_mm256_castsi256_si128(q))), dm),
+                _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(_mm256_extracti128_si256(q, 1))), dm), 256 * b + 32 * j);
+      }
+    } else {
+      const float d = f16(blk + 208);
+      for (int n = 0; n < 2; ++n) {
+        const uint8_t* ql = blk + 64 * n;
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n);
+        for (int g = 0; g < 4; ++g) {  // run g: ql[32 (g % 2) ...] nibble g / 2, qh bits 2g..2g+1
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (g % 2)));
+          q = _mm256_and_si256(g / 2 ? _mm256_srli_epi16(q, 4) : q, low4);
+          const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+          q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32));
+          fma_run<R>(a0, a1, x, K, _mm512_mul_ps(_mm512_set1_ps(d * float(sc[2 * g])), widen_i8(_mm256_castsi256_si128(q))),
+                  _mm512_mul_ps(_mm512_set1_ps(d * float(sc[2 * g + 1])), widen_i8(_mm256_extracti128_si256(q, 1))),
+                  256 * b + 128 * n + 32 * g);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+}
+
+using DotFn = void (*)(const uint8_t*, const float*, int64_t, float*);
+template <int T>
+constexpr DotFn kDots[kFewRows] = {rows_dot<T, 1>, rows_dot<T, 2>, rows_dot<T, 3>, rows_dot<T, 4>,
+                                   rows_dot<T, 5>, rows_dot<T, 6>, rows_dot<T, 7>, rows_dot<T, 8>};
+template <int T>
+constexpr DotFn kDotsK[kFewRows] = {rows_dot_k<T, 1>, rows_dot_k<T, 2>, rows_dot_k<T, 3>, rows_dot_k<T, 4>,
+                                    rows_dot_k<T, 5>, rows_dot_k<T, 6>, rows_dot_k<T, 7>, rows_dot_k<T, 8>};
+
+// The register kernel for a type, or none (then the row is dequantised into L1 first).
+const DotFn* dots_for(int64_t type) {
+  switch (type) {
+    case 8: return kDots<8>;
+    case 6: return kDots<6>;
+    case 12: return kDotsK<12>;
+    case 14: return kDotsK<14>;
+  }
+  return nullptr;
+}
+
 KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a multiple of 32
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
@@ -190,8 +302,14 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
       if (w.size() < size_t(K)) w.resize(K);
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
-        dequant_row(r.type[p], r.row(p, o), K, w.data());
         const float b = bp ? float(bp[o]) : 0.f;
+        if (const DotFn* f = dots_for(r.type[p])) {
+          float out[kFewRows];
+          f[N - 1](r.row(p, o), xp, K, out);
+          for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
+          continue;
+        }
+        dequant_row(r.type[p], r.row(p, o), K, w.data());
         for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(dot(xp + n * K, w.data(), K) + b);
       }
     });
