@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the engine's history rule for turn-mode adapters (EngineConfig.history)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                    help="precision of the base weights and activations (default $MACARONIC_DTYPE or float32)")
-    p.add_argument("--quant", choices=("none", "int8", "int4"), default=None,
+    p.add_argument("--quant", choices=("none", "int8", "int4", "gguf"), default=None,
                    help="weight-only quantized base matmuls with bf16 activations (default $MACARONIC_QUANT "
                         "or none): the precision rows of the served-default rule (README)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

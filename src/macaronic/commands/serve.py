@@ -99,9 +99,10 @@ def parser() -> argparse.ArgumentParser:
                    help="precision of the base weights and activations (default $MACARONIC_DTYPE, else the "
                         "registered base's served precision (engine/bases.py `served`, chosen by the README's rule); a "
                         "model directory: float32)")
-    p.add_argument("--quant", choices=("none", "int8", "int4"),
+    p.add_argument("--quant", choices=("none", "int8", "int4", "gguf"),
                    help="weight-only quantized base matmuls with bf16 activations: int8 is within 1%% of "
-                        "bf16, int4 (groups of 32, like Q4_1) is fastest; see docs/BENCHMARKS.md "
+                        "bf16, int4 (groups of 32, like Q4_1) is fastest, gguf serves the GGUF's own blocks "
+                        "(a registered base); see docs/BENCHMARKS.md "
                         "(default $MACARONIC_QUANT, else the registered base's served precision)")
     p.add_argument("--no-summaries", action="store_true", help="skip the summary hop of full-mode adapters")
     p.add_argument("--engine-only", action="store_true",

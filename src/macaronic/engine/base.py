@@ -132,7 +132,7 @@ class Base:
 
     @property
     def precision(self) -> str:
-        """How the weights run: float32, bfloat16, int8 or int4 (weight-only, bf16 activations)."""
+        """How the weights run: float32, bfloat16, int8, int4 or gguf (weight-only, bf16 activations)."""
         q = self.model.quant
         return q if q != "none" else str(self.model.dtype).removeprefix("torch.")
 
@@ -161,7 +161,7 @@ def _return_freed_memory() -> None:
 
 
 def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32, quant: str = "none") -> Base:
-    """Load a base; `dtype` and `quant` (none, int8, int4) choose how it runs, not which base it is.
+    """Load a base; `dtype` and `quant` (none, int8, int4, gguf) choose how it runs, not which base it is.
 
     The fingerprint always hashes the fp32 weights, so adapters trained on the base load on it at
     any precision.
@@ -175,7 +175,8 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
     path = resolve_base(str(spec) if spec is not None else None)
     args = ModelArgs.from_dir(path)
     model = Transformer(args, dtype=torch.float32)
-    model.load_hf_state(_read_state(path))
+    state = _read_state(path)
+    model.load_hf_state(state)
     model.eval()
     # The fingerprint is cached next to the weights, keyed by their size and mtime.
     stamp = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(path.glob("*.safetensors")))
@@ -194,7 +195,13 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
     if dtype != torch.float32:
         model = model.to(dtype)
         model.dtype = dtype
-    quantize(model, quant)
+    if quant == "gguf":  # the GGUF's own blocks, checked against the imported weights (engine/ggml.py)
+        from macaronic.engine import ggml, native
+
+        ggml.serve_blocks(model, ggml.gguf_blocks(path.name, path), state, native.ops())
+    else:
+        quantize(model, quant)
+    del state
     _return_freed_memory()  # the fp32 load is gone; without this the process keeps its pages
     name = path.name  # a registered base's cache directory is named after it
     return Base(path=path, args=args, model=model, fingerprint=fp, name=name, n_params=n_params)

@@ -73,7 +73,7 @@ class EngineConfig:
     max_tokens_limit: int = 4096
     history: str = "cached"  # "cached" (adopt the cache's labels) or "base" (always bare base)
     dtype: str = "float32"  # or "bfloat16"
-    quant: str = "none"  # "int8" / "int4": weight-only quantized base matmuls (bf16 activations)
+    quant: str = "none"  # "int8" / "int4" / "gguf": weight-only quantized base matmuls (bf16 activations)
     lora_int8: bool = True  # int4 on the native kernel: adapters' B as int8 rows (slots.int8_rows); False: bf16
 
     @classmethod

@@ -1,10 +1,21 @@
-"""Weight-only quantized base matmuls: int8 and int4.
+"""Weight-only quantized base matmuls: int8, int4, and the GGUF's own blocks ("gguf", engine/ggml.py).
 
 int4 with the native kernel (engine/native.py, csrc/int4.cpp; a CPU with AVX-512 BF16): the layer
 keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric, as
-llama.cpp's Q4_1: 5 bits a weight; the default base's layers, imported from Q4_1, repack exactly),
-and runs every row count from them: registers for 1-4 rows, AMX tiles dequantised in L1 for more.
-`pack_int4` writes that layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
+llama.cpp's Q4_1: 5 bits a weight), and runs every row count from them: registers for 1-4 rows, AMX
+tiles dequantised in L1 for more. int4 is a quantization of the base's weights, whatever they came
+from: only a base imported from Q4_1 (SmolLM2-135M) repacks exactly. The default base's GGUF
+(Qwen2.5-Coder-0.5B, "Q4_K_M": Q5_0, Q8_0, Q4_K and Q6_K tensors) does not: int4 quantizes its
+dequantized weights a second time (fp32 reproduced llama.cpp's greedy text on 37 of 40 HumanEval
+prompts, int4 on 12, issue 40); quant "gguf" serves that GGUF's own blocks instead.
+
+The rule for requantizing (one place, here): a served precision may requantize a base's weights
+only when (a) the result is exact on the source's grid (Q4_1 -> int4 repacks bit for bit), or (b) the
+precision is chosen by name as a lossy one (int8, int4 on a GGUF whose blocks are not Q4_1) and its
+quality is measured against the fp32 dequantized weights on the contract's suites before it becomes a
+base's served default (engine/bases.py `served`). Serving "the GGUF's weights" means quant "gguf".
+
+`pack_int4` writes int4's layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
 hold the kernel to.
 Without the native kernel (and for int8), decoding few streams is bound by reading the weights
 and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
@@ -25,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-QUANTS = ("none", "int8", "int4")
+QUANTS = ("none", "int8", "int4", "gguf")  # gguf: engine/ggml.py, applied by base.load_base
 INT4_GROUP = 32
 SMALL_ROWS = 4  # above this many rows the bf16 matmul beats the weight-only kernels (docs/LOG.md)
 RESCORE_TOP = 64
@@ -52,7 +63,7 @@ def pack_int4(w: Tensor) -> tuple[Tensor, Tensor]:
     """w: [O, K] -> the native kernel's (qw: uint8 [O/16, G, 8, 32], sc: fp16 [O/16, G, 2, 16]).
 
     Per output and group of 32 inputs: min m and scale s (fp16, as in GGUF's Q4_1: weights
-    dequantized from Q4_1 come back exactly), q = round((w - m) / s) in 0..15.
+    dequantized from Q4_1 come back exactly; from any other GGUF type they are requantized), q = round((w - m) / s) in 0..15.
     In chunk c of group g, byte 2*o + e holds q[o, 32g + 2c + e] (low nibble) and
     q[o, 32g + 2(c + 8) + e] (high nibble), o the output within its block of 16.
     """
@@ -153,7 +164,7 @@ def check_quantizable(model, kind: str) -> None:
     """Raise a clear error before touching the model if `kind` cannot apply to its shapes."""
     if kind not in QUANTS:
         raise ValueError(f"unknown quantization {kind!r}; choose one of {QUANTS}")
-    if kind != "int4":
+    if kind != "int4":  # gguf: engine/ggml.serve_blocks checks every tensor against its blocks
         return
     for name, w in _targets(model):
         if w.shape[0] % 16 or w.shape[1] % 32:
@@ -178,6 +189,8 @@ def quantize(model, kind: str, native=_AUTO) -> None:
     check_quantizable(model, kind)
     if kind == "none":
         return
+    if kind == "gguf":
+        raise ValueError("quant gguf serves the GGUF's own blocks: load the base with load_base(..., quant='gguf')")
     if model.dtype != torch.bfloat16:
         raise ValueError("weight-only quantization runs with bf16 activations: load the base with dtype bfloat16")
     if native is _AUTO:
