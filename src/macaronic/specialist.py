@@ -19,7 +19,8 @@ decoding, keyed by the same name; the registry does not copy them. An entry adds
   "failed"); `failure_data`, the failure-data skills evolve's `failure_data` operator proposes for
   its adapter (an `evolve.operators.FailureData`); `grpo`, whether its suite's reward is
   verifiable, so evolve proposes GRPO steps; `devscore`, its dev scorer (a
-  `train.devscore.Scorer`: metrics, scoring, held-out instances).
+  `train.devscore.Scorer`: metrics, scoring, held-out instances); `hints`, {failure label: one-line
+  instruction} that evolve's prompt-variant operator adds to its role's prompt.
 
 Built-in entries ship with the package (`BUILTIN`); user entries live in a JSON file under
 `user_dir()` (`$MACARONIC_SPECIALISTS`, else `$MACARONIC_HOME/specialists`), written by
@@ -52,6 +53,7 @@ class Specialist:
     failure_data: str | None = None  # an evolve.operators.FailureData
     grpo: bool = False  # its suite's reward is verifiable: evolve proposes GRPO steps on its adapter
     devscore: str | None = None  # a train.devscore.Scorer
+    hints: str | None = None  # {failure label: one-line instruction for its prompt}
     # user specialists only: the file they were trained from, the grader ("module:function"), the
     # base they were trained for, the adapter directory (relative to user_dir())
     examples: str | None = None
@@ -68,19 +70,19 @@ _FAMILIES = "router/families.py and router/handwritten.txt, label "
 _EVOLVE = "macaronic.evolve."
 BUILTIN: tuple[Specialist, ...] = (
     Specialist("chat", "text", "chat", 384, "macaronic.suites.registry:CHAT", _FAMILIES + "chat",
-               failures=_EVOLVE + "failures:chat_labels",
+               failures=_EVOLVE + "failures:chat_labels", hints=_EVOLVE + "failures:CHAT_HINTS",
                description="Conversation, general knowledge, explanations and questions about the assistant "
                            "itself; also reads the route prompt.", builtin=True),
     Specialist("agent", "tool_calls", "agent", 384, "macaronic.suites.registry:AGENT", _FAMILIES + "agent",
-               failures=_EVOLVE + "failures:agent_labels", failure_data=_EVOLVE + "operators:AGENT_DATA",
+               failures=_EVOLVE + "failures:agent_labels", hints=_EVOLVE + "failures:AGENT_HINTS", failure_data=_EVOLVE + "operators:AGENT_DATA",
                devscore="macaronic.train.devscore:AGENT",
                description="Acts on the user's calendar, reminders, contacts, notes and orders through tool calls.",
                builtin=True),
     Specialist("coding", "text", "coding", 384, "macaronic.suites.registry:CODING", _FAMILIES + "coding",
-               failures=_EVOLVE + "failures:coding_labels", grpo=True, devscore="macaronic.train.devscore:CODING",
+               failures=_EVOLVE + "failures:coding_labels", hints=_EVOLVE + "failures:CODING_HINTS", grpo=True, devscore="macaronic.train.devscore:CODING",
                description="Writes, explains and fixes code: small correct functions in fenced blocks.", builtin=True),
     Specialist("genui", "card", "genui", 768, "macaronic.suites.registry:GENUI", _FAMILIES + "genui",
-               failures=_EVOLVE + "failures:genui_labels", failure_data=_EVOLVE + "operators:GENUI_DATA",
+               failures=_EVOLVE + "failures:genui_labels", hints=_EVOLVE + "failures:GENUI_HINTS", failure_data=_EVOLVE + "operators:GENUI_DATA",
                description="Answers with one JSON object holding A2UI v0.8 messages that render an interactive card.",
                builtin=True),
 )
@@ -186,7 +188,7 @@ def output_of(name: str) -> str:
 
 
 def lookup(name: str | None, what: str):
-    """The object entry field `what` ("failures", "failure_data", "devscore") of `name` names,
+    """The object entry field `what` ("failures", "failure_data", "devscore", "hints") of `name` names,
     resolved; None when there is no such entry or the field is empty."""
     s = find(name)
     ref = getattr(s, what) if s else None

@@ -110,7 +110,7 @@ def test_a_model_served_from_blocks_equals_its_dequantized_twin(ops, tiny_dirs, 
     shutil.copytree(tiny_dirs["qwen2"], d)
     blocks = _blocks_for(d, lambda name, k: 8 if "attn_v" in name or name == "output.weight" else 6)
     ref = load_base(d, dtype=torch.float32)
-    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path: blocks)
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path, gguf_file: blocks)
     served = load_base(d, quant="gguf")
     assert served.precision == "gguf" and served.fingerprint == ref.fingerprint
     assert isinstance(served.model.layers[0].wqkv, ggml.GGMLLinear) and served.model.layers[0].wqkv.ops is ops
@@ -142,7 +142,7 @@ def test_blocks_that_are_not_the_base_are_refused(ops, tiny_dirs, tmp_path, monk
     raw[0, 5] ^= 1  # one weight off by one step
     blocks["blk.1.ffn_down.weight"] = (t, raw)
     del blocks["blk.0.attn_k.weight"]
-    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path: blocks)
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path, gguf_file: blocks)
     with pytest.raises(ValueError) as e:
         load_base(d, quant="gguf")
     assert "blk.1.ffn_down.weight: dequantized blocks differ" in str(e.value)
@@ -159,7 +159,7 @@ def test_adapters_apply_on_top_of_the_blocks_as_on_the_twin(ops, tiny_dirs, tmp_
     d = tmp_path / "base"
     shutil.copytree(tiny_dirs["qwen2"], d)
     blocks = _blocks_for(d, lambda name, k: 8 if "attn_v" in name else 6)
-    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path: blocks)
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path, gguf_file: blocks)
     fast = load_base(d, quant="gguf")
     monkeypatch.setattr(native, "ops", lambda: None)  # the same load on the PyTorch twin
     twin = load_base(d, quant="gguf")

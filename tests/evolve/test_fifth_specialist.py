@@ -1,6 +1,6 @@
 """A fifth specialist reaches the evolution loop's failure clusters and operators and the dev
 scorer through its registry entry alone: a user entry (`sql`, as `macaronic specialist add` writes
-one) whose `failures`, `failure_data`, `grpo` and `devscore` fields name a labeller and skills in
+one) whose `failures`, `hints`, `failure_data`, `grpo` and `devscore` fields name a labeller and skills in
 this module and the coding dev scorer. No module of the package names `sql`. Unit tests: the LLM
 of the dev scoring is a test double; the grading is the real sandbox."""
 
@@ -14,13 +14,16 @@ import pytest
 
 from macaronic.evolve import operators
 from macaronic.evolve.config import Budget
-from macaronic.evolve.failures import clusters, label
+from macaronic.evolve.failures import clusters, hints_for, label
 from macaronic.evolve.operators import FailureData
 from macaronic.specialist import Specialist, save_user
 from macaronic.train import devscore
 
 SQL_DATA = FailureData((("select_first", ("no_query",), "start-with-select"),
                         ("count_rows", ("wrong_answer",), "count-the-rows")), stack=True)
+
+
+SQL_HINTS = {"no_query": "Answer with one SQL query."}
 
 
 def sql_labels(row: dict) -> list[str]:
@@ -38,7 +41,7 @@ def failing(reply: str) -> dict:
 def sql(tmp_path, monkeypatch):
     monkeypatch.setenv("MACARONIC_SPECIALISTS", str(tmp_path / "specialists"))
     entry = Specialist("sql", "text", examples="b/examples/sql.jsonl", base="b", adapter="b/adapters/sql",
-                       failures=f"{__name__}:sql_labels", failure_data=f"{__name__}:SQL_DATA", grpo=True,
+                       failures=f"{__name__}:sql_labels", hints=f"{__name__}:SQL_HINTS", failure_data=f"{__name__}:SQL_DATA", grpo=True,
                        devscore="macaronic.train.devscore:CODING", description="SQL")
     save_user([entry])
     return entry
@@ -58,6 +61,8 @@ def test_its_failures_are_labelled_by_its_entry(sql):
     rows = [failing("SELECT * FROM tickets;"), failing("There are many."), failing("Open ones: 3."),
             {**failing("SELECT 1"), "passed": True}]
     assert [label(r) for r in rows] == [["wrong_answer"], ["no_query"], ["no_query"], []]
+    # its hint reaches the prompt-variant operator's list; a label without one has none
+    assert hints_for(clusters(rows)) == [("sql", "Answer with one SQL query.", ("sql", "no_query"), 2)]
     assert clusters(rows) == Counter({("sql", "no_query"): 2, ("sql", "wrong_answer"): 1})
 
 

@@ -217,7 +217,7 @@ def test_failure_data_proposes_one_candidate_per_failing_skill(tmp_path):
 
 def test_a_copied_placeholder_is_its_own_cluster():
     """A write that carries the request's <...> placeholder instead of the looked-up value."""
-    from macaronic.evolve.failures import HINTS, label
+    from macaronic.evolve.failures import hint, label
 
     def row(title):
         call = '<tool_call>{"name": "add_reminder", "arguments": {"due": "2025-01-12", "title": "%s"}}</tool_call>' % title
@@ -227,7 +227,7 @@ def test_a_copied_placeholder_is_its_own_cluster():
                              {"role": "tool", "content": '{"orders": [{"id": 3, "item": "Boots", "status": "placed"}]}'},
                              {"role": "assistant", "content": call}]}
 
-    assert label(row("Boots: <status>")) == ["copied_placeholder"] and ("agent", "copied_placeholder") in HINTS
+    assert label(row("Boots: <status>")) == ["copied_placeholder"] and hint("agent", "copied_placeholder")
     assert label(row("Boots: lost")) == ["wrong_state"]
     # a lookup that searches for the placeholder text is not the fault: only a write carrying it is
     looked_up = row("Boots: lost")
@@ -242,7 +242,7 @@ def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_ow
     lookup-then-act)."""
     from collections import Counter
 
-    from macaronic.evolve.failures import HINTS, label
+    from macaronic.evolve.failures import hint, label
     from macaronic.evolve.operators import FAILURE_SKILLS
 
     def row(lookup, result, write=None):
@@ -260,7 +260,7 @@ def test_a_write_after_an_empty_lookup_and_an_answer_after_a_lookup_are_their_ow
     assert label(row("search_contacts", found, "kemi@lumen.example")) == ["wrong_state"]  # found it, wrote the wrong value
     assert label(row("search_contacts", found)) == ["answered_after_lookup"]
     assert label(row("search_contacts", "<tool_response>" + found + "</tool_response>")) == ["answered_after_lookup"]
-    assert ("agent", "empty_lookup") in HINTS and ("agent", "answered_after_lookup") in HINTS
+    assert hint("agent", "empty_lookup") and hint("agent", "answered_after_lookup")
     skills = {s for s, labels, _ in FAILURE_SKILLS if "answered_after_lookup" in labels}
     assert skills == {"lookup_then_act", "pick_tools", "order_writes"}
     assert [s for s, labels, _ in FAILURE_SKILLS if "empty_lookup" in labels] == ["pick_tools", "find_person"]

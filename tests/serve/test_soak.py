@@ -70,7 +70,7 @@ def test_memory_plateaus_under_distinct_traffic(tiny_models, tmp_path, capsys):
     try:
         for r in range(ROUNDS):
             asyncio.run(one_round(r))
-            for _ in range(400):  # summaries of full-mode adapters run after the reply
+            for _ in range(2400):  # summaries of full-mode adapters run after the reply (up to 2 min on a loaded box)
                 if not mol._pending and not llm.engine._active and not llm.engine._waiting:
                     break
                 time.sleep(0.05)

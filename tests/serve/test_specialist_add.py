@@ -26,7 +26,7 @@ def cli(*args, env):
 def test_a_fifth_specialist_is_trained_routed_checked_and_served(tmp_path):
     env = {"MACARONIC_SPECIALISTS": str(tmp_path / "specialists"), "OMP_NUM_THREADS": "1"}
     r = cli("specialist", "add", "sql", "--examples", str(ROOT / "examples" / "sql.jsonl"), "--steps", "20",
-            "--route-limit", "30", "--description", "Writes one SQL query for a question about a table.", env=env)
+            "--route-limit", "15", "--threads", "2", "--description", "Writes one SQL query for a question about a table.", env=env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "do-no-harm check for sql" in r.stdout and "passed" in r.stdout
     base = os.environ["MACARONIC_BASE"]

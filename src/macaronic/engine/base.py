@@ -198,7 +198,7 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
     if quant == "gguf":  # the GGUF's own blocks, checked against the imported weights (engine/ggml.py)
         from macaronic.engine import ggml, native
 
-        ggml.serve_blocks(model, ggml.gguf_blocks(path.name, path), state, native.ops())
+        ggml.serve_blocks(model, ggml.gguf_blocks(path.name, path, base_gguf), state, native.ops())
     else:
         quantize(model, quant)
     del state

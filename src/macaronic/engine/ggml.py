@@ -110,9 +110,11 @@ class GGMLLinear(nn.Module):
         return sum(p.nbytes for p in self.parts)
 
 
-def gguf_blocks(base: str, path: Path) -> dict[str, tuple[int, Tensor]]:
+def gguf_blocks(base: str, path: Path, gguf_file) -> dict[str, tuple[int, Tensor]]:
     """The GGUF's blocks of the served projections and the head, {gguf name: (type, uint8 [O, row bytes])},
-    read once from the registered base's GGUF into `path/gguf-blocks.safetensors`."""
+    read once from the registered base's GGUF into `path/gguf-blocks.safetensors`. `gguf_file(name,
+    scratch)` gives the base's GGUF file, assembling a split base into `scratch` (engine/base.py's
+    base_gguf, passed in so this module does not import the loader that imports it)."""
     from safetensors.torch import load_file, save_file
 
     cache = path / BLOCKS_FILE
@@ -120,12 +122,11 @@ def gguf_blocks(base: str, path: Path) -> dict[str, tuple[int, Tensor]]:
         import os
 
         from macaronic.engine import bases
-        from macaronic.engine.base import base_gguf
 
         spec = bases.get(base)
         scratch = path / f".assemble-{os.getpid()}" / spec.gguf
         try:
-            state, types = read_blocks(base_gguf(spec.name, scratch))
+            state, types = read_blocks(gguf_file(spec.name, scratch))
         finally:
             if scratch.exists():
                 scratch.unlink()

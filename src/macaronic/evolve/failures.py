@@ -19,8 +19,9 @@ A suite named after a specialist is labelled by the function its registry entry 
 the four above are `agent_labels`, `genui_labels`, `coding_labels`, `chat_labels`); a failing row
 of a suite without one is labelled `failed`.
 
-`HINTS` maps a cluster to a one-line instruction for the role's prompt: the prompt-variant
-operator's text (a fixed reflection per failure kind, not a generated one). Pure.
+A registry entry's `hints` (here `AGENT_HINTS`, ...) map a label to a one-line instruction for the
+role's prompt: the prompt-variant operator's text (a fixed reflection per failure kind, not a
+generated one); `hints_for` reads them through the registry. Pure.
 """
 
 from __future__ import annotations
@@ -34,32 +35,28 @@ from macaronic.specialist import lookup
 LOOKUPS = ("search_", "list_", "get_")
 PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
 
-HINTS = {
-    ("agent", "no_call"): ("agent", "When the user asks you to change or look up their data, call a tool; do not "
-                                    "answer from memory."),
-    ("agent", "invented_tool"): ("agent", "Call only tools whose names appear in the tool list, spelled exactly."),
-    ("agent", "bad_arguments"): ("agent", "Give every required argument, with the type the tool list shows."),
-    ("agent", "act_without_lookup"): ("agent", "When the request needs a fact you do not have yet (a company, a phone "
-                                               "number, an order status), first call the tool that looks it up, "
-                                               "then act with what it returned."),
-    ("agent", "missing_facts"): ("agent", "In your final answer, state the facts the tools returned (names, dates, "
-                                          "statuses)."),
-    ("agent", "copied_placeholder"): ("agent", "When the request holds a placeholder in angle brackets, such as "
-                                               "<company>, write the value the lookup returned in its place."),
-    ("agent", "empty_lookup"): ("agent", "Look a fact up with the tool for its kind of record: a person's phone, "
-                                         "email or company with search_contacts, an order with list_orders, a note "
-                                         "with search_notes, a reminder with list_reminders, an event with "
-                                         "list_events."),
-    ("agent", "answered_after_lookup"): ("agent", "When the user wants something changed, make the change with the "
-                                                  "tool that does it after the lookup; do not stop at the lookup."),
-    ("agent", "wrong_state"): ("agent", "Change exactly what the user asked for, with the values they gave."),
-    ("genui", "invalid_card"): ("genui", "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and "
-                                         "nothing else."),
-    ("genui", "missing_content"): ("genui", "Put every item, field and value the user mentions into the card."),
-    ("coding", "no_function"): ("coding", "Reply with the whole function in one ```python block."),
-    ("coding", "wrong_output"): ("coding", "Check the function against the examples in the request before replying."),
-    ("chat", "too_long"): ("chat", "Answer in one short sentence."),
-    ("chat", "wrong_answer"): ("chat", "Answer exactly what was asked; give the fact itself."),
+CHAT_HINTS = {
+    "too_long": "Answer in one short sentence.",
+    "wrong_answer": "Answer exactly what was asked; give the fact itself.",
+}
+AGENT_HINTS = {
+    "no_call": "When the user asks you to change or look up their data, call a tool; do not " "answer from memory.",
+    "invented_tool": "Call only tools whose names appear in the tool list, spelled exactly.",
+    "bad_arguments": "Give every required argument, with the type the tool list shows.",
+    "act_without_lookup": "When the request needs a fact you do not have yet (a company, a phone " "number, an order status), first call the tool that looks it up, " "then act with what it returned.",
+    "missing_facts": "In your final answer, state the facts the tools returned (names, dates, " "statuses).",
+    "copied_placeholder": "When the request holds a placeholder in angle brackets, such as " "<company>, write the value the lookup returned in its place.",
+    "empty_lookup": "Look a fact up with the tool for its kind of record: a person's phone, " "email or company with search_contacts, an order with list_orders, a note " "with search_notes, a reminder with list_reminders, an event with " "list_events.",
+    "answered_after_lookup": "When the user wants something changed, make the change with the " "tool that does it after the lookup; do not stop at the lookup.",
+    "wrong_state": "Change exactly what the user asked for, with the values they gave.",
+}
+CODING_HINTS = {
+    "no_function": "Reply with the whole function in one ```python block.",
+    "wrong_output": "Check the function against the examples in the request before replying.",
+}
+GENUI_HINTS = {
+    "invalid_card": "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and " "nothing else.",
+    "missing_content": "Put every item, field and value the user mentions into the card.",
 }
 
 
@@ -160,11 +157,18 @@ def clusters(rows: list[dict]) -> Counter:
     return c
 
 
+def hint(suite: str, lab: str) -> str | None:
+    """The one-line instruction the registry entry `suite` gives for failure label `lab` (its
+    `hints`), or None."""
+    hints = lookup(suite, "hints")
+    return hints.get(lab) if hints else None
+
+
 def hints_for(c: Counter) -> list[tuple[str, str, tuple, int]]:
     """(role, hint, cluster, count) for the clusters that have a hint, largest first."""
     out = []
     for key, n in c.most_common():
-        if key in HINTS:
-            role, text = HINTS[key]
-            out.append((role, text, key, n))
+        text = hint(*key)
+        if text is not None:
+            out.append((key[0], text, key, n))
     return out

@@ -2,7 +2,7 @@
 generation's search, each a list of successor steps with the components it touches.
 
   prompt        a role's system prompt gains the instruction of its largest failure cluster
-                (failures.HINTS); one candidate per role, largest clusters first
+                (the registry's `hints`); one candidate per role, largest clusters first
   decoding      the role with the most failures decodes greedily (if it sampled), else with half
                 its token cap (if its failures run long)
   router_refit  the router refitted on logged outcomes, policy chosen on dev; with served
