@@ -36,12 +36,15 @@ def test_problems_are_diverse(sample):
 
 
 def test_every_reference_passes_and_every_fix_prompt_shows_failing_code():
-    for fam in FAMILIES:
-        for style in coding.STYLES:
-            p = coding.make_problem(fam, 0, 0, style)
-            assert coding.verify(p) == [], p.id
-            if p.style == "fix":
-                assert p.broken in p.prompt and p.broken != p.reference
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = [coding.make_problem(fam, 0, 0, style) for fam in FAMILIES for style in coding.STYLES]
+    with ThreadPoolExecutor(4) as pool:  # each verification is its own sandbox process
+        failures = list(pool.map(coding.verify, problems))
+    for p, errors in zip(problems, failures):
+        assert errors == [], p.id
+        if p.style == "fix":
+            assert p.broken in p.prompt and p.broken != p.reference
 
 
 def test_fix_prompts_exist_for_most_families():
