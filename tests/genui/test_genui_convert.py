@@ -156,6 +156,37 @@ def test_a_v09_card_cut_anywhere_closes_into_a_valid_v09_card():
             assert v09.is_v09(closed["a2ui"]) and validate(closed).valid, (cut, fixes)
 
 
+def test_a_later_update_that_redefines_an_earlier_surfaces_root_replaces_root():
+    """Turn 1 began surface `s` with root `card`; turn 2 (v0.8, no beginRendering) redefines `card`.
+    Served in v0.9 with the conversation's roots, turn 2 replaces `root`, as a v0.8 renderer would
+    replace its root; without them it keeps its ids (an added component nothing draws)."""
+    from macaronic.genui.convert import served_card, surface_roots
+
+    first = [{"surfaceUpdate": {"surfaceId": "s", "components": [
+        {"id": "card", "component": {"Column": {"children": {"explicitList": ["t"]}}}},
+        {"id": "root", "component": {"Text": {"text": {"literalString": "a component called root"}}}},
+        {"id": "t", "component": {"Text": {"text": {"literalString": "Hi"}}}}]}},
+        {"beginRendering": {"surfaceId": "s", "root": "card"}}]
+    later = [{"surfaceUpdate": {"surfaceId": "s", "components": [
+        {"id": "card", "component": {"Column": {"children": {"explicitList": ["t", "u", "root"]}}}},
+        {"id": "u", "component": {"Text": {"text": {"literalString": "Bye"}}}}]}}]
+    replies = ["plain text first", json.dumps({"text_response": "Hi.", "a2ui": first}),
+               "```json\n" + json.dumps({"text_response": "x", "a2ui": [{"deleteSurface": {"surfaceId": "gone"}}]}) + "\n```"]
+    roots = surface_roots(replies)
+    assert roots == {"s": "card"}
+    ids = lambda msgs: [c["id"] for m in msgs if "updateComponents" in m for c in m["updateComponents"]["components"]]
+    assert ids(to_v09(first)) == ["root", "root-0", "t"]
+    assert ids(to_v09(later, roots)) == ["root", "u"]
+    assert to_v09(later, roots)[0]["updateComponents"]["components"][0]["children"] == ["t", "u", "root-0"]
+    assert ids(to_v09(later)) == ["card", "u"]  # with no roots known: its ids kept
+    # a surface deleted later is no longer an earlier surface, and a v0.9 card is not read as v0.8
+    assert surface_roots([*replies, json.dumps({"text_response": "", "a2ui": [{"deleteSurface": {"surfaceId": "s"}}]})]) == {}
+    assert surface_roots([json.dumps({"text_response": "", "a2ui": to_v09(first)})]) == {}
+    genui = {"valid": True, "errors": [], "text_response": "Bye.", "a2ui": later}
+    out, _ = served_card(genui, "0.9", roots)
+    assert ids(out["a2ui"]) == ["root", "u"]
+
+
 def test_what_v09_refuses_and_v08_let_through_is_closed_when_served():
     """An empty id passes v0.8 (and v0.9's schema) but the official v0.9 renderer refuses the whole
     message: the v0.9 integrity layer names it, and the served card drops that component."""

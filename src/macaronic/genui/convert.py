@@ -22,8 +22,11 @@ schemas (v0.8 `standard_catalog_definition.json`, v0.9 `a2ui_v0_9/basic_catalog.
   called `root` takes a fresh id), and `createSurface` comes before the surface's other messages;
 - `dataModelUpdate` contents become plain JSON (`datamodel.decode_contents`).
 
-A surface updated without a `beginRendering` in the same list keeps its ids (its root is the one
-an earlier card named). Knows both message formats; nothing about validation (the caller checks the
+A surface updated without a `beginRendering` in the same list takes the root an earlier card of
+the conversation named (`earlier_roots`, read by `surface_roots` from the v0.8 replies before it):
+an update that redefines that root by its v0.8 id replaces `root`; with none known it keeps its ids.
+(A served card always has its own `beginRendering`: the v0.8 validator requires one and the harness
+closes a card without it, so this is for callers converting bare update lists.) Knows both message formats; nothing about validation (the caller checks the
 result with `v09.validate_messages`), models or rendering.
 """
 
@@ -56,11 +59,14 @@ TEXT_FIELD_VARIANTS = {"date": "shortText"}  # the rest (longText, number, short
 SLIDER_MAX = 100  # v0.9 requires `max`; v0.8 renderers default it to 100
 
 
-def to_v09(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The v0.9 messages for a v0.8 message list (assumed valid v0.8; the input is not changed)."""
+def to_v09(messages: list[dict[str, Any]], earlier_roots: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The v0.9 messages for a v0.8 message list (assumed valid v0.8; the input is not changed).
+    `earlier_roots`: {surfaceId: v0.8 root id} of surfaces earlier cards began (`surface_roots`)."""
     messages = copy.deepcopy(messages)
     roots = {m["beginRendering"]["surfaceId"]: m["beginRendering"] for m in messages if "beginRendering" in m}
-    renames = {sid: root_renames(sid, begin.get("root"), messages) for sid, begin in roots.items()}
+    renames = {sid: root_renames(sid, root, messages, earlier=True) for sid, root in (earlier_roots or {}).items()
+               if sid not in roots}
+    renames.update({sid: root_renames(sid, begin.get("root"), messages) for sid, begin in roots.items()})
     data_paths = {(m["dataModelUpdate"]["surfaceId"], m["dataModelUpdate"].get("path") or "/")
                   for m in messages if "dataModelUpdate" in m}
     out: list[dict[str, Any]] = []
@@ -99,14 +105,16 @@ def create_surface(begin: dict[str, Any]) -> dict[str, Any]:
     return wrap("createSurface", body)
 
 
-def root_renames(sid: str, root: Any, messages: list[dict[str, Any]]) -> dict[str, str]:
-    """Id renames that make the surface's root `root` (empty when it already is)."""
+def root_renames(sid: str, root: Any, messages: list[dict[str, Any]], earlier: bool = False) -> dict[str, str]:
+    """Id renames that make the surface's root `root` (empty when it already is). A component called
+    `root` takes a fresh id; on an `earlier` surface always, since a later card may refer to the one
+    an earlier card defined."""
     if not isinstance(root, str) or root == "root":
         return {}
     ids = {c.get("id") for m in messages if m.get("surfaceUpdate", {}).get("surfaceId") == sid
            for c in m["surfaceUpdate"].get("components", [])}
     names = {root: "root"}
-    if "root" in ids:
+    if earlier or "root" in ids:
         fresh = "root-0"
         while fresh in ids:
             fresh += "0"
@@ -181,10 +189,35 @@ def action(value: dict[str, Any]) -> dict[str, Any]:
     return {"event": event}
 
 
-def card_to_v09(card: dict[str, Any]) -> dict[str, Any]:
+def card_to_v09(card: dict[str, Any], earlier_roots: dict[str, str] | None = None) -> dict[str, Any]:
     """A `{text_response, a2ui}` card with its messages in v0.9 (already v0.9: unchanged)."""
     messages = card.get("a2ui") or []
-    return card if v09.is_v09(messages) else {**card, "a2ui": to_v09(messages)}
+    return card if v09.is_v09(messages) else {**card, "a2ui": to_v09(messages, earlier_roots)}
+
+
+def surface_roots(replies: list[Any]) -> dict[str, str]:
+    """{surfaceId: v0.8 root id} of the surfaces the v0.8 cards among `replies` (reply texts, oldest
+    first) began and did not delete: what a later card's update without `beginRendering` redefines."""
+    roots: dict[str, str] = {}
+    for text in replies:
+        if not isinstance(text, str) or '"a2ui"' not in text:
+            continue
+        try:
+            card = json.loads(text.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+        except (ValueError, RecursionError):
+            continue
+        messages = card.get("a2ui") if isinstance(card, dict) else None
+        if not isinstance(messages, list) or v09.is_v09(messages):
+            continue
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            begin, gone = m.get("beginRendering"), m.get("deleteSurface")
+            if isinstance(begin, dict) and isinstance(begin.get("surfaceId"), str) and isinstance(begin.get("root"), str):
+                roots[begin["surfaceId"]] = begin["root"]
+            elif isinstance(gone, dict):
+                roots.pop(gone.get("surfaceId"), None)
+    return roots
 
 
 # ---- what a client renders: the version it states on its request ----
@@ -194,16 +227,18 @@ VERSIONS: tuple[str, ...] = get_args(Version)
 DEFAULT_VERSION = VERSIONS[0]
 
 
-def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], str | None]:
+def served_card(genui: dict[str, Any], version: str,
+                earlier_roots: dict[str, str] | None = None) -> tuple[dict[str, Any], str | None]:
     """A served turn's card (`TurnResult.genui`, v0.8 as decoded, validated or closed) in the
     version the client renders, and the reply text to serve for it (None: the text as decoded).
     What v0.9 refuses and v0.8 let through (an empty id) is closed by the v0.9 rules
-    (`close.close_card`), its fixes added to `closed`. A card that did not validate is served as it is."""
+    (`close.close_card`), its fixes added to `closed`. A card that did not validate is served as it is.
+    `earlier_roots`: the conversation's surfaces so far (`surface_roots` of the v0.8 replies before it)."""
     if version == DEFAULT_VERSION or not genui.get("valid"):
         return genui, None
     from macaronic.genui.close import card_text, close_card
 
-    card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]})
+    card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]}, earlier_roots)
     out = {**genui, "a2ui_version": version}
     if v09.validate_messages(card["a2ui"], "/a2ui")[0]:
         card, fixes = close_card(card, card["text_response"])
