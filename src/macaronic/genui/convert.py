@@ -26,8 +26,9 @@ A surface updated without a `beginRendering` in the same list takes the root an 
 the conversation named (`earlier_roots`, read by `surface_roots` from the v0.8 replies before it):
 an update that redefines that root by its v0.8 id replaces `root`; with none known it keeps its ids.
 (A served card always has its own `beginRendering`: the v0.8 validator requires one and the harness
-closes a card without it, so this is for callers converting bare update lists.) Knows both message formats; nothing about validation (the caller checks the
-result with `v09.validate_messages`), models or rendering.
+closes a card without it, so this is for callers converting bare update lists.) Knows both message
+formats; nothing about validation (the caller checks the result with `v09.validate_messages`),
+models or rendering.
 """
 
 from __future__ import annotations
