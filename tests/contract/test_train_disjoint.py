@@ -104,3 +104,22 @@ def test_training_generators_hold_no_contract_dev_or_test_instance(current, gene
     assert not {k for k in found if "/test/" in k}, f"{generator} trains on contract test tasks: {sorted(found)[:5]}"
     fams = {f"{s}/{t.family}" for (s, sp), ts in held.items() for t in ts if f"{s}/{sp}/{t.id}" in found}
     assert fams == KNOWN_DEV.get(generator, set()), f"{generator} trains on contract dev tasks: {sorted(found)[:5]}"
+
+
+def test_failure_data_skills_hold_no_contract_dev_or_test_world_family_or_instance(current):
+    """Evolve's failure-data episodes (and the warm-started agents trained on them): their worlds,
+    families and requests are none of the contract's dev or test ones."""
+    from macaronic.evolve.failure_data import ROLE, SKILLS, examples, families, make
+
+    c, _, gated, held = current
+    agent = [s for s in gated if s.kind == "agent"]
+    held_worlds = worlds(t.obj for s in agent for sp in ("dev", "test") for t in held[(s.name, sp)])
+    held_fams = {t.family for s in agent for sp in ("dev", "test") for t in held[(s.name, sp)]}
+    texts = {norm(t.text) for ts in held.values() for t in ts if t.text}
+    for skill in (s for s in SKILLS if ROLE.get(s, "agent") == "agent"):
+        fams = families(skill)
+        tasks = [make(f, 10_000 + i) for f in fams for i in range(3)]
+        assert worlds(tasks) and not worlds(tasks) & held_worlds, skill
+        assert not {f.name for f in fams} & held_fams, skill
+        asked = {norm(m["content"]) for e in examples(skill, 12, 0) for m in e["messages"] if m["role"] == "user"}
+        assert asked and not asked & texts, skill
