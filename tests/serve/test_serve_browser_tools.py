@@ -314,7 +314,8 @@ def test_a_v09_card_streams_as_its_text_and_a_placeholder_never_json_and_stop_dr
     assert shown and page.evaluate("window.pending") > 0  # the placeholder was up while it decoded
     assert not [t for t in shown if t.lstrip().startswith("{") or "updateComponents" in t or "a2ui" in t], shown
     assert any(t.strip() == "Here is a card." for t in shown)
-    assert any(0 < len(t.strip()) < len("Here is a card.") for t in shown), shown  # as it decoded, not at once
+    # (that the words arrive as they decode is the HTTP test's, test_serve_a2ui_version.py: on a loaded
+    # box the page may read several deltas in one network read and show them at once)
     page.wait_for_selector(".card[data-a2ui-version='0.9'] a2ui09-surface a2ui09-basic-button button", timeout=60000)
     reply = page.locator(".msg.assistant").nth(0)
     assert reply.locator(".text").inner_text() == "Here is a card." and reply.locator(".card-pending").count() == 0
