@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import openai
@@ -90,6 +91,11 @@ def test_responses_api_previous_response_id_survives_a_restart(tiny_models, tmp_
         s1.stop()
     s2 = ServerProcess(args)  # a fresh process over the same SQLite file
     try:
+        # started with --no-warmup (serve_helpers' default): it listens cold, and says so
+        assert "warmed up" not in "".join(s2.log)
+        assert httpx.get(s2.url + "/health", timeout=30).json()["warmup"] == {"enabled": False}
+        metrics = httpx.get(s2.url + "/metrics", timeout=30).text
+        assert re.search(r"^macaronic_engine_grammar_compiled_total 0(\.0)?$", metrics, re.M), metrics
         c = openai.OpenAI(base_url=s2.url + "/v1", api_key="x", max_retries=0)
         r3 = c.responses.create(model="chat", input="what did I ask first?", previous_response_id=r2.id,
                                 max_output_tokens=6, temperature=0)

@@ -1,6 +1,6 @@
 """`macaronic serve` warms up before it listens: the first card and the first turn with the built-in
 tools find their grammar compiled, the first turn finds its system prompt in the prefix cache, and
-/health says what the warm-up did. `--no-warmup` turns it off. No timing here: the speed is
+/health says what the warm-up did. `--no-warmup` turns it off (every other server test starts so: test_serve_http checks it listens cold). No timing here: the speed is
 `macaronic bench --only first-request`."""
 
 from __future__ import annotations
@@ -52,21 +52,6 @@ def test_first_requests_find_the_server_warm(tmp_path):
         r = chat(s.url, model="macaronic", tools=tools, messages=[{"role": "user", "content": "Show my reminders."}])
         assert r["macaronic"]["constrained"] == "tools"
         assert grammar_counts(s.url) == (compiled, hits + 2)
-    finally:
-        s.stop()
-
-
-def test_no_warmup_listens_cold(tiny_models, tmp_path):
-    s = ServerProcess([*model_args(*tiny_models), "--router-policy", "none", "--store", str(tmp_path / "s.sqlite"),
-                       "--substrate", ":memory:", "--no-warmup"])
-    try:
-        assert "warmed up" not in "".join(s.log)
-        assert httpx.get(s.url + "/health", timeout=30).json()["warmup"] == {"enabled": False}
-        assert grammar_counts(s.url) == (0, 0)
-        first = chat(s.url, model="macaronic", messages=[{"role": "user", "content": "Hello there"}])
-        assert first["macaronic"]["reused_tokens"] == 0  # nothing cached before it
-        chat(s.url, model="genui", messages=[{"role": "user", "content": "A card listing three fruits."}])
-        assert grammar_counts(s.url) == (1, 0)  # the first card compiled its grammar
     finally:
         s.stop()
 

@@ -26,7 +26,7 @@ def test_bfcl_probe_rows(tmp_path):
     from macaronic.commands.probe import bfcl as main
 
     out = tmp_path / "bfcl.json"
-    assert main(["--base", "smollm2-135m-instruct", "--categories", "simple,irrelevance", "--limit", "2",
+    assert main(["--base", "smollm2-135m-instruct", "--categories", "simple,irrelevance", "--limit", "1",
                  "--max-tokens", "48", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())["categories"]
     assert set(doc) == {"simple", "irrelevance"}
