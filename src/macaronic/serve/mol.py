@@ -118,7 +118,8 @@ class TurnResult:
 
     def macaronic(self) -> dict:
         r = self.route
-        out = {"adapter": r.adapter, "specialist": r.specialist, "mode": r.mode, "policy": r.policy,
+        out = {"adapter": r.adapter, "specialist": r.specialist, "output": output_of(r.specialist),
+               "mode": r.mode, "policy": r.policy,
                "reason": r.reason, "confidence": round(r.confidence, 6), "route_ms": round(r.ms, 3),
                "prefill_tokens": self.usage.get("prefill_tokens", 0), "reused_tokens": self.usage.get("reused_tokens", 0),
                "pair_id": self.pair_id}

@@ -18,9 +18,10 @@ export function unrunNote(calls) {
     "a tool defined in the Tools box is shown, not executed";
 }
 
-// A reply that acts without tools: the agent specialist, or tool-call markup written as text.
+// A reply that acts without tools: a specialist whose output is tool calls (the server's turn
+// metadata says which), or tool-call markup written as text.
 export function pretendsToAct(entry) {
-  return (entry.meta && entry.meta.adapter === "agent") || /<\/?tool(_call)?>/.test(entry.content || "");
+  return (entry.meta && entry.meta.output === "tool_calls") || /<\/?tool(_call)?>/.test(entry.content || "");
 }
 
 export function initToggle(box) {
