@@ -26,13 +26,16 @@ def cli(*args, env):
 def test_a_fifth_specialist_is_trained_routed_checked_and_served(tmp_path):
     env = {"MACARONIC_SPECIALISTS": str(tmp_path / "specialists"), "OMP_NUM_THREADS": "1"}
     r = cli("specialist", "add", "sql", "--examples", str(ROOT / "examples" / "sql.jsonl"), "--steps", "20",
-            "--route-limit", "15", "--threads", "2", "--description", "Writes one SQL query for a question about a table.", env=env)
+            "--route-limit", "15", "--threads", "2", "--description", "Writes one SQL query for a question about a table.",
+            "--hints", "macaronic.evolve.failures:CODING_HINTS", "--grpo", env=env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "do-no-harm check for sql" in r.stdout and "passed" in r.stdout
     base = os.environ["MACARONIC_BASE"]
     here = tmp_path / "specialists" / base
     check = json.loads((here / "checks" / "sql.json").read_text())
     assert check["domain"]["ci95"][0] > 0 and check["routing"]["passed"]
+    (entry,) = json.loads((tmp_path / "specialists" / "registry.json").read_text())["specialists"]
+    assert entry["hints"] == "macaronic.evolve.failures:CODING_HINTS" and entry["grpo"] and entry["failures"] is None
     assert sorted(p.name for p in (here / "bundle" / "roles").iterdir()) == [
         "agent.md", "chat.md", "coding.md", "genui.md", "sql.md"]
     listed = cli("specialist", "list", env=env).stdout

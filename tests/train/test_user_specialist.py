@@ -57,3 +57,20 @@ def test_grader_routing_data_and_checks():
     same = us.routing_check([1.0] * 20, [1.0] * 20, [1.0])
     worse = us.routing_check([1.0] * 20, [0.0] * 10 + [1.0] * 10, [1.0])
     assert same["passed"] and not worse["passed"]
+
+
+def test_add_refuses_an_evolve_reference_that_does_not_resolve_before_any_work(tmp_path, monkeypatch, capsys):
+    """`specialist add --hints/--failures/--failure-data/--devscore MODULE:ATTRIBUTE`: each must
+    resolve when it is given, a one-line error otherwise, and nothing is trained or written."""
+    from pathlib import Path
+
+    from macaronic.commands.specialist import main
+
+    monkeypatch.setenv("MACARONIC_SPECIALISTS", str(tmp_path / "sp"))
+    examples = Path(__file__).resolve().parents[2] / "examples" / "sql.jsonl"
+    for flag, ref in (("--hints", "macaronic.evolve.failures:NO_SUCH_HINTS"), ("--failures", "no_such_module:f"),
+                      ("--devscore", "not a reference")):
+        assert main(["add", "sql", "--examples", str(examples), flag, ref]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"macaronic specialist: error: {flag} {ref}:") and "\n" not in err, err
+    assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").rglob("*.safetensors"))

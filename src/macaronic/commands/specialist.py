@@ -39,6 +39,15 @@ from macaronic.engine.bases import BASE_HELP
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
+# The registry's optional evolve fields `add` takes as flags, and what each names.
+EVOLVE_FIELDS = {
+    "failures": "labels a failing graded row: (row) -> [label] (default: every failure is 'failed')",
+    "hints": "{failure label: one-line instruction} evolve's prompt-variant operator adds to its prompt",
+    "failure_data": "an evolve.operators.FailureData: the skills evolve's failure_data operator trains",
+    "devscore": "a train.devscore.Scorer: its dev scorer for the training comparisons",
+}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="macaronic specialist", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,6 +75,11 @@ def parser() -> argparse.ArgumentParser:
                         "with a router fitted on the same turns without the new route")
     a.add_argument("--max-tokens", type=int, default=128, help="reply cap in the check (default 128)")
     a.add_argument("--force", action="store_true", help="register even when the do-no-harm check fails")
+    evo = a.add_argument_group("what the evolution loop does with it (each optional, MODULE:ATTRIBUTE; see "
+                               "macaronic/specialist.py)")
+    for flag, what in EVOLVE_FIELDS.items():
+        evo.add_argument(f"--{flag.replace('_', '-')}", metavar="MODULE:ATTRIBUTE", help=what)
+    evo.add_argument("--grpo", action="store_true", help="its grader's reward is verifiable: evolve proposes GRPO steps")
     sub.add_parser("list", help="the built-in and user specialists")
     r = sub.add_parser("remove", help="unregister a user specialist, delete its files and refit the router")
     r.add_argument("name")
@@ -133,6 +147,13 @@ def add(a, root: Path) -> int:
         grader = reg.resolve(a.grader) if a.grader else us.contains_gold
     except (ImportError, AttributeError) as e:
         raise ValueError(f"--grader {a.grader}: {e}") from None
+    evolve = {f: getattr(a, f, None) for f in EVOLVE_FIELDS}
+    for f, ref in evolve.items():  # each must resolve now, not when a loop first reads it
+        if ref:
+            try:
+                reg.resolve(ref)
+            except (ImportError, AttributeError, ValueError) as e:
+                raise ValueError(f"--{f.replace('_', '-')} {ref}: {e}") from None
     base = base_name(a.base)
     convs = us.read_examples(a.examples)
     train, held = us.holdout(convs, a.holdout_every)
@@ -211,7 +232,8 @@ def add(a, root: Path) -> int:
     (work / "check.json").replace(here / "checks" / f"{name}.json")
     entry = reg.Specialist(name, "text", max_turn=384, routing=f"examples/{name}.jsonl",
                            examples=f"{base}/examples/{name}.jsonl", grader=a.grader, base=base,
-                           adapter=f"{base}/adapters/{name}", description=desc)
+                           adapter=f"{base}/adapters/{name}", description=desc, grpo=bool(getattr(a, "grpo", False)),
+                           **{f: ref for f, ref in evolve.items() if ref})
     reg.save_user([*entries, entry], root)
     shutil.rmtree(work, ignore_errors=True)
     log(f"registered {name} for {base} in {root}; `macaronic serve --base {base}` serves it")
