@@ -147,7 +147,7 @@ def add(a, root: Path) -> int:
         grader = reg.resolve(a.grader) if a.grader else us.contains_gold
     except (ImportError, AttributeError) as e:
         raise ValueError(f"--grader {a.grader}: {e}") from None
-    evolve = {f: getattr(a, f, None) for f in EVOLVE_FIELDS}
+    evolve = {f: getattr(a, f) for f in EVOLVE_FIELDS}
     for f, ref in evolve.items():  # each must resolve now, not when a loop first reads it
         if ref:
             try:
@@ -232,7 +232,7 @@ def add(a, root: Path) -> int:
     (work / "check.json").replace(here / "checks" / f"{name}.json")
     entry = reg.Specialist(name, "text", max_turn=384, routing=f"examples/{name}.jsonl",
                            examples=f"{base}/examples/{name}.jsonl", grader=a.grader, base=base,
-                           adapter=f"{base}/adapters/{name}", description=desc, grpo=bool(getattr(a, "grpo", False)),
+                           adapter=f"{base}/adapters/{name}", description=desc, grpo=a.grpo,
                            **{f: ref for f, ref in evolve.items() if ref})
     reg.save_user([*entries, entry], root)
     shutil.rmtree(work, ignore_errors=True)

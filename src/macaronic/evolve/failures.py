@@ -40,14 +40,20 @@ CHAT_HINTS = {
     "wrong_answer": "Answer exactly what was asked; give the fact itself.",
 }
 AGENT_HINTS = {
-    "no_call": "When the user asks you to change or look up their data, call a tool; do not " "answer from memory.",
+    "no_call": "When the user asks you to change or look up their data, call a tool; do not answer from memory.",
     "invented_tool": "Call only tools whose names appear in the tool list, spelled exactly.",
     "bad_arguments": "Give every required argument, with the type the tool list shows.",
-    "act_without_lookup": "When the request needs a fact you do not have yet (a company, a phone " "number, an order status), first call the tool that looks it up, " "then act with what it returned.",
-    "missing_facts": "In your final answer, state the facts the tools returned (names, dates, " "statuses).",
-    "copied_placeholder": "When the request holds a placeholder in angle brackets, such as " "<company>, write the value the lookup returned in its place.",
-    "empty_lookup": "Look a fact up with the tool for its kind of record: a person's phone, " "email or company with search_contacts, an order with list_orders, a note " "with search_notes, a reminder with list_reminders, an event with " "list_events.",
-    "answered_after_lookup": "When the user wants something changed, make the change with the " "tool that does it after the lookup; do not stop at the lookup.",
+    "act_without_lookup": ("When the request needs a fact you do not have yet (a company, a phone number, an "
+                           "order status), first call the tool that looks it up, then act with what it "
+                           "returned."),
+    "missing_facts": "In your final answer, state the facts the tools returned (names, dates, statuses).",
+    "copied_placeholder": ("When the request holds a placeholder in angle brackets, such as <company>, write "
+                           "the value the lookup returned in its place."),
+    "empty_lookup": ("Look a fact up with the tool for its kind of record: a person's phone, email or "
+                     "company with search_contacts, an order with list_orders, a note with "
+                     "search_notes, a reminder with list_reminders, an event with list_events."),
+    "answered_after_lookup": ("When the user wants something changed, make the change with the tool that does "
+                              "it after the lookup; do not stop at the lookup."),
     "wrong_state": "Change exactly what the user asked for, with the values they gave.",
 }
 CODING_HINTS = {
@@ -55,7 +61,7 @@ CODING_HINTS = {
     "wrong_output": "Check the function against the examples in the request before replying.",
 }
 GENUI_HINTS = {
-    "invalid_card": "Reply with one JSON object {\"text_response\": ..., \"a2ui\": [...]} and " "nothing else.",
+    "invalid_card": 'Reply with one JSON object {"text_response": ..., "a2ui": [...]} and nothing else.',
     "missing_content": "Put every item, field and value the user mentions into the card.",
 }
 

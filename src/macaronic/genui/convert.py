@@ -190,23 +190,22 @@ def action(value: dict[str, Any]) -> dict[str, Any]:
     return {"event": event}
 
 
-def card_to_v09(card: dict[str, Any], earlier_roots: dict[str, str] | None = None) -> dict[str, Any]:
+def card_to_v09(card: dict[str, Any]) -> dict[str, Any]:
     """A `{text_response, a2ui}` card with its messages in v0.9 (already v0.9: unchanged)."""
     messages = card.get("a2ui") or []
-    return card if v09.is_v09(messages) else {**card, "a2ui": to_v09(messages, earlier_roots)}
+    return card if v09.is_v09(messages) else {**card, "a2ui": to_v09(messages)}
 
 
 def surface_roots(replies: list[Any]) -> dict[str, str]:
     """{surfaceId: v0.8 root id} of the surfaces the v0.8 cards among `replies` (reply texts, oldest
     first) began and did not delete: what a later card's update without `beginRendering` redefines."""
+    from macaronic.genui.repair import repair
+
     roots: dict[str, str] = {}
     for text in replies:
         if not isinstance(text, str) or '"a2ui"' not in text:
             continue
-        try:
-            card = json.loads(text.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
-        except (ValueError, RecursionError):
-            continue
+        card = repair(text).obj  # read as the harness reads a reply (a fence or prose around it)
         messages = card.get("a2ui") if isinstance(card, dict) else None
         if not isinstance(messages, list) or v09.is_v09(messages):
             continue
@@ -228,18 +227,16 @@ VERSIONS: tuple[str, ...] = get_args(Version)
 DEFAULT_VERSION = VERSIONS[0]
 
 
-def served_card(genui: dict[str, Any], version: str,
-                earlier_roots: dict[str, str] | None = None) -> tuple[dict[str, Any], str | None]:
+def served_card(genui: dict[str, Any], version: str) -> tuple[dict[str, Any], str | None]:
     """A served turn's card (`TurnResult.genui`, v0.8 as decoded, validated or closed) in the
     version the client renders, and the reply text to serve for it (None: the text as decoded).
     What v0.9 refuses and v0.8 let through (an empty id) is closed by the v0.9 rules
-    (`close.close_card`), its fixes added to `closed`. A card that did not validate is served as it is.
-    `earlier_roots`: the conversation's surfaces so far (`surface_roots` of the v0.8 replies before it)."""
+    (`close.close_card`), its fixes added to `closed`. A card that did not validate is served as it is."""
     if version == DEFAULT_VERSION or not genui.get("valid"):
         return genui, None
     from macaronic.genui.close import card_text, close_card
 
-    card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]}, earlier_roots)
+    card = card_to_v09({"text_response": genui["text_response"], "a2ui": genui["a2ui"]})
     out = {**genui, "a2ui_version": version}
     if v09.validate_messages(card["a2ui"], "/a2ui")[0]:
         card, fixes = close_card(card, card["text_response"])
