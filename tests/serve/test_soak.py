@@ -70,8 +70,14 @@ def test_memory_plateaus_under_distinct_traffic(tiny_models, tmp_path, capsys):
     try:
         for r in range(ROUNDS):
             asyncio.run(one_round(r))
-            for _ in range(2400):  # summaries of full-mode adapters run after the reply (up to 2 min on a loaded box)
-                if not mol._pending and not llm.engine._active and not llm.engine._waiting:
+            # summaries of full-mode adapters start after the reply went out (a client can read a
+            # whole streamed reply before its summary task exists): idle means idle for 1 s on end,
+            # within up to 2 min on a loaded box
+            quiet = 0
+            for _ in range(2400):
+                idle = not mol._pending and not llm.engine._active and not llm.engine._waiting
+                quiet = quiet + 1 if idle else 0
+                if quiet >= 20:
                     break
                 time.sleep(0.05)
             (segments,) = store._db().execute("SELECT count(*) FROM segments").fetchone()
