@@ -121,3 +121,34 @@ def test_resume_continues_from_checkpoint(tiny_base, tiny_data, tmp_path):
     # the resumed adapter's provenance covers all four steps, not only the resumed ones
     meta = json.loads((broken / "macaronic.json").read_text())["training"]
     assert meta["steps_done"] == 4 and meta["first_loss"] == json.loads((straight / "macaronic.json").read_text())["training"]["first_loss"]
+
+
+def test_history_cache_reuses_the_longest_common_prefix_exactly(tiny_base):
+    """Turn mode's history K/V: a history that starts like an earlier one computes only its own rest
+    on top of the earlier K/V cut to the common part, and gets the K/V a fresh forward gives; a
+    repeated history is a hit; the byte budget evicts the oldest."""
+    from macaronic.train.sft import PrefixCache, TrainConfig, load_model
+
+    pm = load_model(TrainConfig(role="chat", mode="turn"), tiny_base)
+    g = torch.Generator().manual_seed(0)
+    common = torch.randint(5, 200, (40,), generator=g).tolist()
+    a = tuple(common + torch.randint(5, 200, (12,), generator=g).tolist())
+    b = tuple(common + torch.randint(5, 200, (9,), generator=g).tolist())
+    cache = PrefixCache(pm)
+    cache.get(a)
+    assert (cache.computed, cache.reused) == (len(a), 0)
+    got = cache.get(b)
+    assert (cache.computed, cache.reused) == (len(a) + len(b) - 40, 40)  # only b's own 9 tokens computed
+    fresh = PrefixCache(pm).get(b)
+    for x, y in zip(got.layers, fresh.layers):
+        assert x.keys.shape == y.keys.shape and torch.allclose(x.keys, y.keys, atol=1e-5)
+        assert torch.allclose(x.values, y.values, atol=1e-5)
+    cache.get(b)
+    assert cache.reused == 40 + len(b)  # a hit
+    short = tuple(common[:20])  # a prefix of what is stored: cut, one position recomputed
+    cache.get(short)
+    assert cache.reused == 40 + len(b) + 19
+    one = sum(k.nbytes + v.nbytes for k, v in cache.store[a][1])
+    small = PrefixCache(pm, max_bytes=one + 1)
+    small.get(a), small.get(b)
+    assert list(small.store) == [b] and small.nbytes <= one + 1

@@ -158,10 +158,19 @@ def lora_params(pm) -> list[tuple[str, torch.nn.Parameter]]:
 
 
 class PrefixCache:
-    """Base-only K/V of history prefixes, keyed by their ids (turn mode)."""
+    """Base-only K/V of history prefixes (turn mode), reused by their longest common prefix: a
+    history that starts like one computed before (the same system prompt and tools, the same
+    earlier turns) computes only its own rest, on top of that one's K/V cut to the common part (a
+    position's K/V depend only on the tokens up to it). Least recently used first out, within
+    `limit` entries and `max_bytes`."""
 
-    def __init__(self, pm, limit: int = 64):
-        self.pm, self.limit, self.store = pm, limit, {}
+    def __init__(self, pm, limit: int = 64, max_bytes: int = 2 << 30, min_shared: int = 16):
+        from collections import OrderedDict
+
+        self.pm, self.limit, self.max_bytes, self.min_shared = pm, limit, max_bytes, min_shared
+        self.store: "OrderedDict[tuple[int, ...], tuple[object, list]]" = OrderedDict()  # ids -> (np ids, K/V)
+        self.nbytes = 0
+        self.computed = self.reused = 0  # history tokens the bare base computed / took from the cache
 
     def get(self, prefix: tuple[int, ...], shared: int = 0):
         """A fresh cache holding the bare base's K/V of `prefix`. With 0 < `shared` < len(prefix),
@@ -174,20 +183,56 @@ class PrefixCache:
         if not 0 < shared < len(prefix):
             return DynamicCache(ddp_cache_data=list(self._stored(prefix)))
         past = DynamicCache(ddp_cache_data=list(self._stored(prefix[:shared])))
+        return self._forward(prefix[shared:], past)
+
+    def _forward(self, ids, past):
         with torch.no_grad(), self.pm.disable_adapter():
-            out = self.pm.base_model.model.model(input_ids=torch.tensor([prefix[shared:]]), past_key_values=past,
+            out = self.pm.base_model.model.model(input_ids=torch.tensor([list(ids)]), past_key_values=past,
                                                  use_cache=True)
         return out.past_key_values
 
+    def _longest(self, arr) -> tuple[int, list | None]:
+        """The longest common prefix of `arr` with a stored history, and that history's K/V."""
+        import numpy as np
+
+        best, kv_best = 0, None
+        for key, (ids, kv) in self.store.items():
+            m = min(len(ids), len(arr))
+            if m <= best:
+                continue
+            diff = np.flatnonzero(ids[:m] != arr[:m])
+            n = int(diff[0]) if len(diff) else m
+            if n > best:
+                best, kv_best = n, kv
+        return best, kv_best
+
     def _stored(self, prefix: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        kv = self.store.get(prefix)
-        if kv is None:
-            with torch.no_grad(), self.pm.disable_adapter():
-                out = self.pm.base_model.model.model(input_ids=torch.tensor([prefix]), use_cache=True)
-            kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-            if len(self.store) >= self.limit:
-                self.store.pop(next(iter(self.store)))
-            self.store[prefix] = kv
+        import numpy as np
+        from transformers.cache_utils import DynamicCache
+
+        hit = self.store.get(prefix)
+        if hit is not None:
+            self.store.move_to_end(prefix)
+            self.reused += len(prefix)
+            return hit[1]
+        arr = np.asarray(prefix, dtype=np.int64)
+        n, kv = self._longest(arr)
+        n = min(n, len(prefix) - 1)  # at least one position computed: the forward needs an input
+        if n >= self.min_shared:
+            past = DynamicCache(ddp_cache_data=[(k[:, :, :n], v[:, :, :n]) for k, v in kv])
+            out = self._forward(prefix[n:], past)
+        else:
+            n = 0
+            out = self._forward(prefix, None)
+        self.reused += n
+        self.computed += len(prefix) - n
+        kv = [(layer.keys, layer.values) for layer in out.layers]
+        size = sum(k.nbytes + v.nbytes for k, v in kv)
+        self.store[prefix] = (arr, kv)
+        self.nbytes += size
+        while len(self.store) > 1 and (len(self.store) > self.limit or self.nbytes > self.max_bytes):
+            _, (_, old) = self.store.popitem(last=False)
+            self.nbytes -= sum(k.nbytes + v.nbytes for k, v in old)
         return kv
 
 
@@ -362,6 +407,9 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
             save_checkpoint(ckpt, pm, opt, step + 1, cfg)
     if bar is not None:
         bar.close()
+    if cache is not None and rank == 0 and progress and cache.computed + cache.reused:
+        print(f"history K/V (bare base, no gradient): {cache.computed:,} tokens computed, {cache.reused:,} reused "
+              f"({cache.reused / (cache.computed + cache.reused):.0%})", file=__import__("sys").stderr)
     return pm, history
 
 
