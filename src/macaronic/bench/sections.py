@@ -12,7 +12,7 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing", "load-and-abuse", "first-request")
+            "routing", "load-and-abuse", "first-request", "training")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -124,13 +124,22 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             server_args = ["--base", a.base] if a.base else []
             result["first_request"] = first.run(server_args, warm=2 if a.quick else 4, cold=cold, threads=a.threads,
                                                 progress=lambda: prog.advance(task))
+        if "training" in sections:
+            from macaronic.bench import training
+
+            precisions = ("none", "bfloat16")
+            task = prog.add_task("LoRA SFT: ours vs transformers + PEFT", total=len(precisions) * len(training.RECIPES) * reps)
+            result["training"] = training.run(a.base, work / "training", steps=3 if a.quick else 6,
+                                              batch=2 if a.quick else 4, threads=a.threads, precisions=precisions,
+                                              reps=1, progress=lambda: prog.advance(task))
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
     if a.md:
         write_markdown(Path(a.md), result)
-    print(markdown(result))
+    if any(k in result for k in ENGINE_KEYS):
+        print(markdown(result))
     for key, *_ in OWN_BLOCKS:
         if result.get(key):
             print(own_markdown(result, key))
@@ -233,6 +242,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "another client's latency", "macaronic.bench.abuse"),
               ("first_request", "<!-- bench-first-request:start -->", "<!-- bench-first-request:end -->",
                "The first request against warm ones", "macaronic.bench.first"),
+              ("training", "<!-- bench-training:start -->", "<!-- bench-training:end -->",
+               "Training throughput: ours against transformers + PEFT", "macaronic.bench.training"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 

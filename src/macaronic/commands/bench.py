@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
         "`macaronic serve` under rounds of 32 concurrent streams (TTFT and inter-token gap p99 per precision and "
         "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls; "
         "another client's TTFT and gaps while one client attacks (load-and-abuse: a long prompt, a compile storm, "
-        "n=8 disconnects, many tools); the first request's TTFT beside warm ones on fresh servers (first-request). "
+        "n=8 disconnects, many tools); the first request's TTFT beside warm ones on fresh servers (first-request); LoRA SFT throughput against "
+        "transformers' Trainer + PEFT on the same examples (training). "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
         "registered bases side by side.",
