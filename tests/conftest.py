@@ -22,6 +22,22 @@ os.environ.setdefault("MACARONIC_BASE", "smollm2-135m-instruct")
 NAMED_ONLY = (ROOT / "tests" / "vllm", ROOT / "tests" / "qwen")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true",
+                     help="also run the long end-to-end tests (marked `long`: a specialist trained, routed and "
+                          "served; the soak; BFCL through the served MoL; the real base's warm-up); CI runs them as their own step: "
+                          "`pytest --long -m long`")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--long"):
+        return
+    long_ = [i for i in items if i.get_closest_marker("long") is not None]
+    if long_:
+        config.hook.pytest_deselected(items=long_)
+        items[:] = [i for i in items if i.get_closest_marker("long") is None]
+
+
 def pytest_ignore_collect(collection_path, config):
     here = Path(collection_path).resolve()
     suite = next((d for d in NAMED_ONLY if here == d or d in here.parents), None)

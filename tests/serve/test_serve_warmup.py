@@ -26,6 +26,7 @@ def chat(url: str, **body) -> dict:
 
 
 @pytest.mark.real_model
+@pytest.mark.long  # the real base's whole warm-up (grammar compiles, every role's turn): the long CI step
 def test_first_requests_find_the_server_warm(tmp_path):
     s = ServerProcess(["--store", str(tmp_path / "s.sqlite"), "--substrate", ":memory:"], timeout=300, warmup=True)
     try:

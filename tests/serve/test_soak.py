@@ -13,8 +13,11 @@ import asyncio
 import time
 
 import httpx
+import pytest
 
 from serve_helpers import InProcessServer
+
+pytestmark = pytest.mark.long  # ten rounds of twenty concurrent requests: the long CI step
 
 ROUNDS, STREAMS = 10, 20
 CACHE_BYTES = 4 << 20  # the prefix cache's bound here (the server default is 1 GiB)

@@ -15,7 +15,7 @@ import pytest
 
 from serve_helpers import ROOT, ServerProcess
 
-pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1800)]  # a shared 2-core box took 222 s
+pytestmark = [pytest.mark.real_model, pytest.mark.long, pytest.mark.timeout(1800)]  # a shared 2-core box took 222 s
 
 
 def cli(*args, env):

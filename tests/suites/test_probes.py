@@ -22,6 +22,7 @@ def test_instructions_probe_rows(tmp_path):
     assert all(isinstance(r["passed"], bool) and len(r["checks"]) >= 1 for r in doc["rows"]["macaronic"])
 
 
+@pytest.mark.long
 def test_bfcl_probe_rows(tmp_path):
     from macaronic.commands.probe import bfcl as main
 
@@ -35,6 +36,7 @@ def test_bfcl_probe_rows(tmp_path):
     assert all(r["adapter"] is None for r in doc["simple"]["rows"]["base"])
 
 
+@pytest.mark.long
 def test_bfcl_multi_turn_probe_runs_calls_on_the_backends(tmp_path):
     """One multi_turn_base conversation, forced to the agent: every user turn is answered, each
     step's calls are the call strings the checker replays, and the row is graded."""
