@@ -242,3 +242,15 @@ def test_checked_in_rows_are_the_engines_problems_and_pass_their_tests():
         p = coding.make_problem(fam, int(idx), int(seed))
         assert (p.prompt, p.style) == (r["prompt"], r["style"])
         assert coding.run_tests(extract_code(r["reply"]), p.tests) == (len(p.tests), len(p.tests)), r["id"]
+
+
+def test_a_bug_is_one_the_tests_can_show():
+    """A fix prompt's bug must fail an assertion: a mutant that turns an int into an equal float
+    (`//` -> `/`, 16 -> 16.0) passes `== 16`, so it is no bug (gen-collatz-0-1 once had one and
+    failed its own check, which stops `train sample-coding` before it samples anything)."""
+    from macaronic.datagen.coding import _passes, make_problem, verify
+
+    assert _passes(16.0, 16) and not _passes(17, 16) and not _passes(1, True) and _passes(0.1 + 0.2, 0.3)
+    assert not _passes(ValueError("x"), 3) and not _passes("3", 3.0)
+    p = make_problem("collatz", 1, 0)
+    assert p.id == "gen-collatz-0-1" and p.style == "fix" and verify(p) == []
