@@ -128,7 +128,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             from macaronic.bench import training
 
             precisions = ("none", "bfloat16")
-            task = prog.add_task("LoRA SFT: ours vs transformers + PEFT", total=len(precisions) * len(training.RECIPES) * reps)
+            task = prog.add_task("LoRA SFT: ours vs transformers + PEFT", total=len(precisions) * len(training.RECIPES))
             result["training"] = training.run(a.base, work / "training", steps=3 if a.quick else 6,
                                               batch=2 if a.quick else 4, threads=a.threads, precisions=precisions,
                                               reps=1, progress=lambda: prog.advance(task))

@@ -124,9 +124,7 @@ def run(base_name: str | None, work: Path, steps: int = 6, batch: int = 4, rank:
     base_dir = resolve_base(base_name)
     n = steps * batch
     tok, encoded = examples(base_dir, base_name, n, generator)
-    timed = encoded  # one epoch: every recipe trains each example once
-    tokens = [len(e.ids) for e in timed]
-    history = [e.turn_start for e in timed]
+    tokens = [len(e.ids) for e in encoded]  # one epoch: every recipe trains each example once
     times: dict[tuple[str, str], list[float]] = {}
     for rep in range(reps):
         for prec in precisions:
@@ -135,14 +133,12 @@ def run(base_name: str | None, work: Path, steps: int = 6, batch: int = 4, rank:
                                   alpha=2.0 * rank, steps=steps, batch=batch, lr=2e-4, warmup=1, seed=SEED,
                                   save_every=0, base=base_name, autocast=prec, max_turn=10**6)
                 where = work / f"{recipe}-{prec}-{rep}"
-                secs = _hf(cfg, timed, base_dir, where, tok) if recipe == "hf" else _ours(cfg, timed, base_dir, where)
+                secs = _hf(cfg, encoded, base_dir, where, tok) if recipe == "hf" else _ours(cfg, encoded, base_dir, where)
                 if len(secs) != steps:
                     raise RuntimeError(f"{recipe} ran {len(secs)} of {steps} steps")
                 times.setdefault((recipe, prec), []).append(sum(secs))
                 if progress:
                     progress()
-    per_ex_tokens = sum(tokens) / len(tokens)
-    ex_timed = n
     order = [i for step in range(steps) for i in step_indices(n, TrainConfig(role="bench", steps=steps, batch=batch,
                                                                              seed=SEED), step)]
     rows = []
@@ -151,14 +147,14 @@ def run(base_name: str | None, work: Path, steps: int = 6, batch: int = 4, rank:
         for recipe in RECIPES:
             s = statistics.median(times[(recipe, prec)])
             rows.append({"recipe": recipe, "precision": "fp32" if prec == "none" else "bf16 autocast",
-                         "seconds": round(s, 2), "examples_per_s": round(ex_timed / s, 3),
-                         "tokens_per_s": round(ex_timed * per_ex_tokens / s, 1),
+                         "seconds": round(s, 2), "examples_per_s": round(n / s, 3),
+                         "tokens_per_s": round(sum(tokens) / s, 1),
                          "over_hf": round(hf_s / s, 2), "runs_s": [round(x, 2) for x in times[(recipe, prec)]]})
     return {"base": base_name, "generator": generator, "examples": n, "steps": steps, "batch": batch, "rank": rank,
             "threads": torch.get_num_threads(), "reps": reps,
-            "tokens_mean": round(per_ex_tokens, 1), "history_mean": round(sum(history) / len(history), 1),
-            "targets_mean": round(sum(e.n_targets for e in timed) / len(timed), 1),
-            "padded_over_real": round(padded_tokens(timed, batch, order) / sum(tokens), 3),
+            "tokens_mean": round(sum(tokens) / n, 1), "history_mean": round(sum(e.turn_start for e in encoded) / n, 1),
+            "targets_mean": round(sum(e.n_targets for e in encoded) / n, 1),
+            "padded_over_real": round(padded_tokens(encoded, batch, order) / sum(tokens), 3),
             "rows": rows}
 
 
