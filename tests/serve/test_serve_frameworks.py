@@ -1,5 +1,5 @@
 """Agent frameworks pointed at `model="macaronic"` get tool calls: LangChain's `bind_tools` through
-`langchain-openai`, over HTTP on loopback to the in-process server whose route hop is scripted to
+`langchain-openai`, and the OpenAI Agents SDK's run loop (Chat Completions and Responses), over HTTP on loopback to the in-process server whose route hop is scripted to
 say genui (a request that names its tools is the tools rule's) and whose agent is scripted to call (a tiny random model
 would write whatever the grammar allows)."""
 
@@ -46,3 +46,35 @@ def test_langchain_tool_round_trip_stays_on_the_agent(inproc):
     history += [first, ToolMessage('{"id": 7}', tool_call_id=first.tool_calls[0]["id"])]
     final = _chat(url).bind_tools([create_reminder]).invoke(history)
     assert final.content == "Done: reminder 7." and not final.tool_calls
+
+
+agents = pytest.importorskip("agents")  # the OpenAI Agents SDK (openai-agents)
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_openai_agents_sdk_gets_a_tool_call_and_finishes_on_the_agent(inproc, api):
+    """The Agents SDK's run loop against `model="macaronic"`: the route hop would say genui, the
+    tools rule sends the turn to the agent, the SDK runs the tool and sends its result back, and the
+    agent's final answer ends the run; through Chat Completions and through the Responses API."""
+    import openai
+
+    url, mol, script = inproc
+    script.replies["agent"] = agent_reply
+    mol.router = SaysGenui()
+    agents.set_tracing_disabled(True)
+    ran = []
+
+    @agents.function_tool
+    def create_reminder(text: str) -> str:
+        """Create a reminder with this text."""
+        ran.append(text)
+        return '{"id": 7}'
+
+    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+    model = (agents.OpenAIChatCompletionsModel("macaronic", client) if api == "chat_completions"
+             else agents.OpenAIResponsesModel("macaronic", client))
+    agent = agents.Agent(name="assistant", instructions="Help with reminders.", model=model, tools=[create_reminder],
+                         model_settings=agents.ModelSettings(temperature=0, max_tokens=128))
+    result = agents.Runner.run_sync(agent, "remind me to buy milk", max_turns=4)
+    assert ran == ["buy milk"]
+    assert result.final_output == "Done: reminder 7."
