@@ -1,5 +1,6 @@
 """Agent frameworks pointed at `model="macaronic"` get tool calls: LangChain's `bind_tools` through
-`langchain-openai`, and the OpenAI Agents SDK's run loop (Chat Completions and Responses), over HTTP on loopback to the in-process server whose route hop is scripted to
+`langchain-openai`, the OpenAI Agents SDK's run loop (Chat Completions and Responses) and a pydantic-ai
+agent with a tool, over HTTP on loopback to the in-process server whose route hop is scripted to
 say genui (a request that names its tools is the tools rule's) and whose agent is scripted to call (a tiny random model
 would write whatever the grammar allows)."""
 
@@ -48,7 +49,7 @@ def test_langchain_tool_round_trip_stays_on_the_agent(inproc):
     assert final.content == "Done: reminder 7." and not final.tool_calls
 
 
-agents = pytest.importorskip("agents")  # the OpenAI Agents SDK (openai-agents)
+import agents  # noqa: E402  the OpenAI Agents SDK (openai-agents, in the test extra)
 
 
 @pytest.mark.parametrize("api", ["chat_completions", "responses"])
@@ -78,3 +79,27 @@ def test_openai_agents_sdk_gets_a_tool_call_and_finishes_on_the_agent(inproc, ap
     result = agents.Runner.run_sync(agent, "remind me to buy milk", max_turns=4)
     assert ran == ["buy milk"]
     assert result.final_output == "Done: reminder 7."
+
+
+def test_pydantic_ai_agent_gets_a_tool_call_and_finishes_on_the_agent(inproc):
+    """A pydantic-ai agent with one tool against `model="macaronic"` (its OpenAI chat model)."""
+    import pydantic_ai
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    url, mol, script = inproc
+    script.replies["agent"] = agent_reply
+    mol.router = SaysGenui()
+    model = OpenAIChatModel("macaronic", provider=OpenAIProvider(base_url=url + "/v1", api_key="unused"))
+    agent = pydantic_ai.Agent(model, instructions="Help with reminders.")
+    ran = []
+
+    @agent.tool_plain
+    def create_reminder(text: str) -> str:
+        """Create a reminder with this text."""
+        ran.append(text)
+        return '{"id": 7}'
+
+    result = agent.run_sync("remind me to buy milk", model_settings={"temperature": 0, "max_tokens": 128})
+    assert ran == ["buy milk"]
+    assert result.output == "Done: reminder 7."
