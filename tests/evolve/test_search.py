@@ -338,3 +338,47 @@ def test_a_plan_candidate_that_adopts_a_step_touches_what_that_step_touched():
     assert components_of((json.dumps({"adopt": {"dir": "d"}}),)) == ("all",)
     (c,) = explicit("p" * 64, ({"operator": "failure_data", "steps": [json.dumps(adopt)]},))
     assert c.components == ("adapter:agent",)
+
+
+def test_a_neutral_training_candidate_comes_back_twice_as_large_up_to_the_budget(tmp_path):
+    """A dev-neutral RFT or failure-data candidate is proposed again from the same parent with twice
+    its training (steps; examples too for failure data), level by level up to `escalate`; a harmful or
+    positive one is not, nor one from another parent, nor one whose operator the plan leaves out."""
+    import json
+    import shutil
+    from collections import Counter
+
+    from macaronic.evolve import operators
+    from macaronic.evolve.config import Budget
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h", ignore=shutil.ignore_patterns("__pycache__"))
+    parent = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64)
+    budget = Budget(rft_steps=12, escalate=2)
+    (cand,) = operators.propose(parent, Counter({("agent", "missing_facts"): 4}), ("failure_data",), budget, set())
+
+    def screen(c, verdict, parent_id=parent.id):
+        return {"verdict": verdict, "parent_id": parent_id, "operator": c.operator, "components": list(c.components),
+                "detail": {"steps": list(c.steps), "candidate": c.to_dict()}}
+
+    def grown(screens, ops=("failure_data",)):
+        tried = {operators.signature(s["parent_id"], s["detail"]["steps"]) for s in screens}
+        return [c for c in operators.propose(parent, Counter(), ops, budget, tried, screens=screens)]
+
+    (up,) = grown([screen(cand, "neutral")])
+    fd = json.loads(up.steps[0])["failure_data"]
+    assert (fd["steps"], fd["examples"], fd["escalation"], fd["skill"]) == (24, 48, 1, "state_facts")
+    assert up.components == cand.components and up.note.startswith("escalated x2 after a neutral screen")
+    (up2,) = grown([screen(cand, "neutral"), screen(up, "neutral")])  # level 1 screened too: level 2
+    fd2 = json.loads(up2.steps[0])["failure_data"]
+    assert (fd2["steps"], fd2["examples"], fd2["escalation"]) == (48, 96, 2)
+    assert grown([screen(cand, "neutral"), screen(up, "neutral"), screen(up2, "neutral")]) == []  # the budget's end
+    assert grown([screen(cand, "harmful")]) == [] and grown([screen(cand, "positive")]) == []
+    assert grown([screen(cand, "neutral", parent_id="e" * 64)]) == []
+    assert grown([screen(cand, "neutral")], ops=("prompt",)) == []
+    # RFT grows its steps (the budget's when the step names none)
+    rft = operators.Candidate("cand-01", "rft", parent.id, (json.dumps({"rft": {"roles": ["agent"], "warm": True}}),),
+                              ("adapter:agent",))
+    (up,) = grown([screen(rft, "neutral")], ops=("rft",))
+    assert json.loads(up.steps[0])["rft"] == {"roles": ["agent"], "warm": True, "steps": 24, "escalation": 1}

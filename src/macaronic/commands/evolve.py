@@ -35,7 +35,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", default=None,
                    help="comma-separated key=value (integers): samples, temperature_pct, per_family, "
                         "dev_per_family, dev_samples, screen_confidence (percent), candidates, parents, "
-                        "train_steps, rft_steps, grpo_steps, min_successes, rft_max_roles, max_tokens, workers; "
+                        "train_steps, rft_steps, grpo_steps, escalate (a dev-neutral RFT / failure-data / GRPO "
+                        "candidate is proposed again with twice its training, up to this many times; default 2), "
+                        "min_successes, rft_max_roles, max_tokens, workers; "
                         "dev_per_family.<suite>=N sizes one suite's dev split")
     p.add_argument("--operators", default=None,
                    help="comma-separated operator kinds: prompt, decoding, router_refit, rft, failure_data, grpo "

@@ -373,7 +373,7 @@ class Run:
                 cands += operators.propose(parent, found, ops, room, tried | {operators.signature(c.parent, c.steps)
                                                                               for c in cands},
                                            succ, start=len(cands) + 1, harmful=harmful,
-                                           served=_served_routing(served_doc))
+                                           served=_served_routing(served_doc), screens=self.lin.screens())
             write_json_atomic(cpath, [c.to_dict() for c in cands])
             (d / "clusters.json").write_text(json.dumps({f"{a}/{b}": n for (a, b), n in found.most_common()},
                                                         indent=2) + "\n")

@@ -29,8 +29,10 @@ generation's search, each a list of successor steps with the components it touch
 
 Which specialists get failure data, with which skills, and which get GRPO, is their registry
 entries' (`failure_data`, `grpo`): the agent's skills and GenUI's are `AGENT_DATA` and `GENUI_DATA`.
-A candidate already screened from the same parent with the same steps is not proposed again.
-Pure: numbers and manifests in, Candidate list out.
+A candidate already screened from the same parent with the same steps is not proposed again; a
+training candidate (rft, failure_data, grpo) that dev screening found neutral comes back from the
+same parent with twice its training (steps; examples or prompts too), up to `Budget.escalate`
+times (`escalations`), before the router refit and the training menu. Pure: numbers and manifests in, Candidate list out.
 """
 
 from __future__ import annotations
@@ -109,13 +111,52 @@ def _role_failures(clusters) -> dict[str, int]:
     return out
 
 
+# The training operators' size knobs: what an escalation doubles (a knob left out of a step is its default).
+GROWS = {"rft": ("steps",), "failure_data": ("steps", "examples"), "grpo": ("steps", "prompts")}
+
+
+def _size(name: str, knob: str, opts: dict, budget) -> int:
+    if opts.get(knob):
+        return int(opts[knob])
+    if knob == "steps":
+        return budget.grpo_steps if name == "grpo" else budget.rft_steps
+    return {"examples": 24, "prompts": 8}[knob]  # successor.failure_data's and successor.grpo's defaults
+
+
+def escalations(screens, parent_id: str, budget) -> list[tuple[str, list, tuple, str]]:
+    """(operator, steps, components, note) for each training candidate from `parent_id` that dev
+    screening found neutral: the same steps with twice the training (steps, and examples or prompts),
+    marked with the level (`escalation`: 1, 2, ...), up to `budget.escalate` levels. A neutral
+    candidate may have been too small to move dev; a harmful one is not grown, a positive one is
+    already in the stack. Each level is a new signature, so the duplicate check lets it through once."""
+    out = []
+    for sc in screens:
+        if sc["verdict"] != "neutral" or sc["parent_id"] != parent_id or sc["operator"] not in GROWS:
+            continue
+        steps, level = [], 0
+        for s in sc["detail"].get("steps", []):
+            d = json.loads(s) if isinstance(s, str) and s.startswith("{") else s
+            if isinstance(d, dict) and len(d) == 1 and next(iter(d)) in GROWS:
+                (name, opts), = d.items()
+                level = int(opts.get("escalation", 0)) + 1
+                d = {name: {**{k: v for k, v in opts.items() if k != "note"},
+                            **{k: 2 * _size(name, k, opts, budget) for k in GROWS[name]}, "escalation": level}}
+            steps.append(d)
+        if 0 < level <= budget.escalate:
+            note = (sc["detail"].get("candidate") or {}).get("note", "")
+            out.append((sc["operator"], steps, tuple(sc["components"]),
+                        f"escalated x{2 ** level} after a neutral screen: {note}".rstrip(": ")))
+    return out
+
+
 def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
             start: int = 1, harmful: frozenset[str] = frozenset(),
-            served: tuple[str, int] | None = None) -> list[Candidate]:
+            served: tuple[str, int] | None = None, screens=()) -> list[Candidate]:
     """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
     `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
     data alone did harm from this parent is not stacked onto the others). `served`: (sha256 prefix,
-    count) of the routing rows read from served corrections."""
+    count) of the routing rows read from served corrections. `screens`: the archive's screenings
+    (lineage rows): neutral training candidates from this parent come back larger (`escalations`)."""
     from macaronic.harness import load_bundle
 
     bundle = load_bundle(parent.harness["path"])
@@ -158,6 +199,9 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
                                                "note": f"{role} decoding: {why} ({n} failures)"}}],
                 (f"decoding:{role}",), f"{role}: {why}")
             break
+    for op, steps, comps, note in escalations(screens, parent.id, budget):
+        if op in operators:
+            add(op, steps, comps, note)
     if "router_refit" in operators:
         wrong = sum(n for (s, lb), n in clusters.items() if lb.startswith("wrong_route"))
         if served:
