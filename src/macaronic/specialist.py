@@ -10,6 +10,8 @@ decoding, keyed by the same name; the registry does not copy them. An entry adds
   as calls); "card" (one GenUI JSON object, decoded under the card grammar and closed).
 - `engine`: the data engine, a generator name of `macaronic.train.builders.GENERATORS` (what
   `macaronic train NAME` builds by default), and `max_turn`, the token cap of a training turn.
+  `data_engine`: the verified engine at scale (`agent_engine`, `genui_engine`, `chat_engine`,
+  `coding_engine`), from which evolve's `data_engine` operator draws fresh examples.
 - `suite`: its task source behind the one Task interface, with grader and reward, as
   "module:attribute" (a `macaronic.suites.registry.Suite`), resolved by `resolve`.
 - `routing`: where its routing examples come from (the built-ins': `router/families.py` and
@@ -54,6 +56,9 @@ class Specialist:
     grpo: bool = False  # its suite's reward is verifiable: evolve proposes GRPO steps on its adapter
     devscore: str | None = None  # a train.devscore.Scorer
     hints: str | None = None  # {failure label: one-line instruction for its prompt}
+    # its verified data engine (a generator too: generated worlds, checked cards, the base's own passing
+    # replies), which evolve's data_engine operator draws fresh examples from
+    data_engine: str | None = None
     # user specialists only: the file they were trained from, the grader ("module:function"), the
     # base they were trained for, the adapter directory (relative to user_dir())
     examples: str | None = None
@@ -70,19 +75,21 @@ _FAMILIES = "router/families.py and router/handwritten.txt, label "
 _EVOLVE = "macaronic.evolve."
 BUILTIN: tuple[Specialist, ...] = (
     Specialist("chat", "text", "chat", 384, "macaronic.suites.registry:CHAT", _FAMILIES + "chat",
-               failures=_EVOLVE + "failures:chat_labels", hints=_EVOLVE + "failures:CHAT_HINTS",
+               failures=_EVOLVE + "failures:chat_labels", hints=_EVOLVE + "failures:CHAT_HINTS", data_engine="chat_engine",
                description="Conversation, general knowledge, explanations and questions about the assistant "
                            "itself; also reads the route prompt.", builtin=True),
     Specialist("agent", "tool_calls", "agent", 384, "macaronic.suites.registry:AGENT", _FAMILIES + "agent",
                failures=_EVOLVE + "failures:agent_labels", hints=_EVOLVE + "failures:AGENT_HINTS", failure_data=_EVOLVE + "operators:AGENT_DATA",
-               devscore="macaronic.train.devscore:AGENT",
+               devscore="macaronic.train.devscore:AGENT", data_engine="agent_engine",
                description="Acts on the user's calendar, reminders, contacts, notes and orders through tool calls.",
                builtin=True),
     Specialist("coding", "text", "coding", 384, "macaronic.suites.registry:CODING", _FAMILIES + "coding",
                failures=_EVOLVE + "failures:coding_labels", hints=_EVOLVE + "failures:CODING_HINTS", grpo=True, devscore="macaronic.train.devscore:CODING",
+               data_engine="coding_engine",
                description="Writes, explains and fixes code: small correct functions in fenced blocks.", builtin=True),
     Specialist("genui", "card", "genui", 768, "macaronic.suites.registry:GENUI", _FAMILIES + "genui",
                failures=_EVOLVE + "failures:genui_labels", hints=_EVOLVE + "failures:GENUI_HINTS", failure_data=_EVOLVE + "operators:GENUI_DATA",
+               data_engine="genui_engine",
                description="Answers with one JSON object holding A2UI v0.8 messages that render an interactive card.",
                builtin=True),
 )

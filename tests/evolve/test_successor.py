@@ -563,3 +563,64 @@ def test_failure_data_borrows_no_remark_from_a_dev_or_test_request_and_is_versio
     assert step_version(["order_writes", "state_facts"]) == 1 and step_version(["find_person", "state_facts"]) == 2
     with pytest.raises(ValueError, match="unknown"):
         families("find_person", DATA_VERSION + 1)
+
+
+def test_a_data_engine_step_trains_the_adapter_warm_on_fresh_engine_examples_and_replay(tmp_path, monkeypatch):
+    """data_engine: `examples` fresh examples of the role's registry data engine at the step's seed,
+    as many replayed from what the adapter was trained on, `steps` steps at lr_pct of its lr, warm."""
+    from macaronic.evolve import successor
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+    from macaronic.specialist import find
+    from macaronic.train.builders import build
+
+    a0 = tmp_path / "a0"
+    a0.mkdir()
+    (a0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    (a0 / "macaronic.json").write_text(json.dumps({"training": {"config": {"lr": 4e-4}}}))
+    (a0 / "data.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"replayed {i}"}]}) + "\n"
+                                           for i in range(40)))
+    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
+    champ = PairManifest.build(None, {"agent": a0}, harness, base_fp="f" * 64)
+    runs = []
+
+    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
+        runs.append((role, [json.loads(l) for l in data.read_text().splitlines()], steps, init, meta["lr"]))
+        out_dir.mkdir(parents=True)
+        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
+
+    monkeypatch.setattr(successor, "_train", train)
+    step = json.dumps({"data_engine": {"role": "agent", "examples": 5, "steps": 7, "seed": 11, "lr_pct": 50}},
+                      sort_keys=True)
+    m, changes, _ = successor.build_successor(champ, [], (step,), tmp_path / "cand", {"budget": Budget()})
+    ((role, rows, steps, init, lr),) = runs
+    assert find("agent").data_engine == "agent_engine"
+    assert rows[:5] == [e.to_dict() for e in build("agent_engine", 5, 11)]
+    assert len(rows) == 10 and all("replayed" in r["messages"][0]["content"] for r in rows[5:])
+    assert (role, steps, init, lr) == ("agent", 7, str(a0), 2e-4)
+    (ch,) = changes
+    assert (ch["generator"], ch["examples"], ch["replayed"], ch["seed"]) == ("agent_engine", 5, 5, 11)
+    assert [Path(f).name for f in m.data] == ["engine-agent.jsonl"]
+    assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
+
+
+def test_the_data_engine_operator_proposes_fresh_examples_for_the_roles_that_fail(tmp_path):
+    from collections import Counter
+
+    from macaronic.evolve import operators
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h", ignore=shutil.ignore_patterns("__pycache__"))
+    for r in ("agent", "genui"):
+        (tmp_path / r).mkdir()
+        (tmp_path / r / "adapter_config.json").write_text(json.dumps({"r": 8, "role": r}))
+    parent = PairManifest.build(None, {"agent": str(tmp_path / "agent"), "genui": str(tmp_path / "genui")}, h,
+                                base_fp="f" * 64)
+    found = Counter({("genui", "missing_content"): 9, ("agent", "wrong_state"): 4, ("chat", "wrong_answer"): 12})
+    cands = operators.propose(parent, found, ("data_engine",), Budget(engine_examples=32, rft_steps=6), set())
+    steps = [json.loads(c.steps[0])["data_engine"] for c in cands]
+    # chat fails most but the pair has no chat adapter to warm-start; genui, then the agent
+    assert [(s["role"], s["examples"], s["steps"]) for s in steps] == [("genui", 32, 6), ("agent", 32, 6)]
+    assert steps[1]["seed"] == int(parent.adapters["agent"]["id"][:6], 16)
+    assert [c.components for c in cands] == [("adapter:genui",), ("adapter:agent",)]

@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
                         "min_successes, rft_max_roles, max_tokens, workers; "
                         "dev_per_family.<suite>=N sizes one suite's dev split")
     p.add_argument("--operators", default=None,
-                   help="comma-separated operator kinds: prompt, decoding, router_refit, rft, failure_data, grpo "
+                   help="comma-separated operator kinds: prompt, decoding, router_refit, rft, failure_data, grpo, data_engine "
                         "(default: prompt,decoding,router_refit,rft)")
     p.add_argument("--collect", default=None,
                    help="comma-separated suites to collect train experience on for rft (default: every gated suite)")

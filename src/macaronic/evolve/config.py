@@ -22,6 +22,7 @@ class Budget:
     train_steps: int | None = None  # SFT steps per retrained specialist (None: as the champion's was)
     rft_steps: int = 12  # warm-started RFT / failure-data steps per candidate
     grpo_steps: int = 0  # GRPO steps per candidate (0: no GRPO operator)
+    engine_examples: int = 64  # fresh examples of a specialist's data engine per data_engine candidate
     escalate: int = 2  # a dev-neutral training candidate is proposed again with twice its size, up to this many times
     min_successes: int = 4  # fewer graded successes for a role: no retraining
     rft_max_roles: int = 1  # retrain at most this many roles per candidate (most successes first)
@@ -62,7 +63,7 @@ class Budget:
         return cls(**kw, dev_per_suite=tuple(sorted(per_suite.items())))
 
 
-OPERATORS = ("prompt", "decoding", "router_refit", "rft", "failure_data", "grpo")
+OPERATORS = ("prompt", "decoding", "router_refit", "rft", "failure_data", "grpo", "data_engine")
 DEFAULT_OPERATORS = ("prompt", "decoding", "router_refit", "rft")
 
 

@@ -26,6 +26,10 @@ generation's search, each a list of successor steps with the components it touch
                 skill it was not trained on, alone, with its data file replayed
   grpo          a few GRPO steps on each specialist whose suite's reward is verifiable (the
                 registry's `grpo`: coding, its unit tests), warm-started
+  data_engine   the adapter of each of the two roles with the most failures, warm-started on
+                `Budget.engine_examples` fresh examples of its registry `data_engine` (a seed drawn
+                from the adapter, so not the examples it was trained on) mixed with as many
+                replayed; size and steps grow by escalation, `lr_pct` scales the recorded lr
 
 Which specialists get failure data, with which skills, and which get GRPO, is their registry
 entries' (`failure_data`, `grpo`): the agent's skills and GenUI's are `AGENT_DATA` and `GENUI_DATA`.
@@ -112,7 +116,8 @@ def _role_failures(clusters) -> dict[str, int]:
 
 
 # The training operators' size knobs: what an escalation doubles (a knob left out of a step is its default).
-GROWS = {"rft": ("steps",), "failure_data": ("steps", "examples"), "grpo": ("steps", "prompts")}
+GROWS = {"rft": ("steps",), "failure_data": ("steps", "examples"), "grpo": ("steps", "prompts"),
+         "data_engine": ("steps", "examples")}
 
 
 def _size(name: str, knob: str, opts: dict, budget) -> int:
@@ -120,6 +125,8 @@ def _size(name: str, knob: str, opts: dict, budget) -> int:
         return int(opts[knob])
     if knob == "steps":
         return budget.grpo_steps if name == "grpo" else budget.rft_steps
+    if knob == "examples" and name == "data_engine":
+        return budget.engine_examples
     return {"examples": 24, "prompts": 8}[knob]  # successor.failure_data's and successor.grpo's defaults
 
 
@@ -220,12 +227,30 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             if spec.failure_data and spec.name in parent.adapters:
                 data = resolve(spec.failure_data)
                 (_stacked if data.stack else _alone)(spec.name, data.skills, parent, clusters, budget, harmful, add)
+    if "data_engine" in operators:
+        ranked = [(role, n, spec) for role, n in sorted(fails.items(), key=lambda kv: (-kv[1], kv[0]))
+                  if (spec := find(role)) is not None and spec.data_engine and role in parent.adapters
+                  and engine_ready(spec.data_engine)]
+        for role, n, spec in ranked[:2]:  # the two roles with the most failures, one candidate each (they stack)
+            add("data_engine", [{"data_engine": {"role": role, "examples": budget.engine_examples,
+                                                 "steps": budget.rft_steps, **_fresh_seed(parent, role, True)}}],
+                (f"adapter:{role}",), f"{role}: {budget.engine_examples} fresh {spec.data_engine} examples for {n} failures")
     if "grpo" in operators and budget.grpo_steps > 0:
         for spec in all_specialists():
             if spec.grpo and spec.name in parent.adapters:
                 add("grpo", [{"grpo": {"role": spec.name, "steps": budget.grpo_steps}}], (f"adapter:{spec.name}",),
                     f"{spec.name}: {budget.grpo_steps} GRPO steps on its suite's verifiable reward")
     return out[: budget.candidates]
+
+
+def engine_ready(name: str) -> bool:
+    """Whether a data engine can build here (the sampled engines need their committed rows)."""
+    from macaronic.train.builders import build
+
+    try:
+        return len(build(name, 1, 0)) == 1
+    except (ValueError, FileNotFoundError, OSError):
+        return False
 
 
 def _failing(role: str, skills, clusters) -> list[tuple[str, str, int]]:
@@ -325,7 +350,7 @@ def components_of(steps) -> tuple[str, ...]:
                 out.add("router")
             else:
                 out.add("all")
-        elif name in ("rft", "failure_data", "grpo"):
+        elif name in ("rft", "failure_data", "grpo", "data_engine"):
             roles = opts.get("roles") or ([opts["role"]] if opts.get("role") else [])
             out |= {f"adapter:{r}" for r in roles} if roles else {"all"}
         elif name == "adopt" and isinstance(opts.get("step"), (str, dict)):  # what the adopted step touched

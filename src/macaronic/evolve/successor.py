@@ -75,6 +75,10 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
             data_files += files
         elif name == "grpo":
             changes.append(grpo(champion, tmp, ctx, adapters, log, opts))
+        elif name == "data_engine":
+            ch, files = data_engine(champion, tmp, ctx, adapters, log, opts)
+            changes.append(ch)
+            data_files += files
         elif name == "router_refit":
             ch, files = router_refit(rows, tmp, ctx, log, shipped_data=bool(opts.get("shipped_data", False)),
                                      served=opts.get("served"))
@@ -120,7 +124,7 @@ def adopt(champion: PairManifest, tmp: Path, adapters: dict, opts: dict) -> tupl
         for r in roles:
             if r in part.adapters and part.adapters[r]["id"] != (champion.adapters.get(r) or {}).get("id"):
                 adapters[r] = part.adapters[r]["path"]
-    prefix = {"rft": "rft-", "failure_data": "failure-", "router_refit": "router-"}.get(name)
+    prefix = {"rft": "rft-", "failure_data": "failure-", "router_refit": "router-", "data_engine": "engine-"}.get(name)
     files = [Path(f) for f in part.data if prefix and Path(f).name.startswith(prefix)]
     return [{**c, "adopted_from": src.name} for c in mine], files
 
@@ -243,6 +247,41 @@ def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict
     return {"step": "failure_data", "role": role, "skill": name, "examples": len(data), "replayed": len(replay),
             "families": [f.name for s in skills for f in families(s, version)], "data_version": version,
             "train_steps": steps, "warm": True}, [path]
+
+
+def data_engine(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
+    """The role's adapter warm-started on `examples` fresh examples of its registry data engine
+    (`Specialist.data_engine`: verified by the engine itself, disjoint from every contract split by
+    the engines' tests) mixed with as many replayed from what the adapter was trained on, for
+    `steps` steps at `lr_pct` percent of its recorded learning rate."""
+    import random
+
+    from macaronic.engine.bases import BASES
+    from macaronic.specialist import find
+    from macaronic.train.builders import build
+
+    role = opts["role"]
+    spec = find(role)
+    if spec is None or not spec.data_engine:
+        raise ValueError(f"specialist {role!r} names no data engine in the registry")
+    n = int(opts.get("examples") or ctx["budget"].engine_examples)
+    steps = int(opts.get("steps") or ctx["budget"].rft_steps)
+    base = champion.base if champion.base in BASES else None
+    data = [e.to_dict() for e in build(spec.data_engine, n, int(opts.get("seed", 0)), base)]
+    meta = _adapter_meta(adapters[role])
+    replay = _replay(meta, _data_files(champion, tmp))
+    random.Random(f"replay:{role}").shuffle(replay)
+    replay = replay[:len(data)]
+    lr = meta["lr"] * int(opts.get("lr_pct", 100)) / 100
+    path = tmp / "data" / f"engine-{role}.jsonl"
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
+    log(f"data engine {role}/{spec.data_engine}: {len(data)} examples + {len(replay)} replayed, {steps} steps, "
+        f"lr {lr:g}, warm start")
+    _train(champion, role, path, tmp / "adapters" / role, {**meta, "lr": lr}, steps, adapters[role])
+    adapters[role] = str(tmp / "adapters" / role)
+    return {"step": "data_engine", "role": role, "generator": spec.data_engine, "examples": len(data),
+            "replayed": len(replay), "train_steps": steps, "lr": lr, "seed": int(opts.get("seed", 0)),
+            "warm": True}, [path]
 
 
 def dev_families(contract, role: str) -> frozenset[str]:
