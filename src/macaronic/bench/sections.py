@@ -12,7 +12,7 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing", "load-and-abuse", "first-request", "training")
+            "routing", "load-and-abuse", "first-request", "training", "alora")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -132,6 +132,12 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             result["training"] = training.run(a.base, work / "training", steps=3 if a.quick else 6,
                                               batch=2 if a.quick else 4, threads=a.threads, precisions=precisions,
                                               reps=1, progress=lambda: prog.advance(task))
+        if "alora" in sections:
+            from macaronic.bench import alora_peer
+
+            task = prog.add_task("switched turns vs llama.cpp's Activated LoRA", total=len(lengths) * reps)
+            result["alora"] = alora_peer.run(a.base, work / "alora", lengths, reps, threads=a.threads or 2,
+                                             progress=lambda: prog.advance(task), log=prog.console.print)
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -244,6 +250,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "The first request against warm ones", "macaronic.bench.first"),
               ("training", "<!-- bench-training:start -->", "<!-- bench-training:end -->",
                "Training throughput: ours against transformers + PEFT", "macaronic.bench.training"),
+              ("alora", "<!-- bench-alora:start -->", "<!-- bench-alora:end -->",
+               "Switched turns against llama.cpp's Activated LoRA", "macaronic.bench.alora_peer"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 
