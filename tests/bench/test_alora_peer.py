@@ -74,8 +74,10 @@ def test_llama_server_keeps_the_history_across_an_alora_switch_and_plain_lora_do
         peft = make_random_adapter(tmp_path / n, b.args, rank=4, seed=ord(n), mode="turn", scale=0.05)
         loras.append(llamacpp.convert_adapter(peft, hf, tmp_path / f"{n}-{len(mark)}.gguf", invocation_tokens=mark))
     msgs, nxt = conversation(tok, 300)
-    hist = tok.apply_chat_template(msgs, tokenize=True)
-    prompt = tok.apply_chat_template(msgs + nxt, tokenize=True, add_generation_prompt=True)
+    def ids(m, **kw):
+        return tok.encode(tok.apply_chat_template(m, tokenize=False, **kw), add_special_tokens=False)
+
+    hist, prompt = ids(msgs), ids(msgs + nxt, add_generation_prompt=True)
     assert prompt[:len(hist)] == hist
     with llamacpp.Server(base_gguf("smollm2-135m-instruct"), loras, threads=2, ctx=2048, binary=binary,
                          log=tmp_path / "server.log") as srv:

@@ -30,7 +30,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
     from macaronic.engine.base import load_base
 
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
-    reps = 1 if a.quick else 3
+    reps = getattr(a, "reps", None) or (1 if a.quick else 3)
     t0 = time.time()
     base = load_base(a.base)
     result: dict = {

@@ -26,13 +26,17 @@ def main(argv: list[str]) -> int:
         "prefill budget, RSS per round); what routing adds to TTFT and the decoding streams it stalls; "
         "another client's TTFT and gaps while one client attacks (load-and-abuse: a long prompt, a compile storm, "
         "n=8 disconnects, many tools); the first request's TTFT beside warm ones on fresh servers (first-request); LoRA SFT throughput against "
-        "transformers' Trainer + PEFT on the same examples (training). "
+        "transformers' Trainer + PEFT on the same examples (training); switched-turn TTFT against llama.cpp's own "
+        "server with the same adapters as Activated LoRA and as plain LoRA (alora: builds llama-server from the "
+        "pinned source the first time, `python -m macaronic.llamacpp build`). "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
         "registered bases side by side.",
     )
     ap.add_argument("--json", required=True, metavar="FILE", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="fewer lengths and repetitions (< 10 minutes)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="repetitions of the sections that repeat (default 3; 1 with --quick)")
     ap.add_argument("--md", default=None, metavar="FILE", help=MD_HELP.format(what="the sections that ran"))
     ap.add_argument("--base", default=SMALL_BASE,
                     help=f"a registered base ({', '.join(BASES)}) or a model directory; default {SMALL_BASE}, the base "
