@@ -101,22 +101,32 @@ def fetch_source(root: Path, sdist: Path | None = None, log=print) -> Path:
     return src
 
 
+def _cmake() -> str | None:
+    """cmake on PATH, else the one the `cmake` package put beside this interpreter (the test extra's)."""
+    found = shutil.which("cmake")
+    if found:
+        return found
+    local = Path(sys.executable).parent / "cmake"
+    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+
+
 def build(root: Path | None = None, jobs: int | None = None, sdist: Path | None = None, log=print) -> Path:
     """llama-server, built once from the pinned source; returns its path."""
     root = root or tools_dir()
     done = server_binary(root)
     if done:
         return done
-    for tool in ("cmake", "c++"):
-        if shutil.which(tool) is None:
-            raise LlamaCppError(f"building llama-server needs {tool!r} on PATH (apt-get install cmake g++)")
+    cmake = _cmake()
+    if cmake is None or shutil.which("c++") is None:
+        raise LlamaCppError("building llama-server needs cmake (on PATH, or the `cmake` package beside this "
+                            "Python: pip install 'cmake<4') and a C++ compiler (apt-get install g++)")
     root.mkdir(parents=True, exist_ok=True)
     src = fetch_source(root, sdist, log)
     bdir = root / "build"
     jobs = jobs or os.cpu_count() or 2
     log(f"llama.cpp: building llama-server with {jobs} jobs (once; about 15 minutes on 2 cores) ...")
-    for cmd in (["cmake", "-S", str(src), "-B", str(bdir), *CMAKE_FLAGS],
-                ["cmake", "--build", str(bdir), "--target", "llama-server", "-j", str(jobs)]):
+    for cmd in ([cmake, "-S", str(src), "-B", str(bdir), *CMAKE_FLAGS],
+                [cmake, "--build", str(bdir), "--target", "llama-server", "-j", str(jobs)]):
         with open(root / "build.log", "a") as lf:
             r = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT)
         if r.returncode != 0:
