@@ -210,7 +210,9 @@ class Server:
         t0 = time.time()
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
-                raise LlamaCppError(f"llama-server exited ({self.proc.returncode}):\n{self._tail()}")
+                tail = self._tail()
+                self._logf.close()
+                raise LlamaCppError(f"llama-server exited ({self.proc.returncode}):\n{tail}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
                     if r.status == 200:
@@ -218,8 +220,9 @@ class Server:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.2)
+        tail = self._tail()
         self.close()
-        raise LlamaCppError(f"llama-server did not become healthy in {timeout:.0f} s:\n{self._tail()}")
+        raise LlamaCppError(f"llama-server did not become healthy in {timeout:.0f} s:\n{tail}")
 
     def _tail(self) -> str:
         self._logf.flush()

@@ -93,3 +93,26 @@ def test_llama_server_keeps_the_history_across_an_alora_switch_and_plain_lora_do
     # aLoRA: only the new turn (from its user header) is computed again; plain LoRA: everything
     assert switched <= len(prompt) - len(hist) + 1, (switched, len(prompt), len(hist))
     assert cleared == len(prompt), (cleared, len(prompt))
+
+
+def test_the_agreement_table_lists_each_precision():
+    from macaronic.bench import llamacpp_agreement
+
+    r = {"base": "qwen2.5-coder-0.5b", "gguf": "q.gguf", "prompts": 2, "tokens": 64, "threads": 2, "llamacpp": "0.3.36",
+         "rows": {"fp32": {"identical": 1, "first_difference_mean": 40.5, "first_differences": [64, 17]},
+                  "int4": {"identical": 0, "first_difference_mean": 3.0, "first_differences": [2, 4]}}}
+    text = "\n".join(llamacpp_agreement.markdown(r))
+    assert "| fp32 | 1 / 2 | 40.5 | 64, 17 |" in text and "| int4 | 0 / 2 | 3.0 | 2, 4 |" in text
+
+
+@pytest.mark.long
+def test_the_small_base_decodes_what_llama_cpp_decodes_from_its_q4_1_file(tmp_path):
+    """SmolLM2's GGUF is Q4_1, which int4 repacks exactly and gguf reads as stored: on two coding
+    prompts all three of our precisions decode llama.cpp's greedy tokens (16 of 16 on this project's
+    machines; llama.cpp rounds activations to 8 bits in its dot products, so the test asks for the
+    first 8, where a wrong weight or layout parts at once)."""
+    from macaronic.bench import llamacpp_agreement
+
+    r = llamacpp_agreement.run("smollm2-135m-instruct", tmp_path, prompts=2, tokens=16)
+    assert {name: min(x["first_differences"]) >= 8 for name, x in r["rows"].items()} == {
+        "fp32": True, "int4": True, "gguf": True}, r["rows"]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = ("switch", "adapters", "decode", "lora", "int4", "peer", "prefill", "structured", "serve", "precision",
-            "routing", "load-and-abuse", "first-request", "training", "alora")
+            "routing", "load-and-abuse", "first-request", "training", "alora",
+            "agreement")
 ENGINE_KEYS = ("switch_ttft", "adapters", "decode", "prefill", "structured")  # the engine block's results
 
 
@@ -138,6 +139,14 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             task = prog.add_task("switched turns vs llama.cpp's Activated LoRA", total=len(lengths) * reps)
             result["alora"] = alora_peer.run(a.base, work / "alora", lengths, reps, threads=a.threads or 2,
                                              progress=lambda: prog.advance(task), log=prog.console.print)
+        if "agreement" in sections:
+            from macaronic.bench import llamacpp_agreement
+
+            n = 4 if a.quick else 8
+            task = prog.add_task("greedy agreement with llama.cpp", total=n + len(llamacpp_agreement.VARIANTS))
+            result["agreement"] = llamacpp_agreement.run(a.base, work / "agreement", prompts=n,
+                                                         tokens=64 if a.quick else 512, threads=a.threads or 2,
+                                                         progress=lambda: prog.advance(task), log=prog.console.print)
     result["router"] = _router_latency(a.route_json)
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
@@ -252,6 +261,8 @@ OWN_BLOCKS = (("serve", "<!-- bench-serve:start -->", "<!-- bench-serve:end -->"
                "Training throughput: ours against transformers + PEFT", "macaronic.bench.training"),
               ("alora", "<!-- bench-alora:start -->", "<!-- bench-alora:end -->",
                "Switched turns against llama.cpp's Activated LoRA", "macaronic.bench.alora_peer"),
+              ("agreement", "<!-- bench-agreement:start -->", "<!-- bench-agreement:end -->",
+               "Greedy agreement with llama.cpp on the same GGUF", "macaronic.bench.llamacpp_agreement"),
               ("peer", "<!-- bench-peer:start -->", "<!-- bench-peer:end -->", "Decode against llama.cpp on the same GGUF",
                "macaronic.bench.peer"))
 

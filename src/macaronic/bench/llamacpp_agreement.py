@@ -1,0 +1,90 @@
+"""Greedy agreement with llama.cpp on the same GGUF (`macaronic bench --only agreement`).
+
+Does the served base compute what llama.cpp computes from the same file? For the first P HumanEval
+prompts (the request the coding suite sends, rendered by the chat template), each precision of ours
+(`fp32`: the dequantized weights; `int4`: the served requantization; `gguf`: the GGUF's own blocks,
+`engine/ggml.py`) and llama.cpp's server (`macaronic.llamacpp`, no adapter) decode greedily from the same
+token ids until the end-of-turn token or N tokens, as the coding suite does. Per precision: replies
+identical to llama.cpp's token for token, and where the others first differ (the shorter reply's
+length where one is a prefix of the other). llama.cpp's own kernels quantize activations to 8 bits for its dot
+products, so "equal" is not expected everywhere; the order of the rows is what this shows.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from macaronic.engine.sampling import SamplingParams
+
+VARIANTS = {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4"), "gguf": ("float32", "gguf")}
+
+
+def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64, threads: int = 2,
+        variants=tuple(VARIANTS), progress=None, log=print) -> dict:
+    from macaronic import llamacpp
+    from macaronic.bench.suite import make_llm
+    from macaronic.engine import bases
+    from macaronic.engine.base import base_gguf, load_base
+    from macaronic.engine.llm import load_tokenizer
+    from macaronic.suites.external import humaneval_problems
+
+    binary = llamacpp.build(log=log)
+    workdir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(threads)
+    first = load_base(base_name)
+    tok = load_tokenizer(first.path)
+    gguf = base_gguf(first.name, scratch=workdir / bases.get(first.name).gguf)
+    asks = [[{"role": "user", "content": "Complete this Python function. Reply with the whole function in one "
+                                          f"```python block.\n\n```python\n{p['prompt'].strip()}\n```"}]
+            for p in humaneval_problems()[:prompts]]
+    probe = make_llm(first, tok)
+    ids = [probe.encode_chat(m) for m in asks]
+    eos = set(probe.engine._default_stop_ids())  # the end-of-turn tokens a served reply stops at
+    probe.close()
+    del first, probe
+    with llamacpp.Server(gguf, (), threads=threads, ctx=4096, binary=binary, log=workdir / "llama-server.log") as srv:
+        theirs = []
+        for p in ids:
+            out = srv._post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
+                                            "cache_prompt": False, "return_tokens": True})
+            theirs.append([t for t in out["tokens"] if t not in eos])
+            if progress:
+                progress()
+    sp = SamplingParams(max_tokens=tokens)  # both sides stop at the model's end-of-turn tokens
+    rows = {}
+    for name in variants:
+        dtype, quant = VARIANTS[name]
+        b = load_base(base_name, dtype=getattr(torch, dtype), quant=quant)
+        llm = make_llm(b, tok, max_batch=len(ids), prefix_cache=False)
+        handles = [llm.submit(p, None, sp) for p in ids]
+        ours = []
+        for h in handles:
+            h.result()
+            ours.append([t for t in h.output_ids if t not in eos])
+        llm.close()
+        firsts = [next((i for i, (a, c) in enumerate(zip(o, t)) if a != c), min(len(o), len(t)))
+                  for o, t in zip(ours, theirs)]
+        rows[name] = {"identical": sum(o == t for o, t in zip(ours, theirs)),
+                      "first_difference_mean": round(statistics.mean(firsts), 1),
+                      "first_differences": firsts}
+        if progress:
+            progress()
+    return {"base": bases.get(base_name).name, "gguf": gguf.name,
+            "prompts": len(ids), "tokens": tokens, "threads": threads, "llamacpp": llamacpp.VERSION, "rows": rows,
+            "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def markdown(r: dict) -> list[str]:
+    out = [f"Base {r['base']}, `{r['gguf']}`: the first {r['prompts']} HumanEval prompts as the coding suite asks "
+           f"them, greedy to the end of the reply or {r['tokens']} tokens; llama.cpp's server (llama-cpp-python "
+           f"{r['llamacpp']}'s source) against each of our precisions, {r['threads']} threads.", "",
+           "| ours | replies identical to llama.cpp's | first difference, mean token | first differences |",
+           "|---|---:|---:|---|"]
+    for name, x in r["rows"].items():
+        out.append(f"| {name} | {x['identical']} / {r['prompts']} | {x['first_difference_mean']} | "
+                   f"{', '.join(map(str, x['first_differences']))} |")
+    return out
