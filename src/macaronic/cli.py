@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evolve": ("macaronic.commands.evolve:main", "run generations of the recursive loop (probe: pairs on hand-written requests)"),
     "bench": ("macaronic.commands.bench:main", "benchmark switch cost, adapters and decode speed (vllm, modes, bases)"),
     "export": ("macaronic.commands.export:main", "export base and adapters for vLLM"),
+    "llamacpp": ("macaronic.commands.llamacpp:main", "build llama.cpp's server (the exact-switch peer) from its pinned source"),
 }
 
 

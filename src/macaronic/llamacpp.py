@@ -5,7 +5,7 @@ last occurrence of those tokens in the prompt on, and keeps the cache before tha
 next request asks for another such adapter (its `lora_should_clear_cache`): the same exact-switch
 idea as our `turn` adapters. This module builds that server and writes our adapters in its format.
 
-    build()            llama-server compiled from the llama.cpp that llama-cpp-python's source
+    build()            (`macaronic llamacpp build`) llama-server compiled from the llama.cpp that llama-cpp-python's source
                        distribution vendors (PyPI, pinned by version and sha256, so the build needs
                        the package registry only), into $MACARONIC_HOME/tools/llama.cpp-<version>/
                        (cmake and a C++ compiler; about 15 minutes of 2 cores, once)
@@ -190,7 +190,7 @@ class Server:
                  log: Path | None = None):
         binary = binary or server_binary()
         if binary is None:
-            raise LlamaCppError("llama-server is not built: `python -m macaronic.llamacpp build`")
+            raise LlamaCppError("llama-server is not built: `macaronic llamacpp build`")
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port), "-c", str(ctx),
@@ -266,29 +266,3 @@ class Server:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m macaronic.llamacpp",
-                                description="Build llama.cpp's server (with Activated LoRA) from the pinned "
-                                            f"llama-cpp-python {VERSION} source, into $MACARONIC_HOME/tools.")
-    p.add_argument("command", choices=("build", "where"))
-    p.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: all cores)")
-    p.add_argument("--sdist", type=Path, default=None, help=f"a downloaded {SDIST} (default: pip downloads it)")
-    a = p.parse_args(argv)
-    try:
-        path = build(jobs=a.jobs, sdist=a.sdist) if a.command == "build" else server_binary()
-    except LlamaCppError as e:
-        print(f"macaronic llamacpp: {e}", file=sys.stderr)
-        return 1
-    if path is None:
-        print("not built (python -m macaronic.llamacpp build)", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prompts",),
     ("engine",),
     ("testing",),
-    ("export",),
+    ("export", "llamacpp"),
     ("harness",),
     ("router",),
     ("genui",),

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
         "n=8 disconnects, many tools); the first request's TTFT beside warm ones on fresh servers (first-request); LoRA SFT throughput against "
         "transformers' Trainer + PEFT on the same examples (training); switched-turn TTFT against llama.cpp's own "
         "server with the same adapters as Activated LoRA and as plain LoRA (alora: builds llama-server from the "
-        "pinned source the first time, `python -m macaronic.llamacpp build`); greedy replies against that server on "
+        "pinned source the first time, `macaronic llamacpp build`); greedy replies against that server on "
         "the same GGUF, per precision (agreement). "
         "`macaronic bench vllm --help`: a real vLLM as a peer. `macaronic bench modes --help`: quality vs switch cost "
         "of the adapter-switch rules (full, turn/cached, turn/base, upper-k). `macaronic bench bases --help`: the "
