@@ -55,7 +55,7 @@ STAGES = {"serve": [], "store": [], "experience": ["export", "forget"], "chat": 
           "export": [], "genui": ["validate", "probe"], "probe": ["bfcl", "instructions"],
           "train": ["grpo", "compare", "check", "distill", "sample-chat", "sample-coding"], "contract": ["check", "seal", "strata"],
           "eval": ["ablate", "report-only", "table", "toolnames"], "evolve": ["probe"],
-          "bench": ["vllm", "modes", "bases"], "specialist": ["add", "list", "remove"]}
+          "bench": ["vllm", "modes", "bases"], "specialist": ["add", "list", "remove"], "llamacpp": []}
 HELP = """
 import contextlib, io, json, sys
 from macaronic.cli import main
