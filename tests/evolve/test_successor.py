@@ -365,6 +365,33 @@ def test_fill_placeholder_data_writes_the_looked_up_value():
         assert re.search(r"<[^<>]+>", request) and not re.search(r"<[^<>/]+>", write.replace("<tool_call>", ""))
 
 
+def _champion_with_replay(tmp_path, monkeypatch, lr=None):
+    """A champion whose agent adapter ships 40 replayable examples (and records `lr`), and a recorder
+    in place of the trainer's process: (champion, adapter dir, runs of (role, rows, steps, init, lr))."""
+    from macaronic.evolve import successor
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    a0 = tmp_path / "a0"
+    a0.mkdir()
+    (a0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    if lr is not None:
+        (a0 / "macaronic.json").write_text(json.dumps({"training": {"config": {"lr": lr}}}))
+    (a0 / "data.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"replayed {i}"}]}) + "\n"
+                                           for i in range(40)))
+    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
+    champ = PairManifest.build(None, {"agent": a0}, harness, base_fp="f" * 64)
+    runs = []
+
+    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
+        runs.append((role, [json.loads(l) for l in data.read_text().splitlines()], steps, init, meta["lr"]))
+        out_dir.mkdir(parents=True)
+        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
+
+    monkeypatch.setattr(successor, "_train", train)
+    return champ, a0, runs
+
+
 def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_path, monkeypatch):
     """A candidate for two failing skills: one data file with each skill's episodes and as many
     replayed, trained once, warm, for the per-skill steps times the number of skills."""
@@ -373,25 +400,11 @@ def test_failure_data_for_several_skills_trains_one_adapter_on_all_of_them(tmp_p
     from macaronic.harness import DEFAULT_BUNDLE
     from macaronic.pairs import PairManifest
 
-    a0 = tmp_path / "a0"
-    a0.mkdir()
-    (a0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    (a0 / "data.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"replayed {i}"}]}) + "\n"
-                                           for i in range(40)))
-    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
-    champ = PairManifest.build(None, {"agent": a0}, harness, base_fp="f" * 64)
-    runs = []
-
-    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
-        runs.append((role, [json.loads(l) for l in data.read_text().splitlines()], steps, init))
-        out_dir.mkdir(parents=True)
-        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
-
-    monkeypatch.setattr(successor, "_train", train)
+    champ, a0, runs = _champion_with_replay(tmp_path, monkeypatch)
     step = json.dumps({"failure_data": {"role": "agent", "skills": ["lookup_then_act", "state_facts"], "steps": 5,
                                         "examples": 6}}, sort_keys=True)
     m, changes, _ = successor.build_successor(champ, [], (step,), tmp_path / "cand", {"budget": Budget()})
-    ((role, rows, steps, init),) = runs
+    ((role, rows, steps, init, _lr),) = runs
     episodes = examples("lookup_then_act", 6) + examples("state_facts", 6)
     assert role == "agent" and steps == 10 and init == str(a0)
     assert rows[:12] == episodes and len(rows) == 24 and all("replayed" in r["messages"][0]["content"] for r in rows[12:])
@@ -574,22 +587,7 @@ def test_a_data_engine_step_trains_the_adapter_warm_on_fresh_engine_examples_and
     from macaronic.specialist import find
     from macaronic.train.builders import build
 
-    a0 = tmp_path / "a0"
-    a0.mkdir()
-    (a0 / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    (a0 / "macaronic.json").write_text(json.dumps({"training": {"config": {"lr": 4e-4}}}))
-    (a0 / "data.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"replayed {i}"}]}) + "\n"
-                                           for i in range(40)))
-    harness = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h0", ignore=shutil.ignore_patterns("__pycache__"))
-    champ = PairManifest.build(None, {"agent": a0}, harness, base_fp="f" * 64)
-    runs = []
-
-    def train(champion, role, data, out_dir, meta, steps, init):  # the trainer's process, not run here
-        runs.append((role, [json.loads(l) for l in data.read_text().splitlines()], steps, init, meta["lr"]))
-        out_dir.mkdir(parents=True)
-        (out_dir / "adapter_config.json").write_text(json.dumps({"r": 8, "trained": True}))
-
-    monkeypatch.setattr(successor, "_train", train)
+    champ, a0, runs = _champion_with_replay(tmp_path, monkeypatch, lr=4e-4)
     step = json.dumps({"data_engine": {"role": "agent", "examples": 5, "steps": 7, "seed": 11, "lr_pct": 50}},
                       sort_keys=True)
     m, changes, _ = successor.build_successor(champ, [], (step,), tmp_path / "cand", {"budget": Budget()})

@@ -36,7 +36,7 @@ def med(xs):
 def run(base_name: str | None, workdir: Path, lengths=(512, 2048, 4096), reps: int = 3, threads: int = 2,
         progress=None, log=print) -> dict:
     from macaronic import llamacpp
-    from macaronic.bench.suite import _trim, conversation, make_llm
+    from macaronic.bench.suite import make_llm, switch_prompt, switched_turn
     from macaronic.engine.base import base_gguf, load_base, resolve_base
     from macaronic.engine.llm import load_tokenizer, user_marker_ids
     from macaronic.testing import make_random_adapter
@@ -73,19 +73,13 @@ def run(base_name: str | None, workdir: Path, lengths=(512, 2048, 4096), reps: i
         for i in range(4):
             srv.complete(warm, i)
         for n in lengths:
-            msgs, nxt = conversation(tok, n + 200)
-            hist = _trim(llm, msgs, n)
-            tail = llm.encode_chat([{"role": "user", "content": nxt[0]["content"]}])
-            prompt = hist + tail[llm.turn_start(tail):]
+            hist, prompt = switch_prompt(llm, tok, n)
             res = {k: [] for k in ("ours_ms", "ours_prefill", "alora_ms", "alora_prompt_ms", "alora_prefill",
                                    "plain_ms", "plain_prompt_ms", "plain_prefill")}
             for _ in range(reps):
-                llm.engine.cache.clear()
-                llm.submit(hist, "a", one, active_from=llm.turn_start(hist)).result()
-                h = llm.submit(prompt, "b", one)
-                h.result()
-                res["ours_ms"].append(h.usage["ttft_ms"])
-                res["ours_prefill"].append(h.usage["prefill_tokens"])
+                usage = switched_turn(llm, hist, prompt, "a", "b")
+                res["ours_ms"].append(usage["ttft_ms"])
+                res["ours_prefill"].append(usage["prefill_tokens"])
                 for key, a_id, b_id in (("alora", A_AL, B_AL), ("plain", A_PL, B_PL)):
                     srv.erase()
                     srv.complete(hist, a_id)

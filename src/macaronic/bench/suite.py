@@ -75,20 +75,12 @@ def switch_ttft(base, workdir: Path, lengths=(512, 2048, 4096), reps: int = 3, p
     one = SamplingParams(max_tokens=1, stop_token_ids=())
     rows = []
     for n in lengths:
-        msgs, nxt = conversation(tok, n + 200)
-        hist = _trim(cached, msgs, n)
-        tail = cached.encode_chat([{"role": "user", "content": nxt[0]["content"]}])
-        # the new user turn as it follows an assistant turn in the template
-        prompt = hist + tail[_first_user(cached, tail):]
+        hist, prompt = switch_prompt(cached, tok, n)
         res = {"turn_ms": [], "per_adapter_ms": [], "cleared_ms": [], "peft_ms": [], "turn_prefill_tokens": None}
         for _ in range(reps):
-            cached.engine.cache.clear()
-            # history computed by adapter A (turn mode), then the next turn on B: reuse everything
-            cached.submit(hist, "a_turn", one, active_from=cached.turn_start(hist)).result()
-            h = cached.submit(prompt, "b_turn", one)
-            h.result()
-            res["turn_ms"].append(h.usage["ttft_ms"])
-            res["turn_prefill_tokens"] = h.usage["prefill_tokens"]
+            usage = switched_turn(cached, hist, prompt, "a_turn", "b_turn")
+            res["turn_ms"].append(usage["ttft_ms"])
+            res["turn_prefill_tokens"] = usage["prefill_tokens"]
             # vLLM rule: the cache is keyed per adapter; B never computed this history
             cached.engine.cache.clear()
             cached.submit(hist, "a_full", one).result()
@@ -110,8 +102,23 @@ def switch_ttft(base, workdir: Path, lengths=(512, 2048, 4096), reps: int = 3, p
     return rows
 
 
-def _first_user(llm: LLM, ids: list[int]) -> int:
-    return llm.turn_start(ids)
+def switch_prompt(llm: LLM, tok, n: int) -> tuple[list[int], list[int]]:
+    """(history of `n` tokens, that history + the next user turn as it follows an assistant turn)."""
+    msgs, nxt = conversation(tok, n + 200)
+    hist = _trim(llm, msgs, n)
+    tail = llm.encode_chat([{"role": "user", "content": nxt[0]["content"]}])
+    return hist, hist + tail[llm.turn_start(tail):]
+
+
+def switched_turn(llm: LLM, hist: list[int], prompt: list[int], a: str, b: str) -> dict:
+    """From an empty cache, `hist` computed by turn adapter `a` (one token), then `prompt` on turn adapter `b`:
+    the second request's usage (its `ttft_ms`, `prefill_tokens`). Everything before the new turn is reused."""
+    one = SamplingParams(max_tokens=1, stop_token_ids=())
+    llm.engine.cache.clear()
+    llm.submit(hist, a, one, active_from=llm.turn_start(hist)).result()
+    h = llm.submit(prompt, b, one)
+    h.result()
+    return h.usage
 
 
 def _peft_model(base_dir: Path, a: Path, b: Path):
