@@ -117,7 +117,7 @@ def build(root: Path | None = None, jobs: int | None = None, sdist: Path | None 
     if done:
         return done
     cmake = _cmake()
-    if cmake is None or shutil.which("c++") is None:
+    if cmake is None or not (shutil.which("c++") or shutil.which("g++")):
         raise LlamaCppError("building llama-server needs cmake (on PATH, or the `cmake` package beside this "
                             "Python: pip install 'cmake<4') and a C++ compiler (apt-get install g++)")
     root.mkdir(parents=True, exist_ok=True)
