@@ -228,7 +228,8 @@ class Server:
         self._logf.flush()
         return self.log.read_text(errors="replace")[-1500:]
 
-    def _post(self, path: str, body: dict | None) -> dict:
+    def post(self, path: str, body: dict | None) -> dict:
+        """POST `body` as JSON to `path`; the reply parsed, or LlamaCppError with the server's status and message."""
         data = json.dumps(body or {}).encode()
         req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
         try:
@@ -243,13 +244,13 @@ class Server:
         body = {"prompt": list(tokens), "n_predict": n_predict, "temperature": 0.0, "cache_prompt": True,
                 "lora": [{"id": i, "scale": 1.0 if i == lora else 0.0} for i in range(self.n_loras)]}
         t0 = time.perf_counter()
-        out = self._post("/completion", body)
+        out = self.post("/completion", body)
         out["wall_ms"] = (time.perf_counter() - t0) * 1000
         return out
 
     def erase(self) -> None:
         """Empty the slot's cache."""
-        self._post("/slots/0?action=erase", None)
+        self.post("/slots/0?action=erase", None)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -87,7 +87,7 @@ def test_llama_server_keeps_the_history_across_an_alora_switch_and_plain_lora_do
         srv.complete(hist, 2)
         cleared = srv.complete(prompt, 3)["timings"]["prompt_n"]
         with pytest.raises(llamacpp.LlamaCppError):
-            srv._post("/completion", {"prompt": prompt, "n_predict": 1,
+            srv.post("/completion", {"prompt": prompt, "n_predict": 1,
                                       "lora": [{"id": 0, "scale": 1.0}, {"id": 1, "scale": 1.0}]})
         assert srv.complete(prompt, 1)["timings"]["prompt_n"] >= 1  # one bad request hurt nothing
     # aLoRA: only the new turn (from its user header) is computed again; plain LoRA: everything

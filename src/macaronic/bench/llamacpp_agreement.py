@@ -49,7 +49,7 @@ def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64
     with llamacpp.Server(gguf, (), threads=threads, ctx=4096, binary=binary, log=workdir / "llama-server.log") as srv:
         theirs = []
         for p in ids:
-            out = srv._post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
+            out = srv.post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
                                             "cache_prompt": False, "return_tokens": True})
             theirs.append([t for t in out["tokens"] if t not in eos])
             if progress:
