@@ -63,9 +63,15 @@ def write_fresh(dst: Path, text: str) -> None:
     dst.write_text(text)
 
 
+# Files Macaronic itself writes beside an imported base, which no engine should load: the GGUF
+# k-quant blocks read once for `--quant gguf` (engine/ggml.py's BLOCKS_FILE; a safetensors file with
+# GGUF tensor names, so vLLM would try to load it as weights) and GGUF files themselves.
+NOT_EXPORTED = ("gguf-blocks.safetensors",)
+
+
 def export_base(src: Path, out: Path) -> dict:
     for f in sorted(p for p in src.iterdir() if p.is_file()):
-        if f.name == "config.json":
+        if f.name == "config.json" or f.name in NOT_EXPORTED or f.suffix == ".gguf":
             continue
         place(f, out / f.name)
     cfg = json.loads((src / "config.json").read_text())

@@ -100,3 +100,21 @@ def test_export_refuses_a_broken_adapter(tiny_models, tmp_path, capsys):
     rc = main(["export", "vllm", "--out", str(tmp_path / "o"), "--base", str(tiny_models[0]),
                "--adapter-dir", str(tmp_path / "bad")])
     assert rc == 2 and "missing adapter_config.json" in capsys.readouterr().err
+
+
+def test_export_leaves_out_the_gguf_block_cache(tiny_models, tmp_path):
+    """`--quant gguf` caches k-quant blocks beside the imported base, under GGUF tensor names; vLLM
+    loads every *.safetensors in --model and failed on them ("no module or parameter named 'blk'")."""
+    from macaronic.engine.ggml import BLOCKS_FILE
+    from macaronic.export import NOT_EXPORTED
+
+    base, adapters = tiny_models
+    assert BLOCKS_FILE in NOT_EXPORTED
+    copy = tmp_path / "base"
+    shutil.copytree(base, copy)
+    (copy / BLOCKS_FILE).write_bytes(b"not weights")
+    (copy / "model-q4_k_m.gguf").write_bytes(b"GGUF")
+    out = tmp_path / "export"
+    assert export((copy, adapters), out) == 0
+    assert sorted(p.name for p in (out / "base").iterdir()) == sorted(
+        p.name for p in base.iterdir() if p.is_file())

@@ -10,6 +10,7 @@ of its log: callers fail, they do not skip. Knows nothing about the harness or t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -115,7 +116,11 @@ class VllmServer:
                      if not ln.startswith("WARNING: Location")]  # pip-index noise some setups print
         except OSError:
             return "(no log)"
-        return "\n".join(lines)[-chars:]
+        tail = "\n".join(lines)[-chars:]
+        # vLLM's worker logs the root cause first and the engine's own traceback after it, which fills the
+        # tail: name the first error line too (cut short: some list every parameter of the model)
+        first = next((ln for ln in lines if re.search(r"(^|\] )[A-Z]\w*(Error|Exception): ", ln)), None)
+        return tail if first is None or first in tail else f"first error: {first[:600]}\n...\n{tail}"
 
     def version(self) -> str:
         return httpx.get(self.url + "/version", timeout=10).json().get("version", "?")
