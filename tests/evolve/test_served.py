@@ -228,6 +228,48 @@ def test_seed_intents_and_engine_items_for_each_engine():
         served.like({"id": "s", "specialist": "mine", "engine": None, "intent": {}}, 1)
 
 
+def test_served_seeds_make_training_examples_of_their_kind():
+    """What the data_engine step trains on when a role has served failures: new verified items of
+    each seed's kind (agent, GenUI), or the engine's committed verified rows of that kind (chat, coding)."""
+    from macaronic.evolve.served import training_examples
+
+    ag = training_examples([{"id": "served/a", "specialist": "agent", "engine": "datagen.agent",
+                             "intent": {"pattern": "delete"}},
+                            {"id": "served/b", "specialist": "agent", "engine": "datagen.agent",
+                             "intent": {"pattern": "conditional"}}], "agent_engine", 5)
+    assert [e["source"].split("/")[2] for e in ag] == ["delete", "conditional", "delete", "conditional", "delete"]
+    assert all(e["role"] == "agent" and e["messages"][-1]["role"] == "assistant" for e in ag)
+    ui = training_examples([{"id": "served/c", "specialist": "genui", "engine": "datagen.genui",
+                             "intent": {"intent": "checklist"}}], "genui_engine", 3)
+    assert [e["source"] for e in ui] == ["engine/genui/checklist/served"] * 3 and len({json.dumps(e) for e in ui}) == 3
+    chat = training_examples([{"id": "served/d", "specialist": "chat", "engine": "datagen.chat",
+                               "intent": {"category": "formats"}}], "chat_engine", 6, base="qwen2.5-coder-0.5b")
+    assert [e["source"] for e in chat] == ["engine/chat/formats"] * 6 and len({json.dumps(e) for e in chat}) == 6
+    code = training_examples([{"id": "served/e", "specialist": "coding", "engine": "datagen.coding",
+                               "intent": {"family": "no_such_family", "style": "fix"}}], "coding_engine", 4)
+    assert {e["source"].split("/")[-1] for e in code} == {"fix"}  # no family matched: the seed's style
+    with pytest.raises(ValueError, match="cannot feed"):
+        training_examples([{"id": "s", "specialist": "mine", "engine": None, "intent": {}}], "agent_engine", 1)
+
+
+def test_a_role_with_served_seeds_gets_a_data_engine_candidate_made_like_them(tmp_path):
+    from macaronic.evolve.config import Budget
+    from macaronic.evolve.operators import propose
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    for r in ("agent", "genui"):
+        (tmp_path / r).mkdir()
+        (tmp_path / r / "adapter_config.json").write_text(json.dumps({"r": 8, "role": r}))
+    parent = PairManifest.build(None, {r: str(tmp_path / r) for r in ("agent", "genui")}, DEFAULT_BUNDLE,
+                                base_fp="f" * 64)
+    c = Counter({("served", "down:genui"): 3, ("agent", "wrong_state"): 2})
+    genui, agent = propose(parent, c, ("data_engine",), Budget(engine_examples=16), set(),
+                           served_seeds={"genui": ("cd" * 8, 3)})
+    assert json.loads(genui.steps[0])["data_engine"]["served"] == "cd" * 8 and "like 3 served failures" in genui.note
+    assert "served" not in json.loads(agent.steps[0])["data_engine"]
+
+
 def test_a_served_correction_is_proposed_as_a_router_refit_on_its_rows(tmp_path):
     from types import SimpleNamespace
 
@@ -279,6 +321,10 @@ def test_a_generation_reads_the_file_and_refits_the_router_on_its_corrections(se
     assert cand["operator"] == "router_refit" and json.loads(cand["steps"][0]) == {"router_refit": {"served": sha}}
     rows = [json.loads(x) for x in (work / "served" / f"routing-{sha}.jsonl").read_text().splitlines()]
     assert rows == served["doc"]["routing"]
+    # the seeds a data engine can make more of, kept for the data_engine step, without served text
+    seeds = [json.loads(x) for x in (work / "served" / f"seeds-{doc['seeds_sha256'][:16]}.jsonl").read_text().splitlines()]
+    assert seeds == [x for x in doc["seeds"] if x["engine"]] and len(seeds) == 4
+    assert FORM not in json.dumps(seeds)
     (change,) = json.loads((g1 / cand["name"] / "changes.json").read_text())["changes"]
     assert change["served_examples"] == 1 and change["refit"] is True
     trained = [json.loads(x) for x in (g1 / cand["name"] / "data" / "router-train.jsonl").read_text().splitlines()]

@@ -602,6 +602,30 @@ def test_a_data_engine_step_trains_the_adapter_warm_on_fresh_engine_examples_and
     assert m.adapters["agent"]["id"] != champ.adapters["agent"]["id"]
 
 
+def test_a_data_engine_step_with_served_seeds_trains_on_examples_like_them(tmp_path, monkeypatch):
+    from macaronic.evolve import successor
+    from macaronic.evolve.served import training_examples
+
+    champ, a0, runs = _champion_with_replay(tmp_path, monkeypatch, lr=4e-4)
+    seeds = [{"id": "served/r1", "specialist": "agent", "engine": "datagen.agent", "intent": {"pattern": "delete"}},
+             {"id": "served/r2", "specialist": "genui", "engine": "datagen.genui", "intent": {"intent": "form"}}]
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "seeds-0123456789abcdef.jsonl").write_text("".join(json.dumps(x) + "\n" for x in seeds))
+    step = json.dumps({"data_engine": {"role": "agent", "examples": 4, "steps": 3, "seed": 5,
+                                       "served": "0123456789abcdef"}}, sort_keys=True)
+    m, changes, _ = successor.build_successor(champ, [], (step,), tmp_path / "cand",
+                                              {"budget": Budget(), "served_dir": served})
+    ((role, rows, steps, init, lr),) = runs
+    assert rows[:4] == training_examples(seeds[:1], "agent_engine", 4, 5)  # the agent's seed only
+    assert all(r["source"].startswith("engine/agent/delete/") for r in rows[:4])
+    (ch,) = changes
+    assert (ch["served"], ch["served_seeds"], ch["examples"]) == ("0123456789abcdef", 1, 4)
+    missing = json.dumps({"data_engine": {"role": "agent", "served": "f" * 16}}, sort_keys=True)
+    with pytest.raises(ValueError, match="missing"):
+        successor.build_successor(champ, [], (missing,), tmp_path / "cand2", {"budget": Budget(), "served_dir": served})
+
+
 def test_the_data_engine_operator_proposes_fresh_examples_for_the_roles_that_fail(tmp_path):
     from collections import Counter
 

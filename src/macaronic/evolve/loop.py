@@ -9,6 +9,7 @@ Workdir layout (every file is written once, atomically or append-only):
   dev.jsonl             dev rows of every screened pair, one per (pair, task, sample)
   experience.jsonl      champions' graded train experience (k samples at T, STaR-hinted retries)
   served/routing-<sha>.jsonl   routing rows from served corrections (`--experience`, evolve/served.py)
+  served/seeds-<sha>.jsonl     served failures as data-engine seeds (kinds of request, no served text)
   strata.json           frozen from the generation-0 champion: k samples per test task at the
                         contract's strata temperature (`macaronic contract strata`); written at
                         the first sealed read, with gen-000/eval.json (the reference)
@@ -271,8 +272,17 @@ class Run:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists():
                 write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        from macaronic.evolve.served import rows_sha
+
+        fed = [x for x in doc["seeds"] if x["engine"]]  # seeds a data engine can make more of
+        seeds_sha = rows_sha(fed) if fed else None
+        if fed:
+            path = self.workdir / "served" / f"seeds-{seeds_sha[:16]}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                write_text_atomic(path, "".join(json.dumps(x, sort_keys=True) + "\n" for x in fed))
         doc.update(file=str(self.experience_file), routing_rows=len(rows),
-                   routing_sha256=doc["routing_sha256"] if rows else None)
+                   routing_sha256=doc["routing_sha256"] if rows else None, seeds_sha256=seeds_sha)
         write_json_atomic(out, doc)
         self.hooks.log(f"gen {g}: served experience: {doc['turns']} turns, {sum(doc['clusters'].values())} failures, "
                        f"{len(rows)} routing corrections, {len(doc['seeds'])} seeds ({len(doc['dropped'])} dropped: "
@@ -373,7 +383,8 @@ class Run:
                 cands += operators.propose(parent, found, ops, room, tried | {operators.signature(c.parent, c.steps)
                                                                               for c in cands},
                                            succ, start=len(cands) + 1, harmful=harmful,
-                                           served=_served_routing(served_doc), screens=self.lin.screens())
+                                           served=_served_routing(served_doc), screens=self.lin.screens(),
+                                           served_seeds=_served_seeds(served_doc))
             write_json_atomic(cpath, [c.to_dict() for c in cands])
             (d / "clusters.json").write_text(json.dumps({f"{a}/{b}": n for (a, b), n in found.most_common()},
                                                         indent=2) + "\n")
@@ -478,6 +489,17 @@ def _served_routing(doc: dict | None) -> tuple[str, int] | None:
     if not doc or not doc.get("routing_rows"):
         return None
     return doc["routing_sha256"][:16], doc["routing_rows"]
+
+
+def _served_seeds(doc: dict | None) -> dict[str, tuple[str, int]]:
+    """specialist -> (seeds file's sha256 prefix, its seeds) of a generation's served reading."""
+    if not doc or not doc.get("seeds_sha256"):
+        return {}
+    out: dict[str, int] = {}
+    for x in doc["seeds"]:
+        if x["engine"]:
+            out[x["specialist"]] = out.get(x["specialist"], 0) + 1
+    return {role: (doc["seeds_sha256"][:16], n) for role, n in out.items()}
 
 
 def write_text_atomic(path: Path, text: str) -> None:

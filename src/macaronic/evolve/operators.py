@@ -29,7 +29,8 @@ generation's search, each a list of successor steps with the components it touch
   data_engine   the adapter of each of the two roles with the most failures, warm-started on
                 `Budget.engine_examples` fresh examples of its registry `data_engine` (a seed drawn
                 from the adapter, so not the examples it was trained on) mixed with as many
-                replayed; size and steps grow by escalation, `lr_pct` scales the recorded lr
+                replayed; size and steps grow by escalation, `lr_pct` scales the recorded lr;
+                a role with served failures (`--experience`) gets examples made like them
 
 Which specialists get failure data, with which skills, and which get GRPO, is their registry
 entries' (`failure_data`, `grpo`): the agent's skills and GenUI's are `AGENT_DATA` and `GENUI_DATA`.
@@ -158,12 +159,15 @@ def escalations(screens, parent_id: str, budget) -> list[tuple[str, list, tuple,
 
 def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str], successes: dict | None = None,
             start: int = 1, harmful: frozenset[str] = frozenset(),
-            served: tuple[str, int] | None = None, screens=()) -> list[Candidate]:
+            served: tuple[str, int] | None = None, screens=(),
+            served_seeds: dict[str, tuple[str, int]] | None = None) -> list[Candidate]:
     """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
     `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
     data alone did harm from this parent is not stacked onto the others). `served`: (sha256 prefix,
     count) of the routing rows read from served corrections. `screens`: the archive's screenings
-    (lineage rows): neutral training candidates from this parent come back larger (`escalations`)."""
+    (lineage rows): neutral training candidates from this parent come back larger (`escalations`).
+    `served_seeds`: specialist -> (seeds file's sha256 prefix, seeds) of served failures; the
+    data_engine candidate of such a role makes its fresh examples like them."""
     from macaronic.harness import load_bundle
 
     bundle = load_bundle(parent.harness["path"])
@@ -232,9 +236,12 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
                   if (spec := find(role)) is not None and spec.data_engine and role in parent.adapters
                   and engine_ready(spec.data_engine)]
         for role, n, spec in ranked[:2]:  # the two roles with the most failures, one candidate each (they stack)
+            seeds = (served_seeds or {}).get(role)
+            like = {"served": seeds[0]} if seeds else {}
             add("data_engine", [{"data_engine": {"role": role, "examples": budget.engine_examples,
-                                                 "steps": budget.rft_steps, **_fresh_seed(parent, role, True)}}],
-                (f"adapter:{role}",), f"{role}: {budget.engine_examples} fresh {spec.data_engine} examples for {n} failures")
+                                                 "steps": budget.rft_steps, **like, **_fresh_seed(parent, role, True)}}],
+                (f"adapter:{role}",), f"{role}: {budget.engine_examples} fresh {spec.data_engine} examples "
+                + (f"like {seeds[1]} served failures" if seeds else f"for {n} failures"))
     if "grpo" in operators and budget.grpo_steps > 0:
         for spec in all_specialists():
             if spec.grpo and spec.name in parent.adapters:

@@ -265,6 +265,41 @@ def like(seed: dict, n: int, rng_seed: int = 0) -> list:
     raise ValueError(f"seed {seed['id']}: specialist {seed['specialist']!r} has no data engine")
 
 
+POOL = 20_000  # more than the chat and coding engines' committed rows: the whole pool, once each after dedup
+
+
+def training_examples(seeds: list[dict], generator: str, n: int, rng_seed: int = 0, base: str | None = None) -> list[dict]:
+    """`n` training examples (dicts) like one specialist's served `seeds`, for its data engine
+    `generator` (the registry's `data_engine`). Agent and GenUI: new verified engine items of each
+    seed's kind (`like`), round-robin over the seeds. Chat and coding make prompts and problems whose
+    targets come from sampling the base, so their examples are the engine's committed verified rows of
+    the seeds' kinds (chat category; coding family, else style); all rows when none matches."""
+    from macaronic.train.builders import build
+
+    if not seeds:
+        raise ValueError(f"no served seeds for {generator}")
+    engines = {s["engine"] for s in seeds}
+    if engines in ({"datagen.agent"}, {"datagen.genui"}):
+        per = -(-n // len(seeds))
+        made = [like(s, per, rng_seed) for s in seeds]
+        out = [e.to_dict() for batch in zip(*made) for e in batch]
+        return out[:n]
+    if engines not in ({"datagen.chat"}, {"datagen.coding"}):
+        raise ValueError(f"seeds of {sorted(e or 'no engine' for e in engines)} cannot feed {generator}")
+    pool = build(generator, POOL, rng_seed, base)  # the committed rows, repeated in order past their number
+    pool = list({json.dumps(e.to_dict(), sort_keys=True): e.to_dict() for e in pool}.values())
+    if engines == {"datagen.chat"}:
+        kinds = {f"engine/chat/{s['intent']['category']}" for s in seeds}
+        hit = [e for e in pool if e["source"] in kinds]
+    else:
+        fams = {s["intent"].get("family") for s in seeds} - {None}
+        styles = {s["intent"]["style"] for s in seeds}
+        hit = [e for e in pool if e["source"].split("/")[1] in fams] or \
+            [e for e in pool if e["source"].split("/")[-1] in styles]
+    rows = hit or pool
+    return [rows[i % len(rows)] for i in range(n)]
+
+
 # ---- held-out texts and the reading step ------------------------------------------------------
 
 def external_prompts() -> tuple[list[tuple[str, str]], list[str]]:

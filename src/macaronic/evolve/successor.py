@@ -253,7 +253,9 @@ def data_engine(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict)
     """The role's adapter warm-started on `examples` fresh examples of its registry data engine
     (`Specialist.data_engine`: verified by the engine itself, disjoint from every contract split by
     the engines' tests) mixed with as many replayed from what the adapter was trained on, for
-    `steps` steps at `lr_pct` percent of its recorded learning rate."""
+    `steps` steps at `lr_pct` percent of its recorded learning rate. With `served` (a seeds file's
+    sha256 prefix under the work directory's served/), the fresh examples are made like the role's
+    served failures (`served.training_examples`)."""
     import random
 
     from macaronic.engine.bases import BASES
@@ -267,7 +269,18 @@ def data_engine(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict)
     n = int(opts.get("examples") or ctx["budget"].engine_examples)
     steps = int(opts.get("steps") or ctx["budget"].rft_steps)
     base = champion.base if champion.base in BASES else None
-    data = [e.to_dict() for e in build(spec.data_engine, n, int(opts.get("seed", 0)), base)]
+    seed = int(opts.get("seed", 0))
+    served = opts.get("served")
+    if served:  # served failures of this role as seeds: fresh examples like them (evolve/served.py)
+        from macaronic.evolve.served import training_examples
+
+        seeds_file = Path(ctx["served_dir"]) / f"seeds-{served}.jsonl"
+        if not seeds_file.is_file():
+            raise ValueError(f"served seeds {seeds_file} are missing (the generation's reading writes them)")
+        seeds = [x for x in map(json.loads, seeds_file.read_text().splitlines()) if x["specialist"] == role]
+        data = training_examples(seeds, spec.data_engine, n, seed, base)
+    else:
+        data = [e.to_dict() for e in build(spec.data_engine, n, seed, base)]
     meta = _adapter_meta(adapters[role])
     replay = _replay(meta, _data_files(champion, tmp))
     random.Random(f"replay:{role}").shuffle(replay)
@@ -275,13 +288,14 @@ def data_engine(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict)
     lr = meta["lr"] * int(opts.get("lr_pct", 100)) / 100
     path = tmp / "data" / f"engine-{role}.jsonl"
     path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in data + replay))
-    log(f"data engine {role}/{spec.data_engine}: {len(data)} examples + {len(replay)} replayed, {steps} steps, "
-        f"lr {lr:g}, warm start")
+    log(f"data engine {role}/{spec.data_engine}: {len(data)} examples"
+        + (f" like {len(seeds)} served failures" if served else "")
+        + f" + {len(replay)} replayed, {steps} steps, lr {lr:g}, warm start")
     _train(champion, role, path, tmp / "adapters" / role, {**meta, "lr": lr}, steps, adapters[role])
     adapters[role] = str(tmp / "adapters" / role)
     return {"step": "data_engine", "role": role, "generator": spec.data_engine, "examples": len(data),
-            "replayed": len(replay), "train_steps": steps, "lr": lr, "seed": int(opts.get("seed", 0)),
-            "warm": True}, [path]
+            "replayed": len(replay), "train_steps": steps, "lr": lr, "seed": seed, "warm": True,
+            **({"served": served, "served_seeds": len(seeds)} if served else {})}, [path]
 
 
 def dev_families(contract, role: str) -> frozenset[str]:
