@@ -1,35 +1,64 @@
-"""The agent warm-start experiment of 2026-12-04 (docs/LOG.md): evolve's failure-data skills for the
-agent (40 episodes each, generated worlds in no contract split: tests/contract/test_train_disjoint.py)
-plus as many replayed agent-engine examples (the shipped agent's own data), shuffled, written to OUT.
+"""The agent warm-start experiments of 2026-12-04 (docs/LOG.md): evolve's failure-data skills for the
+agent (N episodes each, generated worlds in no contract split: tests/contract/test_train_disjoint.py)
+plus replayed agent-engine examples (the shipped agent's own data), shuffled, written to OUT.
 
-    .venv/bin/python scripts/agent_failure_data_warm.py runs/agent-warm/data.jsonl 40
-    .venv/bin/macaronic train agent --data runs/agent-warm/data.jsonl --base qwen2.5-coder-0.5b \\
-      --out runs/agent-warm/out --mode turn --rank 8 --steps 100 --batch 4 --lr 2e-4 --max-turn 512 \\
+First run (afternoon; it lost parallel-multiple calls): `--replay 1 --parallel-share 0`.
+Second run (night): twice as many replayed as skill episodes, and the engine's parallel patterns
+(`parallel`, `parallel_create`: several independent calls in one step) at a fixed share of the
+replay, since every skill episode makes one call a step.
+
+    .venv/bin/python scripts/agent_failure_data_warm.py runs/agent-warm2/data.jsonl --n 40 --replay 2 \\
+      --parallel-share 0.25
+    .venv/bin/macaronic train agent --data runs/agent-warm2/data.jsonl --base qwen2.5-coder-0.5b \\
+      --out runs/agent-warm2/out --mode turn --rank 8 --steps 120 --batch 4 --lr 2e-4 --max-turn 512 \\
       --save-every 10 --threads 2 --autocast bfloat16 \\
       --init-adapter src/macaronic/specialists/qwen2.5-coder-0.5b/agent
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
-import sys
 
 from macaronic.evolve.failure_data import ROLE, SKILLS, examples
 from macaronic.train.builders import build
 
+PARALLEL = ("parallel", "parallel_create")
 
-def main(out: str, n: int = 40) -> None:
+
+def pattern(example: dict) -> str:
+    parts = example["source"].split("/")  # engine/agent/<pattern>/<world>
+    return parts[2] if len(parts) > 2 else parts[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--n", type=int, default=40, help="episodes per failure-data skill")
+    ap.add_argument("--replay", type=float, default=1.0, help="replayed engine examples per skill episode")
+    ap.add_argument("--parallel-share", type=float, default=0.0,
+                    help="share of the replay drawn from the engine's parallel patterns (0: as drawn)")
+    a = ap.parse_args()
     skills = [s for s in SKILLS if ROLE.get(s, "agent") == "agent" and s != "verb_to_write"]
-    data = [e for s in skills for e in examples(s, n, 0)]
+    data = [e for s in skills for e in examples(s, a.n, 0)]
     replay = [e.to_dict() for e in build("agent_engine", 4000, 0, base="qwen2.5-coder-0.5b")]
     random.Random("replay:agent").shuffle(replay)
-    rows = data + replay[:len(data)]
+    k = round(len(data) * a.replay)
+    if a.parallel_share > 0:
+        par = [e for e in replay if pattern(e) in PARALLEL]
+        rest = [e for e in replay if pattern(e) not in PARALLEL]
+        n_par = min(len(par), round(k * a.parallel_share))
+        chosen = par[:n_par] + rest[:k - n_par]
+    else:
+        chosen = replay[:k]
+    rows = data + chosen
     random.Random(0).shuffle(rows)
-    with open(out, "w") as f:
+    with open(a.out, "w") as f:
         f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in rows)
-    print(f"{', '.join(skills)}: {len(data)} skill episodes + {len(data)} replayed -> {out}")
+    n_par = sum(pattern(e) in PARALLEL for e in chosen)
+    print(f"{', '.join(skills)}: {len(data)} skill episodes + {len(chosen)} replayed ({n_par} parallel) -> {a.out}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 40)
+    main()
