@@ -180,6 +180,34 @@ def test_failure_data_composes_tools_outside_every_split():
     assert {c[1] for c in calls} == {"add_reminder", "create_note", "create_event"}
 
 
+def test_calls_together_makes_independent_calls_in_one_step():
+    """Two lookup-then-act requests in one message: both lookups in one assistant message, both
+    results after it in order, both writes in the next, a reply that names both writes; on tool
+    compositions no split holds."""
+    import dataclasses
+
+    from macaronic.evolve.failure_data import SKILLS, examples, make
+    from macaronic.substrate.tasks import FAMILIES, AgentTask
+    from macaronic.train.builders import agent_turns
+
+    composed = {frozenset(f.domain.split("+")) for f in FAMILIES}
+    fams = SKILLS["calls_together"]
+    assert len(fams) == 5 and not {frozenset(f.domain.split("+")) for f in fams} & composed
+    for e in examples("calls_together", 10):
+        turns = [m for m in e["messages"] if m["role"] in ("assistant", "tool")]
+        kinds = [m["role"] if m["role"] == "tool" else m["content"].count("<tool_call>") for m in turns]
+        assert kinds == [2, "tool", "tool", 2, "tool", "tool", 0], kinds
+        names = [[c.split('"')[0] for c in m["content"].split('"name": "')[1:]] for m in turns if m["role"] == "assistant"]
+        assert all(n.startswith(("list_", "search_")) for n in names[0]) and len(set(names[0])) == 2
+        assert not any(n.startswith(("list_", "search_")) for n in names[1]) and len(set(names[1])) == 2
+        assert turns[-1]["content"].count("I ") >= 2  # both writes named
+    t = make(fams[0], 10_000)
+    assert t.groups == (2, 2) and AgentTask.from_dict(t.to_dict()) == t
+    assert "groups" not in dataclasses.replace(t, groups=()).to_dict()  # other tasks' dicts as before
+    with pytest.raises(ValueError, match="do not cover"):
+        agent_turns(dataclasses.replace(t, groups=(2, 1)))
+
+
 def test_a_stack_adopts_its_parts_training_instead_of_training_again(tmp_path):
     """The stack of a harness edit and a trained part: the edit is applied again, the trained
     adapter is the part's own (same id, its data file recorded), nothing is retrained."""

@@ -481,6 +481,28 @@ def genui_task(fam: Family, index: int, seed: int = 0):
     return build_genui(fam.name, fam.build, index, seed, "evolve", salt="evolve:")
 
 
+# Skill `calls_together` (BFCL parallel-multiple lost by the warm starts of 2026-12-04: every other
+# skill's episode makes one call a step, and the adapter learnt to make the first of two independent
+# calls and wait): two lookup-then-act requests in one message, on different tools; both lookups in
+# one step, both writes in the next (`AgentTask.groups`), the reply names both writes.
+TOGETHER = ((event_to_reminder, order_to_note, "calendar+reminders+commerce+notes"),
+            (event_to_reminder, order_to_event, "calendar+reminders+commerce"),
+            (reminder_to_event, order_to_note, "reminders+calendar+commerce+notes"),
+            (event_to_note, reminder_to_event, "calendar+notes+reminders"),
+            (event_to_note, order_to_event, "calendar+notes+commerce"))
+JOINS = ("Also, ", "And ", "Second thing: ", "Separately, ", "")
+
+
+def _together(first, second):
+    def build(rng: random.Random, w: World):
+        r1, g1, f1 = first(rng, w)
+        r2, g2, f2 = second(rng, w)
+        join = rng.choice(JOINS)
+        r2 = r2[0].lower() + r2[1:] if join in ("Also, ", "And ") else r2
+        return f"{r1} {join}{r2}", [g1[0], g2[0], g1[1], g2[1]], [*f1, *f2]
+    return build
+
+
 SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+reminders", ph_event_reminder),
                                 Family("ph_order_note", "evolve", "commerce+notes", ph_order_note),
                                 Family("ph_event_note", "evolve", "calendar+notes", ph_event_note),
@@ -506,6 +528,8 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
           "verb_to_write": (Family("refund_to_note", "evolve", "commerce+notes", refund_to_note),
                             Family("undo_to_note", "evolve", "commerce+notes", undo_to_note),
                             Family("done_or_drop", "evolve", "reminders", done_or_drop)),
+          "calls_together": tuple(Family(f"together_{a.__name__}_{b.__name__}", "evolve", domains, _together(a, b))
+                                  for a, b, domains in TOGETHER),
           "show_values": (Family("shopping_list", "evolve", "genui", shopping_list),
                           Family("team_roster", "evolve", "genui", team_roster),
                           Family("flight_status", "evolve", "genui", flight_status),
@@ -542,8 +566,10 @@ def families(skill: str, version: int = DATA_VERSION) -> tuple[Family, ...]:
 
 
 def make(fam: Family, seed: int) -> AgentTask:
-    """`substrate.tasks.make_task` for a family outside the suite's table."""
-    return build_task(fam, seed)
+    """`substrate.tasks.make_task` for a family outside the suite's table (calls_together's: two
+    calls a step)."""
+    t = build_task(fam, seed)
+    return replace(t, groups=(2, 2)) if fam.name.startswith("together_") else t
 
 
 def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> list[dict]:

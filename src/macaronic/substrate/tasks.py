@@ -36,6 +36,9 @@ class AgentTask:
     gold_actions: tuple[tuple[str, dict], ...]
     required_facts: tuple[str, ...] = ()
     actor: str = DEFAULT_ACTOR
+    # How many consecutive gold actions one assistant message makes together (independent calls in
+    # one step); empty: one call a message. Training episodes only; grading reads the end state.
+    groups: tuple[int, ...] = ()
 
     def start(self, config: EpisodeConfig | None = None) -> Episode:
         """A fresh episode on this task's initial state."""
@@ -45,14 +48,16 @@ class AgentTask:
         return {"id": self.id, "family": self.family, "split": self.split, "seed": self.seed,
                 "state": self.state.to_dict(), "request": self.request,
                 "gold_actions": [[t, a] for t, a in self.gold_actions],
-                "required_facts": list(self.required_facts), "actor": self.actor}
+                "required_facts": list(self.required_facts), "actor": self.actor,
+                **({"groups": list(self.groups)} if self.groups else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> AgentTask:
         return cls(id=d["id"], family=d["family"], split=d["split"], seed=int(d["seed"]),
                    state=StateSpec.from_dict(d["state"]), request=d["request"],
                    gold_actions=tuple((t, a) for t, a in d["gold_actions"]),
-                   required_facts=tuple(d.get("required_facts", ())), actor=d.get("actor", DEFAULT_ACTOR))
+                   required_facts=tuple(d.get("required_facts", ())), actor=d.get("actor", DEFAULT_ACTOR),
+                   groups=tuple(d.get("groups", ())))
 
 
 class NoCandidate(Exception):

@@ -109,7 +109,6 @@ def route_examples(n: int, seed: int = 0) -> list[Example]:
 
 def _final_reply(task, results: list[dict]) -> str:
     facts = list(task.required_facts)
-    last_tool, last = task.gold_actions[-1][0], results[-1]
     if task.family.endswith("not_owner"):
         return f"I can't delete that event: it belongs to {facts[0]}, not to you. Nothing was changed."
     verbs = {"create_event": "I added the event to your calendar", "update_event": "I updated the event",
@@ -117,25 +116,36 @@ def _final_reply(task, results: list[dict]) -> str:
              "complete_reminder": "I marked the reminder as done", "update_contact": "I updated the contact",
              "create_note": "I saved the note", "refund_order": "I refunded the order",
              "cancel_order": "I cancelled the order"}
-    if last_tool in verbs and "error" not in last:
-        title = next((v.get("title") for v in last.values() if isinstance(v, dict) and v.get("title")), None)
-        head = verbs[last_tool] + (f": '{title}'." if title else ".")
-        return head + (" " + ", ".join(facts) + "." if facts else "")
+    k = (list(getattr(task, "groups", ()) or ()) or [1])[-1]  # the writes made together last
+    last_group = list(zip(task.gold_actions[-k:], results[-k:]))
+    if all(t in verbs and "error" not in r for (t, _), r in last_group):
+        heads = []
+        for (tool, _), res in last_group:
+            title = next((v.get("title") for v in res.values() if isinstance(v, dict) and v.get("title")), None)
+            heads.append(verbs[tool] + (f": '{title}'." if title else "."))
+        return " ".join(heads) + (" " + ", ".join(facts) + "." if facts else "")
     return "Here is what I found: " + ", ".join(facts) + "." if facts else "Done."
 
 
 def agent_turns(task) -> list[dict]:
-    """Gold actions replayed on a real episode: tool calls, real tool results, a final reply."""
+    """Gold actions replayed on a real episode: tool calls, real tool results, a final reply. A task
+    with `groups` makes each group's calls in one message (independent calls together), then their
+    results, one tool message each, in order."""
     from macaronic.substrate.toolcalls import format_tool_call, format_tool_result
 
+    actions = list(task.gold_actions)
+    sizes = list(getattr(task, "groups", ()) or ()) or [1] * len(actions)
+    if sum(sizes) != len(actions) or min(sizes, default=1) < 1:
+        raise ValueError(f"{task.id}: groups {sizes} do not cover its {len(actions)} gold actions")
     ep = task.start()
     try:
-        msgs, results = [], []
-        for name, args in task.gold_actions:
-            res = ep.call(name, args)
-            results.append(res)
-            msgs += [{"role": "assistant", "content": format_tool_call(name, args)},
-                     {"role": "tool", "content": format_tool_result(res)}]
+        msgs, results, i = [], [], 0
+        for size in sizes:
+            group, i = actions[i:i + size], i + size
+            res = [ep.call(name, args) for name, args in group]
+            results += res
+            msgs.append({"role": "assistant", "content": "\n".join(format_tool_call(n, a) for n, a in group)})
+            msgs += [{"role": "tool", "content": format_tool_result(r)} for r in res]
         msgs.append({"role": "assistant", "content": _final_reply(task, results)})
     finally:
         ep.close()
