@@ -157,3 +157,17 @@ class _Contract:
         class S:
             kind, role = name, self.role
         return S()
+
+
+def test_shipped_qwen_genui_data_rebuilds_as_recorded():
+    """The default base's GenUI specialist (2026-12-04) was trained on the GenUI data engine's
+    examples: its recorded data manifest rebuilds from the generator, count and seed it names."""
+    from macaronic.datagen.examples import manifest_hash
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.train.builders import build
+
+    meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "genui" / "macaronic.json").read_text())
+    assert meta["data"]["source"] == "generator:genui_engine"
+    seed = meta["training"]["config"].get("seed", 0)
+    assert manifest_hash(build("genui_engine", meta["data"]["examples"], seed, base="qwen2.5-coder-0.5b")) == \
+        meta["data"]["manifest_sha256"]
