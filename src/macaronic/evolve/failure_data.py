@@ -528,8 +528,8 @@ SKILLS = {"fill_placeholders": (Family("ph_event_reminder", "evolve", "calendar+
           "verb_to_write": (Family("refund_to_note", "evolve", "commerce+notes", refund_to_note),
                             Family("undo_to_note", "evolve", "commerce+notes", undo_to_note),
                             Family("done_or_drop", "evolve", "reminders", done_or_drop)),
-          "calls_together": tuple(Family(f"together_{a.__name__}_{b.__name__}", "evolve", domains, _together(a, b))
-                                  for a, b, domains in TOGETHER),
+          "calls_together": tuple(Family(f"together_{a.__name__}_{b.__name__}", "evolve", domains, _together(a, b),
+                                         groups=(2, 2)) for a, b, domains in TOGETHER),
           "show_values": (Family("shopping_list", "evolve", "genui", shopping_list),
                           Family("team_roster", "evolve", "genui", team_roster),
                           Family("flight_status", "evolve", "genui", flight_status),
@@ -566,10 +566,8 @@ def families(skill: str, version: int = DATA_VERSION) -> tuple[Family, ...]:
 
 
 def make(fam: Family, seed: int) -> AgentTask:
-    """`substrate.tasks.make_task` for a family outside the suite's table (calls_together's: two
-    calls a step)."""
-    t = build_task(fam, seed)
-    return replace(t, groups=(2, 2)) if fam.name.startswith("together_") else t
+    """`substrate.tasks.make_task` for a family outside the suite's table."""
+    return build_task(fam, seed)
 
 
 def examples(skill: str, n: int, seed: int = 0, version: int = DATA_VERSION) -> list[dict]:

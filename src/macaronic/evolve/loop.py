@@ -259,7 +259,7 @@ class Run:
     def served(self, d: Path, g: int) -> dict:
         """What generation `g` reads of the served-experience file, once: written to
         gen-NNN/served.json (without served text) and its routing rows to served/routing-<sha>.jsonl."""
-        from macaronic.evolve.served import read
+        from macaronic.evolve.served import read, rows_sha
 
         out = d / "served.json"
         if out.exists():
@@ -267,20 +267,13 @@ class Run:
         checker = SplitLoader(self.contract, "check", self.workdir / "audit.jsonl")
         doc = read(self.experience_file, self.contract, self.trainer, checker, self.budget)
         rows = doc.pop("routing")
-        if rows:
-            path = self.workdir / "served" / f"routing-{doc['routing_sha256'][:16]}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists():
-                write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-        from macaronic.evolve.served import rows_sha
-
         fed = [x for x in doc["seeds"] if x["engine"]]  # seeds a data engine can make more of
         seeds_sha = rows_sha(fed) if fed else None
-        if fed:
-            path = self.workdir / "served" / f"seeds-{seeds_sha[:16]}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists():
-                write_text_atomic(path, "".join(json.dumps(x, sort_keys=True) + "\n" for x in fed))
+        for kind, items, sha in (("routing", rows, doc["routing_sha256"]), ("seeds", fed, seeds_sha)):
+            path = self.workdir / "served" / f"{kind}-{sha[:16]}.jsonl" if items else None
+            if path is not None and not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(path, "".join(json.dumps(x, sort_keys=True) + "\n" for x in items))
         doc.update(file=str(self.experience_file), routing_rows=len(rows),
                    routing_sha256=doc["routing_sha256"] if rows else None, seeds_sha256=seeds_sha)
         write_json_atomic(out, doc)

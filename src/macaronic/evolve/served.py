@@ -265,9 +265,6 @@ def like(seed: dict, n: int, rng_seed: int = 0) -> list:
     raise ValueError(f"seed {seed['id']}: specialist {seed['specialist']!r} has no data engine")
 
 
-POOL = 20_000  # more than the chat and coding engines' committed rows: the whole pool, once each after dedup
-
-
 def training_examples(seeds: list[dict], generator: str, n: int, rng_seed: int = 0, base: str | None = None) -> list[dict]:
     """`n` training examples (dicts) like one specialist's served `seeds`, for its data engine
     `generator` (the registry's `data_engine`). Agent and GenUI: new verified engine items of each
@@ -286,8 +283,7 @@ def training_examples(seeds: list[dict], generator: str, n: int, rng_seed: int =
         return out[:n]
     if engines not in ({"datagen.chat"}, {"datagen.coding"}):
         raise ValueError(f"seeds of {sorted(e or 'no engine' for e in engines)} cannot feed {generator}")
-    pool = build(generator, POOL, rng_seed, base)  # the committed rows, repeated in order past their number
-    pool = list({json.dumps(e.to_dict(), sort_keys=True): e.to_dict() for e in pool}.values())
+    pool = [e.to_dict() for e in build(generator, None, rng_seed, base)]  # every committed row once
     if engines == {"datagen.chat"}:
         kinds = {f"engine/chat/{s['intent']['category']}" for s in seeds}
         hit = [e for e in pool if e["source"] in kinds]

@@ -86,6 +86,7 @@ class Family:
     split: str
     domain: str
     build: Callable[[random.Random, World], Built] = field(repr=False)
+    groups: tuple[int, ...] = ()  # its tasks' `AgentTask.groups` (calls made together); empty: one a step
 
 
 # ---- phrasing helpers --------------------------------------------------------------------
@@ -382,7 +383,7 @@ def build_task(fam: Family, seed: int) -> AgentTask:
     request, gold, facts = fam.build(rng, World(rows, today, spec.actor))
     return AgentTask(id=f"{family}/{seed}", family=family, split=fam.split, seed=seed, state=spec,
                      request=request, gold_actions=tuple(gold), required_facts=tuple(facts),
-                     actor=spec.actor)
+                     actor=spec.actor, groups=fam.groups)
 
 
 def generate_tasks(split: str | None = None, n_per_family: int = 10, base_seed: int = 0,

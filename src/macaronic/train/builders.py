@@ -68,12 +68,12 @@ def chat_examples(n: int, seed: int = 0, base: str | None = None) -> list[Exampl
     return out
 
 
-def chat_engine_examples(n: int, seed: int = 0, path=None) -> list[Example]:
+def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Example]:
     """The chat data engine's kept rows (`macaronic train sample-chat`, train/data/chat_rs.jsonl): the
     bare base's own replies that passed every check, and the identity answers written from the
     harness; under the head the chat adapter is served with (the full bundle keeps the chat
     instruction when the pair has a chat adapter: `HarnessBundle.served`), shuffled by `seed`,
-    repeated in order when `n` exceeds them."""
+    repeated in order when `n` exceeds them (None: every row once)."""
     from macaronic.train.chat_rs import DATA, read
 
     rows = [r for r in read(path or DATA) if r.get("reply")]
@@ -82,7 +82,7 @@ def chat_engine_examples(n: int, seed: int = 0, path=None) -> list[Example]:
     random.Random(seed).shuffle(rows)
     out = [Example(_conv("chat", r["prompt"], {"role": "assistant", "content": r["reply"]}), "chat",
                    f"engine/chat/{r['category']}") for r in rows]
-    return [out[i % len(out)] for i in range(n)]
+    return out if n is None else [out[i % len(out)] for i in range(n)]
 
 
 def route_examples(n: int, seed: int = 0) -> list[Example]:
@@ -116,7 +116,7 @@ def _final_reply(task, results: list[dict]) -> str:
              "complete_reminder": "I marked the reminder as done", "update_contact": "I updated the contact",
              "create_note": "I saved the note", "refund_order": "I refunded the order",
              "cancel_order": "I cancelled the order"}
-    k = (list(getattr(task, "groups", ()) or ()) or [1])[-1]  # the writes made together last
+    k = task.groups[-1] if task.groups else 1  # the writes made together last
     last_group = list(zip(task.gold_actions[-k:], results[-k:]))
     if all(t in verbs and "error" not in r for (t, _), r in last_group):
         heads = []
@@ -134,7 +134,7 @@ def agent_turns(task) -> list[dict]:
     from macaronic.substrate.toolcalls import format_tool_call, format_tool_result
 
     actions = list(task.gold_actions)
-    sizes = list(getattr(task, "groups", ()) or ()) or [1] * len(actions)
+    sizes = list(task.groups) or [1] * len(actions)
     if sum(sizes) != len(actions) or min(sizes, default=1) < 1:
         raise ValueError(f"{task.id}: groups {sizes} do not cover its {len(actions)} gold actions")
     ep = task.start()
@@ -270,18 +270,18 @@ def coding_distill_examples(n: int, seed: int = 0, refs_per_family: int = 3) -> 
     return [out[i % len(out)] for i in range(n)]
 
 
-def coding_engine_examples(n: int, seed: int = 0) -> list[Example]:
+def coding_engine_examples(n: int | None, seed: int = 0) -> list[Example]:
     """The bare base's own passing replies to the coding engine's generated problems (`macaronic
     train sample-coding`, train/data/coding_rft.jsonl: code and a short explanation as the base
     wrote them) under the head the coding adapter is served with; shuffled by `seed`, repeated in
-    order when `n` exceeds them. The rows name the base that wrote them."""
+    order when `n` exceeds them (None: every row once). The rows name the base that wrote them."""
     from macaronic.train.rft import read
 
     rows = read()
     random.Random(seed).shuffle(rows)
     out = [Example(_conv("coding", r["prompt"], {"role": "assistant", "content": r["reply"]}), "coding",
                    f"coding-engine/{r['family']}/{r['style']}") for r in rows]
-    return [out[i % len(out)] for i in range(n)]
+    return out if n is None else [out[i % len(out)] for i in range(n)]
 
 
 # ---- genui ------------------------------------------------------------------------------
@@ -330,11 +330,17 @@ GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route
               "genui_engine": genui_engine_examples}
 
 
-def build(name: str, n: int, seed: int = 0, base: str | None = None) -> list[Example]:
+SAMPLED = ("chat_engine", "coding_engine")  # generators of committed sampled rows: `n=None` gives each row once
+
+
+def build(name: str, n: int | None, seed: int = 0, base: str | None = None) -> list[Example]:
     """`n` examples from one generator; `chat` mixes in route-prompt examples (one in four).
-    `base` (a registered base name) is what the identity lines name; the other generators ignore it."""
+    `base` (a registered base name) is what the identity lines name; the other generators ignore it.
+    `n=None`: every committed row once, for the generators in `SAMPLED`."""
     if name not in GENERATORS:
         raise ValueError(f"unknown generator {name!r}; choose from {sorted(GENERATORS)}")
+    if n is None and name not in SAMPLED:
+        raise ValueError(f"{name} makes as many examples as asked; only {SAMPLED} have a fixed set of rows")
     from macaronic.engine.bases import SMALL_BASE, registered
 
     if name == "coding_distill" and registered(base) != SMALL_BASE:
