@@ -134,16 +134,22 @@ def test_info_lists_the_registered_bases_without_loading_a_model():
 
 
 @pytest.mark.real_model
-def test_a_base_without_its_own_router_state_routes_with_its_router_base():
-    """Qwen ships no router state of its own: its turns are routed by the default base's backbone
-    and shipped state (loaded beside it); the answering base is not touched by routing."""
+def test_a_base_without_its_own_router_state_routes_with_its_router_base(monkeypatch, tmp_path):
+    """Qwen ships its own router state (it routes with its own bare base); a registered base
+    without one is routed by its `router_base`'s backbone and shipped state (loaded beside it), the
+    answering base untouched by routing. Here Qwen's state is hidden to show the fallback."""
     import types
 
+    import macaronic.router.shipped as shipped
     from macaronic.engine.engine import EngineConfig
     from macaronic.router.shipped import SHIPPED_DIR, load_shipped, routing_base
     from macaronic.router.state import RouterState
 
     assert routing_base(None) == routing_base("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert routing_base("qwen2.5-coder-0.5b") == "qwen2.5-coder-0.5b"
+    assert (shipped.shipped_dir("qwen2.5-coder-0.5b") / "state.json").is_file()
+    real = shipped.shipped_dir
+    monkeypatch.setattr(shipped, "shipped_dir", lambda base=None: tmp_path if base == "qwen2.5-coder-0.5b" else real(base))
     assert routing_base("qwen2.5-coder-0.5b") == bases.get("qwen2.5-coder-0.5b").router_base == "smollm2-135m-instruct"
     answering = types.SimpleNamespace(base=types.SimpleNamespace(name="qwen2.5-coder-0.5b"), config=EngineConfig())
     router = load_shipped(answering)

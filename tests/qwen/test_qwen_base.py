@@ -101,3 +101,26 @@ def test_the_added_call_marker_rows_are_untrained(qwen_dir):
     from macaronic.prompts import spelled_markers
 
     assert set(spelled_markers(tok)) == {open_, close}
+
+
+def test_qwen_routes_with_its_own_bare_base_and_no_second_model(qwen_dir):
+    """The default base's shipped router state is fitted on its own states (head at layer 16 of 24,
+    a first stage on the token embeddings, the template's opening computed once): loading it keeps
+    one model in memory, and plain requests go where a reader would send them."""
+    from macaronic.engine.llm import EngineConfig, load_default_llm
+    from macaronic.router.shipped import load_shipped
+
+    llm = load_default_llm(EngineConfig(dtype="bfloat16", quant="int4"), base="qwen2.5-coder-0.5b")
+    try:
+        router = load_shipped(llm)
+        assert router.backbone is llm and router.state.head.layer == 16 and router.state.head.prefix
+        assert router.state.fast is not None and router.state.fast.layer == 0
+        turns = {"Write a Python function that returns the n-th Fibonacci number.": "coding",
+                 "Make me a sign-up form with name, email and a submit button.": "genui",
+                 "Book a table for two at Luigi's tomorrow at 7pm using the reservation tool.": "agent",
+                 "Could you proofread this sentence: their going to the park tomorow.": "chat"}
+        got = {t: router.route([{"role": "user", "content": t}]).role for t in turns}
+        assert got == turns
+        assert sum(router.stages.values()) == len(turns)
+    finally:
+        llm.close()

@@ -119,3 +119,95 @@ def test_head_at_an_early_layer_reads_that_layer_and_keeps_it_when_saved(tmp_pat
     for bad in (0, 1.5, "half"):
         with pytest.raises(ValueError, match="head_depth"):
             RouterConfig.from_dict({"head_depth": bad})
+
+
+def test_a_two_stage_head_answers_from_the_embeddings_when_sure_and_reads_its_layer_otherwise(tmp_path, llm, tiny_router):
+    """fast_layer 0: a first stage of the head on the token embeddings (layer 0's views are a
+    lookup, no forward). Its answer stands at its exit confidence or more; below it the text goes
+    on to the head's own layer. The exit confidence is chosen on dev, the stage is saved with the
+    state, and a state without one keeps its id."""
+    from dataclasses import replace
+
+    import torch
+
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.features import chat_ids, head_features
+    from macaronic.router.head import HeadPolicy
+    from macaronic.router.state import RouterState
+
+    text = "Show me the weather in Oslo as a card."
+    ids = chat_ids(llm, text)
+    mean, last = llm.hidden_views([ids], layer=0)
+    emb = llm.base.model.embed[torch.tensor(ids)].float()
+    assert torch.equal(mean[0], emb.mean(0)) and torch.equal(last[0], emb[-1])
+    assert all(torch.equal(a, b) for a, b in zip(llm.hidden_views_direct([ids], layer=0), (mean, last)))
+
+    train, dev = load_routing_data("train")[::8], load_routing_data("dev")[::8]
+    cfg = replace(RouterConfig(), head_views=("chatmean", "chatlast"), head_depth=0.7, fast_layer=0)
+    r = Router.fit(llm, train, dev, config=cfg)
+    texts = [e["messages"][-1]["content"] for e in dev]
+    fast = HeadPolicy.fit(head_features(llm, texts, fast_views := ("chatmean", "chatlast"), layer=0),
+                          [e["label"] for e in dev], np.zeros((0, 2 * llm.args.dim), np.float32), [], fast_views, layer=0)
+    state = replace(r.state, fast=replace(fast, exit_above=0.0))  # every text exits at the fast stage
+    convo = [{"role": "user", "content": text}]
+    everything = Router(llm, r.bundle, state, cfg)
+    want = fast.predict(head_features(llm, [text], fast_views, layer=0))[0][0]
+    got = everything.route(convo, policy="head").probs
+    assert [got[k] for k in fast.routes] == pytest.approx(want.tolist())
+    assert +everything.stages == {"fast": 1}
+    nothing = Router(llm, r.bundle, replace(state, fast=replace(fast, exit_above=1.01)), cfg)
+    one_stage = Router(llm, r.bundle, replace(r.state, fast=None), cfg)
+    assert nothing.route(convo, policy="head").probs == pytest.approx(one_stage.route(convo, policy="head").probs)
+    assert +nothing.stages == {"head": 1}
+    # saved and loaded with the state; absent, the state id is what it was
+    saved = RouterState(head=r.state.head, fast=replace(fast, exit_above=0.95))
+    saved.save(tmp_path)
+    again = RouterState.load(tmp_path)
+    assert again.fast.exit_above == 0.95 and again.fast.layer == 0 and again.id == saved.id
+    assert RouterState(head=r.state.head).id != saved.id and "exit_above" not in r.state.head.meta()
+    assert r.state.fast is None or (r.state.fast.layer == 0 and r.state.fast.exit_above is not None)
+    with pytest.raises(ValueError, match="fast_layer"):
+        RouterConfig.from_dict({"fast_layer": -1})
+
+
+def test_the_exit_confidence_is_the_lowest_that_loses_no_dev_turn():
+    from macaronic.router.head import exit_threshold
+
+    routes = ("a", "b")
+    labels = ["a", "a", "b", "b"]
+    fast = np.array([[0.99, 0.01], [0.92, 0.08], [0.85, 0.15], [0.2, 0.8]])  # third turn wrong at 0.85
+    deep = np.array([[0.9, 0.1], [0.9, 0.1], [0.1, 0.9], [0.1, 0.9]])  # all right
+    assert exit_threshold(fast, deep, routes, routes, labels) == 0.9
+    assert exit_threshold(fast, deep, routes, routes, labels, grid=(0.8, 0.85)) is None
+    assert exit_threshold(np.zeros((0, 2)), np.zeros((0, 2)), routes, routes, []) is None
+
+
+def test_the_template_opening_is_computed_once_and_the_views_stay_the_same(llm):
+    """head_prefix: the chat template's fixed opening (system prompt, user header) is the same for
+    every request; its K/V and the sum of its states are kept, and a request runs only its own
+    tokens. The views equal the whole-sequence ones within float noise; a sequence that does not
+    start with the opening runs whole; a head read that way says so in its saved meta."""
+    from dataclasses import replace
+
+    from macaronic.router.features import chat_ids, head_features, template_prefix
+
+    opening = template_prefix(llm)
+    texts = ["Show me the weather in Oslo as a card.", "Write a Python function that adds two numbers."]
+    ids = [chat_ids(llm, t) for t in texts]
+    assert opening and all(x[:len(opening)] == opening for x in ids)
+    assert llm.tokenizer.decode(opening).rstrip().endswith("user")
+    for layer in (1, 2, None):
+        whole = llm.hidden_views(ids, layer=layer)
+        cut = llm.hidden_views(ids, layer=layer, prefix=opening)
+        for a, b in zip(whole, cut):
+            assert (a - b).abs().max() <= 1e-4 * a.abs().max()
+    other = [llm.tokenizer.encode("no template here", add_special_tokens=False)]
+    assert all((a - b).abs().max() == 0 for a, b in zip(llm.hidden_views(other, layer=2),
+                                                       llm.hidden_views(other, layer=2, prefix=opening)))
+    together = head_features(llm, texts, ("mean", "chatmean", "chatlast"), together=True, layer=2, prefix=True)
+    plain = head_features(llm, texts, ("mean", "chatmean", "chatlast"), layer=2)
+    assert np.abs(together - plain).max() <= 1e-4 * np.abs(plain).max()
+    from macaronic.router.head import HeadPolicy
+
+    h = HeadPolicy(("a",), ("chatmean",), np.zeros(1), np.ones(1), np.zeros((1, 1)), np.zeros(1))
+    assert "prefix" not in h.meta() and replace(h, prefix=True).meta()["prefix"] is True

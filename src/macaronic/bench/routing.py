@@ -41,8 +41,8 @@ class DirectViews:
     def __getattr__(self, name):
         return getattr(self._llm, name)
 
-    def hidden_views(self, batch, max_tokens: int = 4096, layer: int | None = None):
-        return self._llm.hidden_views_direct(batch, max_tokens, layer)
+    def hidden_views(self, batch, max_tokens: int = 4096, layer: int | None = None, prefix=None):
+        return self._llm.hidden_views_direct(batch, max_tokens, layer)  # whole sequences, as before
 
     def pooled_hidden(self, batch, max_tokens: int = 4096):
         return self._llm.hidden_views_direct(batch, max_tokens)[0]
@@ -112,7 +112,8 @@ def stall(llm, router, streams: int = 8, tokens: int = 64, reps: int = 2, turns:
     return out
 
 
-def _ttft(llm, ids: list[int], adapter: str | None) -> float:
+def _ttft(llm, ids: list[int], role: str | None) -> float:
+    adapter = role if role in llm.adapters.names() else None  # a role with no adapter answers from the base
     t0 = time.perf_counter()
     h = llm.submit(ids, adapter, SamplingParams(max_tokens=1, stop_token_ids=()))
     h.result()
@@ -163,8 +164,14 @@ def routing_cost(threads: int | None = None, quick: bool = False, progress=None)
     llm = load_default_llm()
     try:
         router = load_shipped(llm)
-        out = {"threads": torch.get_num_threads(), "state": router.state.id[:16], "policy": router.config.policy}
+        out = {"threads": torch.get_num_threads(), "state": router.state.id[:16], "policy": router.config.policy,
+               "base": llm.base.name, "router_backbone": router.backbone.base.name,
+               "second_model": router.backbone is not llm, "head_layer": router.state.head.layer,
+               "fast_layer": router.state.fast.layer if router.state.fast is not None else None,
+               "head_prefix": router.state.head.prefix}
         out["ttft"] = ttft(llm, router, turns=16 if quick else 40)
+        seen = sum(router.stages.values())
+        out["ttft"]["fast_stage_share"] = round(router.stages["fast"] / seen, 3) if seen else None
         if progress:
             progress()
         out["stall"] = stall(llm, router, reps=1 if quick else 2, tokens=48 if quick else 64)
@@ -180,9 +187,21 @@ def markdown(r: dict) -> list[str]:
         return "n/a" if x is None else (f"{x:,.1f}" if isinstance(x, float) else str(x))
 
     t, s = r["ttft"], r["stall"]
+    if "router_backbone" in r:
+        who = ("its own bare base, no second model in memory" if not r["second_model"]
+               else f"a second model beside it, {r['router_backbone']}")
+        stages = (f"; the head reads layer {r['head_layer']}" + (
+            f", after a first stage on layer {r['fast_layer']} (0: the token embeddings, no forward) whose answer "
+            f"stood for {t.get('fast_stage_share'):.0%} of the routes" if r.get("fast_layer") is not None
+            and t.get("fast_stage_share") is not None else ""))
+        backbone = f" {r['base']} routes with {who}{stages}." + (
+            " The head's views keep the chat template's opening computed once: the request's own tokens run as a direct "
+            "forward under the engine lock (so \"engine\" below is that forward for them)." if r.get("head_prefix") else "")
+    else:
+        backbone = ""
     out = ["### What routing costs: TTFT and the streams it stalls", "",
            f"In process, the shipped router state {r['state']} (policy {r['policy']}), {r['threads']} torch "
-           "thread(s), hand-written held-out turns. TTFT: one turn at a time on an idle engine, prefix "
+           f"thread(s), hand-written held-out turns.{backbone} TTFT: one turn at a time on an idle engine, prefix "
            f"cache cleared before each request, {t['turns']} turns (prompt p50 {f(t['prompt_tokens_p50'])} tokens); "
            "routed = route + the same request, paired with the request forced to the routed role.", "",
            "| forced TTFT p50 (ms) | routed TTFT p50 | added by routing p50 | added p95 | route p50 | route p95 |",

@@ -108,7 +108,7 @@ def fit(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from macaronic.router.shipped import fit_state, routing_base, shipped_dir, write_shipped
+    from macaronic.router.shipped import fit_config, fit_state, routing_base, shipped_dir, write_shipped
 
     if not args.base and not args.tiny:  # the state that routes for the default base: SmolLM2-135M's
         args.base = routing_base(None)
@@ -118,7 +118,7 @@ def fit(args) -> int:
     from macaronic.router.bench import FeatureCache
 
     bundle = _bundle(args.bundle)
-    cache = FeatureCache(args.cache, bundle)
+    cache = FeatureCache(args.cache, bundle, fit_config(llm, bundle))
     router = fit_state(llm, bundle, threads=args.threads, log=log, features=cache.pooled,
                        head_cache=cache.head)
     cache.save()

@@ -49,6 +49,8 @@ class BaseSpec:
     # backbone and shipped state (a route reads only the request; the chosen role's adapter on
     # this base answers). None: its own.
     router_base: str | None = None
+    # Router options this base's own state is fitted with, over the bundle's router.json (`route fit`).
+    router_options: tuple[tuple[str, object], ...] = ()
     # The precision `macaronic serve` runs this base in when neither --dtype/--quant nor
     # MACARONIC_DTYPE/MACARONIC_QUANT says otherwise: (dtype, quant), chosen by the served-precision
     # rule (README; docs/BENCHMARKS.md "The served precision by the contract"). fp32 until measured.
@@ -92,7 +94,11 @@ BASES: dict[str, BaseSpec] = {
             identity="I run on Qwen2.5-Coder-0.5B, a small frozen base model, with four LoRA specialists on top.",
             identity_must=(("Qwen",), ("0.5B",)),
             specialists="qwen2.5-coder-0.5b",
-            router_base="smollm2-135m-instruct",
+            router_base="smollm2-135m-instruct",  # only if its own state (specialists/<base>/router) is absent
+            # its own router state (docs/LOG.md 2026-12-05, "routing on Qwen's own states"): the head at layer 16 of 24
+            # (the best depth cross-fitted over train + dev, every other one below its interval), a first stage on
+            # the token embeddings, the template's opening computed once
+            router_options=(("head_depth", 16 / 24), ("fast_layer", 0), ("head_prefix", True)),
             # the rule on 2026-12-02, after the one-call decode step: every precision holds fp32's routed
             # scores; int4 serves fastest at 32 streams (37.3 tok/s, bf16 30.5, int8 28.6, fp32 24.6 in
             # one run; the day before, with the layer loop, int8 was fastest)
@@ -107,7 +113,7 @@ BASES: dict[str, BaseSpec] = {
 # 2026-12-01. MACARONIC_BASE names another registered base for every command that takes --base (the
 # test suite sets it to SmolLM2-135M, which keeps its real-model part small).
 RULE_DEFAULT = "qwen2.5-coder-0.5b"
-SMALL_BASE = "smollm2-135m-instruct"  # the small base: the tests' and the router's backbone
+SMALL_BASE = "smollm2-135m-instruct"  # the small base: the tests' (and `router_base` for a base without a state)
 DEFAULT_BASE = os.environ.get("MACARONIC_BASE") or RULE_DEFAULT
 if DEFAULT_BASE not in BASES:
     raise SystemExit(f"MACARONIC_BASE={DEFAULT_BASE!r} is not a registered base; registered: {', '.join(BASES)}")

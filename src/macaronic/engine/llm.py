@@ -200,21 +200,67 @@ class LLM:
         return self.hidden_views(batch, max_tokens)[0]
 
     def hidden_views(self, batch: list[list[int]], max_tokens: int = 4096,
-                     layer: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     layer: int | None = None, prefix: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """([N, D] mean, [N, D] last position) of the final-norm hidden state of the bare base
         (`layer` < n_layers: of the residual stream entering that layer, an early exit).
 
         Each sequence is a score request of the engine: scheduled with the decoding streams (at
         most one prefill chunk between two of their tokens), never under the forward lock across
         their steps. A sequence that runs alone in one chunk gives the bits of `hidden_views_direct`;
-        batched or chunked, float noise (tested). `max_tokens` is kept for the direct twin."""
+        batched or chunked, float noise (tested). `max_tokens` is kept for the direct twin.
+
+        `prefix`: token ids every sequence is expected to start with (the chat template's fixed
+        system prompt and user header). Its K/V and its hidden states' sum are computed once and
+        kept; a sequence that starts with it runs only its own tokens, in a direct forward under
+        the engine lock, and its mean counts the prefix positions as well (float noise from the
+        whole-sequence forward). One that does not runs whole."""
         if any(len(ids) == 0 for ids in batch):
             raise ValueError("pooled_hidden: empty token sequence")
         if not batch:
             empty = torch.zeros(0, self.args.dim)
             return empty, empty
+        if layer == 0:
+            return self._embedding_views(batch)
+        if prefix:
+            return self._prefixed_views(batch, layer, list(prefix))
         got = self._score([Request(prompt=list(ids), score="hidden", cache=False, score_layer=layer) for ids in batch])
         return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
+
+    @torch.inference_mode()
+    def _prefixed_views(self, batch: list[list[int]], layer: int | None,
+                        prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        n0, model = len(prefix), self.base.model
+        cache = self.__dict__.setdefault("_prefix_views", {})
+        key = (tuple(prefix), layer)
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.clear()
+            kv = KVBuffer(self.args, n0, model.dtype)
+            with self.engine.lock:
+                h = model.score(torch.tensor(prefix), [SeqSlice(kv, n0)], last_layer=layer)
+            cache[key] = (kv, h.float().sum(0))
+        kv0, total = cache[key]
+        means, lasts = [], []
+        for ids in batch:
+            if len(ids) <= n0 or list(ids[:n0]) != prefix:
+                m, last = self.hidden_views([ids], layer=layer)
+                means.append(m[0])
+                lasts.append(last[0])
+                continue
+            kv = KVBuffer(self.args, len(ids), model.dtype)
+            kv.copy_prefix(kv0, n0)
+            with self.engine.lock:
+                h = model.score(torch.tensor(list(ids[n0:])), [SeqSlice(kv, len(ids) - n0)], last_layer=layer).float()
+            means.append((total + h.sum(0)) / len(ids))
+            lasts.append(h[-1])
+        return torch.stack(means), torch.stack(lasts)
+
+    @torch.inference_mode()
+    def _embedding_views(self, batch: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer 0's views: the residual entering the first layer is the token embeddings, so no
+        forward runs (a lookup into the read-only table, outside the scheduler)."""
+        rows = [self.base.model.embed[torch.tensor(ids)].float() for ids in batch]
+        return torch.stack([r.mean(0) for r in rows]), torch.stack([r[-1] for r in rows])
 
     def next_logprobs(self, ids: list[int], adapter: str | None = None) -> torch.Tensor:
         """[V] log-softmax of the next token after `ids`, with `adapter` on every position: an engine
@@ -245,6 +291,10 @@ class LLM:
         Sequences run together in one varlen forward per chunk of about `max_tokens` tokens:
         the projections batch over every token, attention stays per sequence.
         """
+        if layer == 0:
+            if any(len(ids) == 0 for ids in batch):
+                raise ValueError("pooled_hidden: empty token sequence")
+            return self._embedding_views(batch) if batch else (torch.zeros(0, self.args.dim),) * 2
         means: list[torch.Tensor] = []
         lasts: list[torch.Tensor] = []
         i = 0

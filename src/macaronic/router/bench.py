@@ -142,16 +142,16 @@ class FeatureCache:
     """Request features (pooled rows and head rows, by text) kept in one npz between runs, so a
     rerun on the loaded box does not recompute them. Timed routes never read it."""
 
-    def __init__(self, path: str | None, bundle=None):
+    def __init__(self, path: str | None, bundle=None, config=None):
         from macaronic.router.config import RouterConfig
 
         if bundle is None:
             from macaronic.harness import load_bundle
 
             bundle = load_bundle()
-        cfg = RouterConfig.from_dict(bundle.router)
+        cfg = config or RouterConfig.from_dict(bundle.router)  # the fitted config (`shipped.fit_config`)
         # head rows are only reused for the head they were computed for (its views and layer)
-        self.head_key = f"{','.join(cfg.head_views)}@{cfg.head_depth}"
+        self.head_key = f"{','.join(cfg.head_views)}@{cfg.head_depth}" + ("+prefix" if cfg.head_prefix else "")
         self.path, self.pooled, self.head = path, {}, {}
         if path:
             from pathlib import Path
@@ -176,9 +176,12 @@ class FeatureCache:
 def precompute(backbone: Backbone, config: BenchConfig, bundle=None) -> int:
     """Fill the feature cache for every text the benchmark scores; returns the number of texts."""
     from macaronic.harness import load_bundle
+    from macaronic.router.shipped import fit_config
 
-    data, cache = bench_data(config.quick), FeatureCache(config.cache, bundle)
-    router = Router(backbone, bundle or load_bundle())
+    bundle = bundle or load_bundle()
+    fitted = fit_config(backbone, bundle)
+    data, cache = bench_data(config.quick), FeatureCache(config.cache, bundle, fitted)
+    router = Router(backbone, bundle, config=fitted)
     fit_parts = ("train", "dev", "template_train", "template_dev") if config.refit else ()
     texts = sorted({request_text(e["messages"]) for k in fit_parts for e in data[k]}
                    | {request_text(e["messages"]) for v in data["held_out"].values() for e in v})
@@ -209,18 +212,18 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     from macaronic.router.config import RouterConfig
     from macaronic.router.probe import ProbePolicy
     from macaronic.router.router import training_pairs
-    from macaronic.router.shipped import backbone_base, fit_state, shipped_dir
+    from macaronic.router.shipped import backbone_base, fit_config, fit_state, shipped_dir
     from macaronic.router.state import RouterState
 
     cfg = config.sized()
     bundle = bundle or load_bundle()
     data = data or bench_data(cfg.quick)
-    cache = FeatureCache(cfg.cache, bundle)
+    cache = FeatureCache(cfg.cache, bundle, fit_config(backbone, bundle))
     features = cache.pooled if features is None else features
     head_cache = cache.head
     t0 = time.perf_counter()
     if cfg.refit:
-        router = fit_state(backbone, bundle, RouterConfig.from_dict(bundle.router), log=cfg.say,
+        router = fit_state(backbone, bundle, fit_config(backbone, bundle), log=cfg.say,
                            data=(data["train"], data["dev"]), features=features, head_cache=head_cache)
     else:
         from macaronic.router.shipped import load_shipped

@@ -26,6 +26,10 @@ class RouterConfig:
     probe_c: float = 1.0
     head_views: tuple[str, ...] = ("mean", "last", "chatmean", "chatlast")
     head_depth: float | None = None  # the head reads the residual entering layer round(depth x layers) (None: final norm)
+    head_prefix: bool = False  # the head's chat views keep the template's fixed opening (system prompt, user
+    #                             header) computed once: only the request's own tokens run per route
+    fast_layer: int | None = None  # a fast first stage of the head on the residual entering this layer (0: the token
+    #                                embeddings); its answer stands where dev showed it loses nothing (None: one stage)
     route_adapter: str | None = "chat"  # the adapter that reads the route prompt
     prompt_max_tokens: int = 1536  # prompted: beyond this, list descriptions without rules
 
@@ -44,6 +48,9 @@ class RouterConfig:
         if cfg.head_depth is not None and (isinstance(cfg.head_depth, bool) or not isinstance(cfg.head_depth, (int, float))
                                            or not 0 < cfg.head_depth <= 1):
             errors.append(f"head_depth={cfg.head_depth!r} must be a fraction of the layers in (0, 1] or null")
+        if cfg.fast_layer is not None and (isinstance(cfg.fast_layer, bool) or not isinstance(cfg.fast_layer, int)
+                                           or cfg.fast_layer < 0):
+            errors.append(f"fast_layer={cfg.fast_layer!r} must be a layer index >= 0 (0: the token embeddings) or null")
         if errors:
             raise ValueError("invalid router config: " + "; ".join(errors))
         return cfg

@@ -53,22 +53,44 @@ def chat_ids(backbone: Backbone, text: str, max_tokens: int = MAX_TOKENS) -> lis
     return list(backbone.encode_chat([{"role": "user", "content": text or " "}], add_generation_prompt=True))
 
 
-def _views(backbone: Backbone, batch: list[list[int]], layer: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def template_prefix(backbone: Backbone) -> list[int]:
+    """The chat template's fixed opening before a lone user message's text (the base's default
+    system prompt and the user header): the same tokens for every request, computed once per
+    backbone (`hidden_views(prefix=...)` keeps their K/V). Empty when the template has none."""
+    got = getattr(backbone, "_route_template_prefix", None)
+    if got is None:
+        a, b = (list(backbone.encode_chat([{"role": "user", "content": t}], add_generation_prompt=True))
+                for t in ("Hello there.", "What time is it?"))
+        n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        got = a[:n]
+        try:
+            backbone._route_template_prefix = got
+        except AttributeError:  # a backbone that takes no attributes recomputes it
+            pass
+    return got
+
+
+def _views(backbone: Backbone, batch: list[list[int]], layer: int | None = None,
+           prefix: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     if hasattr(backbone, "hidden_views"):  # `layer`: an early exit, the residual entering it
-        mean, last = backbone.hidden_views(batch) if layer is None else backbone.hidden_views(batch, layer=layer)
+        kw = {"layer": layer} if layer is not None else {}
+        if prefix and layer != 0:  # the template's opening computed once (layer 0 runs no forward at all)
+            kw["prefix"] = prefix
+        mean, last = backbone.hidden_views(batch, **kw)
     else:  # no per-position or per-layer access: the pooled state stands in for every view
         mean = last = backbone.pooled_hidden(batch)
     return mean.detach().float().cpu().numpy(), last.detach().float().cpu().numpy()
 
 
 def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] = HEAD_VIEWS,
-                  batch_size: int = 1, together: bool = False, layer: int | None = None) -> np.ndarray:
+                  batch_size: int = 1, together: bool = False, layer: int | None = None,
+                  prefix: bool = False) -> np.ndarray:
     """[N, len(views) * D] float32: the named views side by side, one row per text (one forward
     per text and view group by default, as in `embed_texts`). `together`: both view groups of a
     chunk in one backbone call (one engine step for a routed turn instead of two; the features
     then move by float noise, so fitted states are built without it). `layer`: the views of the
     residual stream entering that layer instead of the final-norm state (an early exit, the fast
-    head's features)."""
+    head's features). `prefix`: the chat group's template opening computed once (`template_prefix`)."""
     unknown = [v for v in views if v not in HEAD_VIEWS]
     if unknown:
         raise ValueError(f"unknown head views {unknown}; expected some of {HEAD_VIEWS}")
@@ -81,13 +103,14 @@ def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] =
         if {"chatmean", "chatlast"} & set(views):
             groups.append(("chatmean", "chatlast", [chat_ids(backbone, t) for t in chunk]))
         got = {}
+        opening = template_prefix(backbone) if prefix and hasattr(backbone, "hidden_views") else None
         if together and len(groups) > 1:
-            mean, last = _views(backbone, [ids for g in groups for ids in g[2]], layer)
+            mean, last = _views(backbone, [ids for g in groups for ids in g[2]], layer, opening)
             for j, (m, l, _) in enumerate(groups):
                 got[m], got[l] = mean[j * len(chunk):(j + 1) * len(chunk)], last[j * len(chunk):(j + 1) * len(chunk)]
         else:
             for m, l, ids in groups:
-                got[m], got[l] = _views(backbone, ids, layer)
+                got[m], got[l] = _views(backbone, ids, layer, opening if m == "chatmean" else None)
         rows.append(np.concatenate([got[v] for v in views], axis=1))
     if not rows:
         return np.zeros((0, 0), np.float32)

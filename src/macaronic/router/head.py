@@ -40,13 +40,16 @@ class HeadPolicy(Saved, LinearSoftmax):
     intercept: np.ndarray  # [K]
     temperature: float = 1.0
     c: float = 1.0
-    layer: int | None = None  # read the residual entering this layer (an early exit); None: the final norm
+    layer: int | None = None  # read the residual entering this layer (an early exit; 0: the token embeddings); None: the final norm
+    exit_above: float | None = None  # the fast head of a two-stage head: its answer stands at this confidence or more
+    prefix: bool = False  # its chat views were read with the template's opening computed once (`RouterConfig.head_prefix`)
     name: ClassVar[str] = "head"
 
     def meta(self) -> dict:
         m = super().meta()
-        if m.get("layer") is None:  # a final-layer head: its meta (and the state id) as before layers existed
-            m.pop("layer", None)
+        for key in ("layer", "exit_above", "prefix"):  # unset: the meta (and the state id) as before the field existed
+            if m.get(key) is None or m.get(key) is False:
+                m.pop(key, None)
         return m
 
     @classmethod
@@ -76,5 +79,23 @@ class HeadPolicy(Saved, LinearSoftmax):
                    coef.astype(np.float32), intercept.astype(np.float32), 1.0, float(c), layer)
         t = fit_temperature(head.logits(Xd), yd) if len(yd) else 1.0
         return cls(routes, head.views, head.mean, head.scale, head.coef, head.intercept, t, float(c), layer)
+
+
+EXIT_GRID = (0.8, 0.85, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
+
+
+def exit_threshold(fast_probs: np.ndarray, deep_probs: np.ndarray, fast_routes, deep_routes,
+                   labels: list[str], grid=EXIT_GRID) -> float | None:
+    """The fast head's exit confidence, chosen on dev: the lowest threshold at which the dev turns
+    the fast head would answer alone (its confidence at least that) get at least as many right from
+    it as from the deep head. None: no threshold answers a dev turn without losing one."""
+    fast = np.array([fast_routes[i] == l for i, l in zip(fast_probs.argmax(1), labels)])
+    deep = np.array([deep_routes[i] == l for i, l in zip(deep_probs.argmax(1), labels)])
+    conf = fast_probs.max(1) if len(labels) else np.zeros(0)
+    for t in grid:
+        kept = conf >= t
+        if kept.any() and fast[kept].sum() >= deep[kept].sum():
+            return float(t)
+    return None
 
 

@@ -16,6 +16,7 @@ The router knows the backbone only through the Backbone protocol.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from macaronic.router.config import RouterConfig
 from macaronic.router.conversation import current_specialist, request_text, tool_caller
 from macaronic.router.embedding import EmbeddingPolicy
 from macaronic.router.features import embed_texts, head_features
-from macaronic.router.head import HeadPolicy
+from macaronic.router.head import HeadPolicy, exit_threshold
 from macaronic.router.probe import ProbePolicy
 from macaronic.router.prompted import PromptedPolicy
 from macaronic.router.state import RouterState
@@ -71,6 +72,7 @@ class Router:
                                                    self.config.route_adapter,
                                                    self.config.prompt_max_tokens)
         self._desc_shortlister: dict[tuple[str, ...], EmbeddingPolicy] = {}
+        self.stages: Counter = Counter()  # texts the head answered at its fast stage / at its own layer
 
     # ------------------------------------------------------------------ fit / save / load
     @classmethod
@@ -92,18 +94,35 @@ class Router:
         emb = EmbeddingPolicy.fit(X, labels, Xd, dev_labels, cfg.embedding_threshold_quantile)
         probe = ProbePolicy.fit(X, labels, Xd, dev_labels, C=cfg.probe_c)
         head_cache = {} if head_cache is None else head_cache
-        head = HeadPolicy.fit(router.head_embed(texts, head_cache), labels,
-                              router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views,
-                              layer=cfg.head_layer(backbone_layers(backbone))) \
+        head = replace(HeadPolicy.fit(router.head_embed(texts, head_cache), labels,
+                                      router.head_embed(dev_texts, head_cache), dev_labels, cfg.head_views,
+                                      layer=cfg.head_layer(backbone_layers(backbone))), prefix=cfg.head_prefix) \
             if head else None
         arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], X.shape[1],
                                           center=X.mean(0)).calibrate(Xd, dev_labels)
-        router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow)
+        fast = router._fit_fast(head, texts, labels, dev_texts, dev_labels, head_cache) \
+            if head is not None and cfg.fast_layer is not None else None
+        router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast)
         if cfg.policy == "cascade" and dev_texts and getattr(router.state, cfg.cheap_policy, None) is not None:
-            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow,
+            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast,
                                        bands=router.fit_bands(dev_texts, dev_labels, features, head_cache))
         router.state = router.state.bind(backbone, data_hash)
         return router
+
+    def _fit_fast(self, head: HeadPolicy, texts, labels, dev_texts, dev_labels, head_cache) -> HeadPolicy | None:
+        """The head's fast first stage: the same views at `fast_layer` (0: the token embeddings, no
+        forward at all), fitted like the head, with its exit confidence chosen on dev against the
+        head (`head.exit_threshold`); None when no threshold loses nothing on dev."""
+        layer = self.config.fast_layer
+        if layer >= backbone_layers(self.backbone) > 0 or (head.layer is not None and layer >= head.layer):
+            raise ValueError(f"fast_layer {layer} must lie below the head's layer "
+                             f"({head.layer if head.layer is not None else backbone_layers(self.backbone)})")
+        Xf = head_features(self.backbone, texts, head.views, layer=layer)
+        Xfd = head_features(self.backbone, dev_texts, head.views, layer=layer)
+        fast = HeadPolicy.fit(Xf, labels, Xfd, dev_labels, head.views, layer=layer)
+        t = exit_threshold(fast.predict(Xfd)[0], head.predict(self.head_embed(dev_texts, head_cache))[0],
+                           fast.routes, head.routes, dev_labels)
+        return None if t is None else replace(fast, exit_above=t)
 
     def fit_bands(self, texts: list[str], labels: list[str], features=None, head_cache=None) -> BandTable:
         """The cascade's band table from dev turns: each option's final decision (after the
@@ -153,7 +172,7 @@ class Router:
     def with_config(self, **changes) -> "Router":
         """The same fitted router under a changed config (e.g. hysteresis_margin=0)."""
         r = Router(self.backbone, self.bundle, self.state, replace(self.config, **changes), self.adapters)
-        r._desc_shortlister = self._desc_shortlister
+        r._desc_shortlister, r.stages = self._desc_shortlister, self.stages
         return r
 
     # ------------------------------------------------------------------ scoring
@@ -167,13 +186,13 @@ class Router:
 
     def head_embed(self, texts: list[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
         head = self.state.head
-        views, layer = (head.views, head.layer) if head is not None else \
-            (self.config.head_views, self.config.head_layer(backbone_layers(self.backbone)))
+        views, layer, prefix = (head.views, head.layer, head.prefix) if head is not None else \
+            (self.config.head_views, self.config.head_layer(backbone_layers(self.backbone)), self.config.head_prefix)
         if cache is None:  # features for one decision, not kept: both view groups in one engine step
-            return head_features(self.backbone, texts, views, together=True, layer=layer)
+            return head_features(self.backbone, texts, views, together=True, layer=layer, prefix=prefix)
         missing = sorted({t for t in texts if t not in cache})
         if missing:
-            cache.update(zip(missing, head_features(self.backbone, missing, views, layer=layer)))
+            cache.update(zip(missing, head_features(self.backbone, missing, views, layer=layer, prefix=prefix)))
         return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def _fitted(self, name: str):
@@ -196,11 +215,42 @@ class Router:
         cos = _align(emb.logits(X), emb.routes, names, fill=-np.inf)
         return np.argsort(-cos, axis=1)[:, : self.config.shortlist_k]
 
+    def _score_head(self, texts: list[str], adapters: list[AdapterInfo], head_cache=None) -> tuple[np.ndarray, np.ndarray]:
+        """The head, in two stages when the state has a fast one: the fast head scores every text
+        (at its layer: the token embeddings cost no forward), and only the texts it is less sure of
+        than its exit confidence go on to the head's own layer. `stages` counts both."""
+        fast, names = self.state.fast, [a.name for a in adapters]
+        head = self._fitted("head")
+        if fast is None or not texts:
+            X = self.head_embed(texts, head_cache)
+            self.stages["head"] += len(texts)
+            return self._aligned(head, X, names)
+        pf = fast.predict(head_features(self.backbone, texts, fast.views, together=True, layer=fast.layer))[0]
+        probs, abstain = self._aligned(fast, None, names, pf)
+        rest = np.flatnonzero(pf.max(1) < fast.exit_above)
+        self.stages["fast"] += len(texts) - len(rest)
+        self.stages["head"] += len(rest)
+        if len(rest):
+            probs[rest], abstain[rest] = self._aligned(head, self.head_embed([texts[i] for i in rest], head_cache), names)
+        return probs, abstain
+
+    def _aligned(self, policy, X, names: list[str], p: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """A fitted policy's probabilities over `names` (renormalised; abstain when it knows none)."""
+        abstain = np.zeros(len(X) if p is None else len(p), bool)
+        if p is None:
+            p, abstain = policy.predict(X)
+        probs = _align(p, policy.routes, names, fill=0.0)
+        total = probs.sum(1, keepdims=True)
+        # Routes the policy never saw get 0; if it knows none of the candidates, it abstains.
+        abstain = abstain | (total[:, 0] <= 0)
+        probs = np.where(total > 0, probs / np.where(total > 0, total, 1), 1.0 / len(names))
+        return probs, abstain
+
     def _score_one_policy(self, name: str, texts: list[str], adapters: list[AdapterInfo],
                           X: np.ndarray | None, head_cache=None) -> tuple[np.ndarray, np.ndarray]:
         names = [a.name for a in adapters]
         if name == "head":
-            X = self.head_embed(texts, head_cache)
+            return self._score_head(texts, adapters, head_cache)
         if name == "prompted":
             if len(adapters) <= self.config.shortlist_above:
                 return self.prompted.predict(self.backbone, texts, adapters)
@@ -209,14 +259,7 @@ class Router:
             for i, t in enumerate(texts):
                 probs[i, idx[i]] = self.prompted.predict_one(self.backbone, t, [adapters[j] for j in idx[i]])
             return probs, np.zeros(len(texts), bool)
-        policy = self._fitted(name)
-        p, abstain = policy.predict(X)
-        probs = _align(p, policy.routes, names, fill=0.0)
-        total = probs.sum(1, keepdims=True)
-        # Routes the policy never saw get 0; if it knows none of the candidates, it abstains.
-        abstain = abstain | (total[:, 0] <= 0)
-        probs = np.where(total > 0, probs / np.where(total > 0, total, 1), 1.0 / len(names))
-        return probs, abstain
+        return self._aligned(self._fitted(name), X, names)
 
     def score_texts(self, texts: list[str], policy: str | None = None,
                     adapters: list[AdapterInfo] | None = None,

@@ -85,15 +85,32 @@ def router_for(backbone, bundle, policy: str | None = None, state_dir: str | Pat
     return load_shipped(backbone, bundle, cfg, state_dir)
 
 
+def fit_config(backbone, bundle):
+    """The config a state for this backbone is fitted with: the bundle's router.json, with the
+    registered base's `router_options` over it."""
+    from macaronic.engine import bases
+    from macaronic.router.config import RouterConfig
+
+    name = backbone_base(backbone)
+    options = dict(bases.get(name).router_options) if name is not None else {}
+    return RouterConfig.from_dict({**bundle.router, **options})
+
+
 def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, log=None,
               data: tuple[list[dict], list[dict]] | None = None, features=None, head_cache=None):
     """A router fitted on the shipped routing data (or `data` = (train, dev)), deterministically
-    (fixed torch threads)."""
+    (fixed torch threads); `config` defaults to `fit_config`."""
     import torch
 
     from macaronic.router.data import data_hash, router_fit_data
     from macaronic.router.router import Router
 
+    if config is None:
+        if bundle is None:
+            from macaronic.harness import load_bundle
+
+            bundle = load_bundle()
+        config = fit_config(backbone, bundle)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -119,5 +136,11 @@ def write_shipped(router, out: str | Path, threads: int = FIT_THREADS) -> str:
             "bands": router.state.bands.rows() if router.state.bands is not None else None,
             "head": {"views": list(router.state.head.views), "c": router.state.head.c, "layer": router.state.head.layer}
             if router.state.head is not None else None}
+    base = getattr(router.backbone, "base", None)
+    if getattr(base, "precision", "float32") != "float32":
+        prov["precision"] = base.precision  # the features were read at it (float32 when absent)
+    if router.state.fast is not None:
+        prov["fast"] = {"layer": router.state.fast.layer, "c": router.state.fast.c,
+                        "exit_above": router.state.fast.exit_above}
     (out / "provenance.json").write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
     return state_id

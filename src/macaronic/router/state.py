@@ -31,7 +31,7 @@ from macaronic.router.probe import ProbePolicy
 
 FORMAT = 2
 KINDS = {"embedding": EmbeddingPolicy, "probe": ProbePolicy, "head": HeadPolicy, "arrow": ArrowPolicy,
-         "bands": BandTable}
+         "bands": BandTable, "fast": HeadPolicy}  # fast: the head's first stage (HeadPolicy.exit_above)
 
 
 class StateMismatch(ValueError):
@@ -58,6 +58,7 @@ class RouterState:
     head: HeadPolicy | None = None
     arrow: ArrowPolicy | None = None
     bands: BandTable | None = None
+    fast: HeadPolicy | None = None
     binding: dict = field(default_factory=dict)
 
     def policies(self) -> dict:
