@@ -1,8 +1,9 @@
 """Hand-written routing turns (handwritten.txt), parsed into routing examples.
 
-The turns were typed one by one in sixteen writers' voices (terse, chatty, typos, Spanish,
+The turns were typed one by one in 23 writers' voices (terse, chatty, typos, Spanish,
 French/German, Portuguese/Italian/Dutch/Japanese/Chinese, pasted code and stack traces, UI asks
-that name no component, tool asks that name no tool, injection attempts, multi-turn): no
+that name no component, tool asks that name no tool, injection attempts, multi-turn; office
+rewrites, answers in exact formats, prose explanations, editing and translating pasted text): no
 templates, no fills. Each writer is pinned to one split in the file, so the held-out part tests
 voices never seen in training (the writer-level split; the template data splits by family).
 

@@ -15,7 +15,7 @@ import json
 import platform
 from pathlib import Path
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"  # SmolLM2-135M's (both bases route with it)
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specialists" / "router"  # SmolLM2-135M's
 FIT_THREADS = 1
 
 
