@@ -119,6 +119,7 @@ class LLM:
         self.engine = Engine(base, tokenizer, config)
         self.adapters = self.engine.registry
         self.turn_rule = TurnRule(tokenizer)
+        self._prefix_views: dict = {}  # (prefix ids, layer) -> (its K/V, the sum of its states): `hidden_views(prefix=)`
         self._user_marker = self.turn_rule.marker
 
     # ---- adapters ----
@@ -230,16 +231,17 @@ class LLM:
     def _prefixed_views(self, batch: list[list[int]], layer: int | None,
                         prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         n0, model = len(prefix), self.base.model
-        cache = self.__dict__.setdefault("_prefix_views", {})
+        cache = self._prefix_views
         key = (tuple(prefix), layer)
-        if key not in cache:
+        entry = cache.get(key)  # routes may run on several threads: one local reference, never re-read
+        if entry is None:
             if len(cache) >= 8:
                 cache.clear()
             kv = KVBuffer(self.args, n0, model.dtype)
             with self.engine.lock:
                 h = model.score(torch.tensor(prefix), [SeqSlice(kv, n0)], last_layer=layer)
-            cache[key] = (kv, h.float().sum(0))
-        kv0, total = cache[key]
+            entry = cache[key] = (kv, h.float().sum(0))
+        kv0, total = entry
         means, lasts = [], []
         for ids in batch:
             if len(ids) <= n0 or list(ids[:n0]) != prefix:
