@@ -70,6 +70,23 @@ def test_bench_policies_quick_runs(llm):
                         "worst_group_accuracy", "injection_flip_rate", "switch_rate", "p50_ms", "p95_ms"):
                 assert key in m
     assert markdown_table(report).startswith("| set | policy |")
+    tools = report["tools_attached"]
+    assert set(tools) == {"assistant", "unrelated"} and "| tools | turns |" in markdown_table(report)
+    assert all(m["n"] == len([e for e in data["held_out"]["hand"] if e["kind"] != "tool_result"]) for m in tools.values())
+
+
+def test_tools_attached_decides_like_the_server_the_rule_first_then_the_router(tiny_router):
+    """A turn that names what an attached tool is about goes to the agent by the rule, whatever the
+    head says; one that names none is the router's; the label stays the turn's own."""
+    from macaronic.router.bench import tools_attached
+
+    turns = [{"id": "a", "label": "agent", "kind": "hand", "messages": [{"role": "user", "content": "Set a reminder for 5pm."}]},
+             {"id": "b", "label": "chat", "kind": "hand", "messages": [{"role": "user", "content": "Tell me a joke about cats."}]}]
+    got = tools_attached(tiny_router, turns, tiny_router.bundle)
+    assert got["assistant"]["rule_rate"] == 0.5 and got["assistant"]["accuracy_agent"] == 1.0
+    assert got["unrelated"]["rule_rate"] == 0.0
+    routed = tiny_router.route(turns[1]["messages"]).role
+    assert got["unrelated"]["accuracy_other"] == got["assistant"]["accuracy_other"] == float(routed == "chat")
 
 
 def test_classify_cli_round_trip(tmp_path, tiny_router):

@@ -255,13 +255,60 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
             rows["probe-template"] = _policy_metrics(baseline, test, "probe", cfg, features, head_cache,
                                                      baseline.with_config(hysteresis_margin=0.0))
         out[name] = rows
+    tools = tools_attached(router, data["held_out"]["hand"], bundle) if "hand" in data["held_out"] else None
+    if tools:
+        cfg.say("tools attached: " + ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in tools.items()))
     cache.save()
-    return {"sets": out, "refit": cfg.refit, "fit_s": fit_s, "state_id": router.state.id, "shipped_state_id": shipped_id,
+    return {"sets": out, "tools_attached": tools, "refit": cfg.refit, "fit_s": fit_s, "state_id": router.state.id, "shipped_state_id": shipped_id,
             "state_bytes": router.state.nbytes(), "n_train": len(data["train"]), "n_dev": len(data["dev"]),
             "n_test": {k: len(v) for k, v in data["held_out"].items()},
             "bands": router.state.bands.rows() if router.state.bands is not None else None,
             "head": router.state.head.meta() if router.state.head is not None else None,
             "router_config": router.config.to_dict()}
+
+
+def _tool(fn: str, description: str, /, **params: str) -> dict:
+    return {"type": "function", "function": {"name": fn, "description": description, "parameters": {
+        "type": "object", "properties": {k: {"type": "string", "description": v} for k, v in params.items()},
+        "required": list(params)}}}
+
+
+# Tools a client attaches to every request (hand-written here, not from any suite): one set an
+# assistant app would send (what agent turns ask for), one that has nothing to do with most turns.
+TOOLSETS = {
+    "assistant": [_tool("create_event", "Add an event to the user's calendar", title="what", when="date and time"),
+                  _tool("set_reminder", "Remind the user at a time", text="what to remember", when="date and time"),
+                  _tool("add_note", "Save a note", title="note title", body="note text"),
+                  _tool("search_contacts", "Find a contact by name", name="who")],
+    "unrelated": [_tool("get_stock_price", "Latest price of a stock ticker", ticker="e.g. AAPL"),
+                  _tool("convert_currency", "Convert an amount between currencies", amount="number", to="currency")],
+}
+
+
+def tools_attached(router: Router, test: list[dict], bundle) -> dict:
+    """The held-out turns with each toolset attached (`tool_choice` auto), decided the way the
+    server does: the tools rule (`config.tools_route`), else the router. The label stays the turn's
+    own: tools being there does not make a chat question an agent task. Per toolset: accuracy,
+    macro-F1, how often the rule fired, accuracy on agent turns and on the others."""
+    from macaronic.router.config import tools_route
+    from macaronic.router.metrics import macro_f1
+
+    turns = [e for e in test if e.get("kind") != "tool_result"]
+    routed = [d.role for d in router.route_many([e["messages"] for e in turns])]
+    labels = [e["label"] for e in turns]
+    out = {}
+    for name, tools in TOOLSETS.items():
+        rule = [tools_route(bundle, tools, "auto", request_text(e["messages"])) for e in turns]
+        picks = [r or d for r, d in zip(rule, routed)]
+        ok = [p == label for p, label in zip(picks, labels)]
+        agent = [o for o, label in zip(ok, labels) if label == "agent"]
+        other = [o for o, label in zip(ok, labels) if label != "agent"]
+        out[name] = {"n": len(turns), "tools": [t["function"]["name"] for t in tools],
+                     "accuracy": float(np.mean(ok)), "macro_f1": macro_f1(labels, picks),
+                     "rule_rate": float(np.mean([r is not None for r in rule])),
+                     "accuracy_agent": float(np.mean(agent)) if agent else None,
+                     "accuracy_other": float(np.mean(other)) if other else None}
+    return out
 
 
 def scaling_dataset(n_routes: int, bundle=None, seed: int = 0, quick: bool = False, data: str = "template"):
@@ -436,6 +483,15 @@ def markdown_table(report: dict) -> str:
         for name, m in rows.items():
             cells = [str(m[c]) if c == "n" else f"{m[c]:.1f}" if c.endswith("_ms") else f"{m[c]:.3f}" for c in cols]
             lines.append(f"| {set_name} | {name} | " + " | ".join(cells) + " |")
+    if report.get("tools_attached"):
+        lines += ["", "The hand-written held-out turns with tools attached (`tool_choice` auto; the tools rule, then "
+                      "the router, as the server decides; each turn keeps its own label):", "",
+                  "| tools | turns | acc | macro-F1 | rule fired | acc, agent turns | acc, other turns |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, m in report["tools_attached"].items():
+            f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+            lines.append(f"| {name}: {', '.join(m['tools'])} | {m['n']} | {f(m['accuracy'])} | {f(m['macro_f1'])} | "
+                         f"{f(m['rule_rate'])} | {f(m['accuracy_agent'])} | {f(m['accuracy_other'])} |")
     for set_name, rows in report["sets"].items():
         if "cascade" not in rows:
             continue
