@@ -289,9 +289,11 @@ def tools_attached(router: Router, test: list[dict], bundle) -> dict:
     """The held-out turns with each toolset attached (`tool_choice` auto), decided the way the
     server does: the tools rule (`config.tools_route`), else the router. The label stays the turn's
     own: tools being there does not make a chat question an agent task. Per toolset: accuracy,
-    macro-F1, how often the rule fired, accuracy on agent turns and on the others."""
-    from macaronic.router.config import tools_route
+    macro-F1, how often the rule fired, accuracy on the rule's role's turns (the agent's) and on the others."""
+    from macaronic.router.config import RouterConfig, tools_route
     from macaronic.router.metrics import macro_f1
+
+    tool_role = RouterConfig.from_dict(bundle.router).tools_route  # the role the rule answers with (the agent)
 
     turns = [e for e in test if e.get("kind") != "tool_result"]
     routed = [d.role for d in router.route_many([e["messages"] for e in turns])]
@@ -301,8 +303,8 @@ def tools_attached(router: Router, test: list[dict], bundle) -> dict:
         rule = [tools_route(bundle, tools, "auto", request_text(e["messages"])) for e in turns]
         picks = [r or d for r, d in zip(rule, routed)]
         ok = [p == label for p, label in zip(picks, labels)]
-        agent = [o for o, label in zip(ok, labels) if label == "agent"]
-        other = [o for o, label in zip(ok, labels) if label != "agent"]
+        agent = [o for o, label in zip(ok, labels) if label == tool_role]
+        other = [o for o, label in zip(ok, labels) if label != tool_role]
         out[name] = {"n": len(turns), "tools": [t["function"]["name"] for t in tools],
                      "accuracy": float(np.mean(ok)), "macro_f1": macro_f1(labels, picks),
                      "rule_rate": float(np.mean([r is not None for r in rule])),
