@@ -189,18 +189,18 @@ def markdown(r: dict) -> list[str]:
         return "n/a" if x is None else (f"{x:,.1f}" if isinstance(x, float) else str(x))
 
     t, s = r["ttft"], r["stall"]
+    backbone = ""
     if "router_backbone" in r:
         who = ("its own bare base, no second model in memory" if not r["second_model"]
                else f"a second model beside it, {r['router_backbone']}")
-        stages = (f"; the head reads layer {r['head_layer']}" + (
-            f", after a first stage on layer {r['fast_layer']} (0: the token embeddings, no forward) whose answer "
-            f"stood for {t.get('fast_stage_share'):.0%} of the routes" if r.get("fast_layer") is not None
-            and t.get("fast_stage_share") is not None else ""))
-        backbone = f" {r['base']} routes with {who}{stages}." + (
-            " The head's views keep the chat template's opening computed once: the request's own tokens run as a direct "
-            "forward under the engine lock (so \"engine\" below is that forward for them)." if r.get("head_prefix") else "")
-    else:
-        backbone = ""
+        backbone = f" {r['base']} routes with {who}; the head reads layer {r['head_layer']}"
+        if r.get("fast_layer") is not None and t.get("fast_stage_share") is not None:
+            backbone += (f", after a first stage on layer {r['fast_layer']} (0: the token embeddings, no forward) "
+                         f"whose answer stood for {t['fast_stage_share']:.0%} of the routes")
+        backbone += "."
+        if r.get("head_prefix"):
+            backbone += (" The head's views keep the chat template's opening computed once: the request's own tokens "
+                         "run as a direct forward under the engine lock (so \"engine\" below is that forward for them).")
     out = ["### What routing costs: TTFT and the streams it stalls", "",
            f"In process, the shipped router state {r['state']} (policy {r['policy']}), {r['threads']} torch "
            f"thread(s), hand-written held-out turns.{backbone} TTFT: one turn at a time on an idle engine, prefix "

@@ -74,7 +74,7 @@ def _views(backbone: Backbone, batch: list[list[int]], layer: int | None = None,
            prefix: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     if hasattr(backbone, "hidden_views"):  # `layer`: an early exit, the residual entering it
         kw = {"layer": layer} if layer is not None else {}
-        if prefix and layer != 0:  # the template's opening computed once (layer 0 runs no forward at all)
+        if prefix:  # the template's opening computed once
             kw["prefix"] = prefix
         mean, last = backbone.hidden_views(batch, **kw)
     else:  # no per-position or per-layer access: the pooled state stands in for every view
