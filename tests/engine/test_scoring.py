@@ -119,6 +119,45 @@ def test_early_exit_scores_are_the_residual_entering_their_layer(llm):
             llm.engine.submit(bad)
 
 
+def test_a_kept_opening_runs_once_and_routes_run_only_their_own_tokens_in_the_schedule(llm, monkeypatch):
+    """The router's kept template opening is engine work: one score request keeps its K/V and state
+    sum (`score_keep`), later ones carry it (`score_kept`) and run only their own tokens, batched
+    with decoding streams by the scheduler (no forward outside it). Their views equal the whole
+    forwards' within float noise; a prompt that does not start with the opening is refused."""
+    from macaronic.engine.engine import EngineError, Request
+
+    opening = llm.encode_chat([{"role": "user", "content": "x"}])[:-4]
+    texts = ["Show me the weather in Oslo as a card.", "write a haiku about tea"]
+    ids = [opening + llm.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    kept = llm.engine.submit(Request(prompt=opening, score="hidden", score_layer=1, cache=False,
+                                     score_keep=True))
+    kept.result()
+    k = kept.score["kept"]
+    assert k.tokens == tuple(opening) and k.layer == 1 and k.kv.length == len(opening)
+    streams = [llm.submit(llm.encode_chat([{"role": "user", "content": f"s{i}"}]),
+                          sampling=SamplingParams(max_tokens=400, stop_token_ids=())) for i in range(2)]
+    for h in streams:
+        next(iter(h))
+    log = record_forwards(monkeypatch, llm.base.model)
+    before = llm.engine.stats["prefill_tokens"]
+    handles = [llm.engine.submit(Request(prompt=x, score="hidden", score_layer=1, cache=False, score_kept=k))
+               for x in ids]
+    got = [h.result() and h.score for h in handles]
+    for h in streams:
+        h.cancel()
+    assert llm.engine.stats["prefill_tokens"] - before == sum(len(x) - len(opening) for x in ids)
+    assert any(n == len(x) - len(opening) for f in log for _, n in f for x in ids)  # only their own tokens ran
+    whole = llm.hidden_views_direct(ids, layer=1)
+    for i, g in enumerate(got):
+        assert torch.allclose(g["mean"], whole[0][i], atol=1e-5) and torch.allclose(g["last"], whole[1][i], atol=1e-5)
+    for bad in (Request(prompt=opening, score="hidden", score_layer=1, score_kept=k),  # nothing past it
+                Request(prompt=[opening[0] + 1] + ids[0][1:], score="hidden", score_layer=1, score_kept=k),
+                Request(prompt=ids[0], score="hidden", score_layer=2, score_kept=k),  # another layer
+                Request(prompt=ids[0], score="logprobs", score_kept=k)):
+        with pytest.raises(EngineError, match="score_kept"):
+            llm.engine.submit(bad)
+
+
 def test_score_requests_are_prefix_cached(llm):
     """The prompted router's route prompt is a long shared prefix: the second request reuses it."""
     prompt = llm.encode_chat([{"role": "system", "content": "Pick one route: chat, agent, coding, genui. " * 8},

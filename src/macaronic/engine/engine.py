@@ -39,7 +39,7 @@ import traceback
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -102,7 +102,22 @@ class Request:
     score: str | None = None  # SCORE_KINDS: prefill only, the result on Handle.score (router forwards)
     cache: bool = True  # a score request: offer its K/V to the prefix cache (reused by later requests)
     score_layer: int | None = None  # score "hidden": stop before this layer (the residual entering it)
+    score_keep: bool = False  # score "hidden": also return the prompt's K/V and sum of states (a `Kept`)
+    score_kept: "Kept | None" = None  # score "hidden": a kept opening the prompt starts with; only the rest runs
     id: str = ""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A kept opening for "hidden" scores (the chat template's fixed system prompt and user header,
+    which every routed request starts with): its tokens, the layer its forward stopped before, its
+    K/V and the sum of its positions' states. A score request that carries it runs only its own
+    tokens after the opening, scheduled like any prefill, and its mean counts the opening's
+    positions too (float noise from one whole forward)."""
+    tokens: tuple[int, ...]
+    layer: int | None
+    kv: Any
+    total: torch.Tensor
 
 
 # What a score request returns on Handle.score:
@@ -289,6 +304,13 @@ class Engine:
                                             or not 0 < req.score_layer <= self.base.args.n_layers):
             raise EngineError(errors.BAD_REQUEST, "score_layer needs a bare-base \"hidden\" score and "
                               f"0 < score_layer <= {self.base.args.n_layers}, got {req.score_layer!r}")
+        if (req.score_keep or req.score_kept is not None) and (req.score != "hidden" or req.adapter is not None):
+            raise EngineError(errors.BAD_REQUEST, "score_keep and score_kept need a bare-base \"hidden\" score")
+        if (k := req.score_kept) is not None:
+            layer = None if req.score_layer == self.base.args.n_layers else req.score_layer
+            if k.layer != layer or len(req.prompt) <= len(k.tokens) or tuple(req.prompt[:len(k.tokens)]) != k.tokens:
+                raise EngineError(errors.BAD_REQUEST, "score_kept: the prompt must start with the kept opening "
+                                  "and go past it, at the kept layer")
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -467,6 +489,9 @@ class Engine:
             kv.keep_residual(splits, self.base.args.dim)
         if reuse:
             kv.copy_prefix(match.entry.kv, reuse)
+        elif req.score_kept is not None:  # the kept opening stands in for its positions (validated)
+            reuse = len(req.score_kept.tokens)
+            kv.copy_prefix(req.score_kept.kv, reuse)
         split = self._split_of(req)
         todo = self._upper_history(tokens, kv, split) if split is not None else None
         labels = match.labels
@@ -675,8 +700,13 @@ class Engine:
     def _scored(self, s: _Seq, logits: torch.Tensor | None) -> None:
         """A score request's result (the reductions the router's direct forwards made), then its end."""
         if s.req.score == "hidden":
-            h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # h: [T, D]
-            s.handle.score = {"mean": h.float().mean(0), "last": h[-1].float()}
+            h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # h: [T, D] (T: the positions run)
+            kept = s.req.score_kept
+            mean = h.float().mean(0) if kept is None else (kept.total + h.float().sum(0)) / len(s.tokens)
+            s.handle.score = {"mean": mean, "last": h[-1].float()}
+            if s.req.score_keep:
+                total = h.float().sum(0) + (kept.total if kept is not None else 0)
+                s.handle.score["kept"] = Kept(tuple(int(t) for t in s.tokens), s.req.score_layer, s.kv, total)
         else:
             s.handle.score = {"logprobs": torch.log_softmax(logits.float(), dim=-1)}
         s.hidden = []

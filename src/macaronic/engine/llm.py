@@ -212,9 +212,9 @@ class LLM:
 
         `prefix`: token ids every sequence is expected to start with (the chat template's fixed
         system prompt and user header). Its K/V and its hidden states' sum are computed once and
-        kept; a sequence that starts with it runs only its own tokens, in a direct forward under
-        the engine lock, and its mean counts the prefix positions as well (float noise from the
-        whole-sequence forward). One that does not runs whole."""
+        kept (an engine score request); a sequence that starts with it runs only its own tokens, as
+        a score request scheduled like the rest, and its mean counts the prefix positions as well
+        (float noise from the whole-sequence forward). One that does not runs whole."""
         if any(len(ids) == 0 for ids in batch):
             raise ValueError("pooled_hidden: empty token sequence")
         if not batch:
@@ -227,35 +227,26 @@ class LLM:
         got = self._score([Request(prompt=list(ids), score="hidden", cache=False, score_layer=layer) for ids in batch])
         return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
 
-    @torch.inference_mode()
     def _prefixed_views(self, batch: list[list[int]], layer: int | None,
                         prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        n0, model = len(prefix), self.base.model
+        """`hidden_views` with a kept opening: the opening runs once as an engine score request that
+        keeps its K/V and state sum (`Request.score_keep`); each sequence that starts with it is a
+        score request carrying it (`Request.score_kept`), so only its own tokens run, scheduled
+        with the decoding streams like any prefill. A sequence that does not start with it runs whole."""
         cache = self._prefix_views
         key = (tuple(prefix), layer)
-        entry = cache.get(key)  # routes may run on several threads: one local reference, never re-read
-        if entry is None:
+        kept = cache.get(key)  # routes may run on several threads: one local reference, never re-read
+        if kept is None:
             if len(cache) >= 8:
                 cache.clear()
-            kv = KVBuffer(self.args, n0, model.dtype)
-            with self.engine.lock:
-                h = model.score(torch.tensor(prefix), [SeqSlice(kv, n0)], last_layer=layer)
-            entry = cache[key] = (kv, h.float().sum(0))
-        kv0, total = entry
-        means, lasts = [], []
-        for ids in batch:
-            if len(ids) <= n0 or list(ids[:n0]) != prefix:
-                m, last = self.hidden_views([ids], layer=layer)
-                means.append(m[0])
-                lasts.append(last[0])
-                continue
-            kv = KVBuffer(self.args, len(ids), model.dtype)
-            kv.copy_prefix(kv0, n0)
-            with self.engine.lock:
-                h = model.score(torch.tensor(list(ids[n0:])), [SeqSlice(kv, len(ids) - n0)], last_layer=layer).float()
-            means.append((total + h.sum(0)) / len(ids))
-            lasts.append(h[-1])
-        return torch.stack(means), torch.stack(lasts)
+            got = self._score([Request(prompt=list(prefix), score="hidden", cache=False, score_layer=layer,
+                                       score_keep=True)])
+            kept = cache[key] = got[0]["kept"]
+        n0 = len(prefix)
+        got = self._score([Request(prompt=list(ids), score="hidden", cache=False, score_layer=layer,
+                                   score_kept=kept if len(ids) > n0 and tuple(ids[:n0]) == kept.tokens else None)
+                           for ids in batch])
+        return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
 
     @torch.inference_mode()
     def _embedding_views(self, batch: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
