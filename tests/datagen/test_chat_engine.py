@@ -134,6 +134,67 @@ def test_a_reply_that_fails_only_mechanical_kinds_is_repaired_and_nothing_else_i
     assert chat.repair({"checks": [["quoted", {}], ["no_harness", {}]]}, "My LoRA adapter says hi.") is None
 
 
+TIDES = ("Tides rise and fall twice a day. The Moon pulls the oceans, and the Sun helps. "
+         "Spring tides are the strongest. Neap tides are weaker.")
+
+
+@pytest.mark.parametrize("checks, expected", [
+    ([["bullets", {"n": 3}]], "- Tides rise and fall twice a day.\n- The Moon pulls the oceans, and the Sun helps.\n"
+                              "- Spring tides are the strongest."),
+    ([["numbered", {"n": 2}], ["no_commas", {}]], "1. Tides rise and fall twice a day.\n"
+                                                 "2. The Moon pulls the oceans and the Sun helps."),
+    ([["sentences", {"n": 2}], ["question_end", {}]], "Tides rise and fall twice a day.\n\nWant me to go on?"),
+    ([["words", {"max": 15}], ["title", {}]], "<<Tides Rise and Fall Twice>>\n\nTides rise and fall twice a day."),
+])
+def test_shapes_are_repaired_from_the_replys_own_sentences(checks, expected):
+    fixed, kinds = chat.repair({"id": "x-1", "checks": checks}, TIDES)
+    assert fixed == expected and kinds == [c for c, _ in checks]
+    assert chat.verify({"checks": checks}, fixed) == []
+
+
+def test_shapes_that_need_more_than_the_reply_has_are_not_repaired():
+    assert chat.repair({"checks": [["bullets", {"n": 5}]]}, TIDES) is None  # four sentences, five bullets asked
+    assert chat.repair({"checks": [["words", {"min": 80}]]}, TIDES) is None  # words cannot be added
+    assert chat.repair({"checks": [["words", {"max": 3}]]}, TIDES) is None  # no first sentence fits
+    assert chat.repair({"checks": [["bullets", {"n": 2}], ["include", {"words": ["Earth"]}]]}, TIDES) is None  # content
+    two = chat.repair({"checks": [["paragraphs", {"n": 2}], ["highlights", {"min": 2}]]}, TIDES)[0]
+    assert two.count("\n\n") == 1 and two.startswith("*Tides rise and fall twice a day*.")
+    ps = chat.repair({"id": "x-1", "checks": [["postscript", {"marker": "P.S."}], ["question_end", {}]]}, TIDES)[0]
+    assert ps.startswith(TIDES) and "\n\nP.S. " in ps and ps.endswith("?")
+
+
+def test_a_cut_reply_is_kept_only_when_a_repair_keeps_its_finished_first_sentences():
+    from macaronic.train.chat_rs import _repair
+
+    two = {"id": "x-1", "checks": [["bullets", {"n": 2}]]}
+    assert _repair(two, {"text": "A is one. B is two. C is thr", "failed": ["bullets", "complete"]}) == \
+        ("- A is one.\n- B is two.", ["bullets", "complete"])
+    assert _repair(two, {"text": "A is one. B is thr", "failed": ["bullets", "complete"]}) is None  # one finished
+    loud = {"id": "x-1", "checks": [["uppercase", {}]]}
+    assert _repair(loud, {"text": "A is one. B is thr", "failed": ["uppercase", "complete"]}) is None  # cut stays cut
+
+
+def test_reselect_repairs_a_stored_greedy_reply_and_leaves_other_rows():
+    from macaronic.train.chat_rs import _select, reselect
+
+    p = {"id": "x-1", "category": "knowledge", "prompt": "q", "checks": [["bullets", {"n": 2}]]}
+    row = _select(p, [{"k": 0, "text": "Tides.", "failed": ["bullets"], "tokens": 2}])
+    assert row["reply"] is None and row["greedy"] == "Tides."  # not kept: the greedy reply is stored
+    row = {**row, "greedy": TIDES}  # as a row sampled under an older rule, which could not lay out bullets
+    cut = {**row, "checks": [["uppercase", {}]], "samples": [{"k": 0, "failed": ["uppercase", "complete"]}]}
+    again = reselect([row, {**row, "greedy": None}, cut])
+    assert again[0]["reply"].startswith("- Tides rise") and again[0]["repaired"] == ["bullets"]
+    assert again[1]["reply"] is None and again[2]["reply"] is None  # no stored reply; a cut reply
+    echo = {**p, "checks": [["no_harness", {}]], "reply": "**Format:** a list\n**Case:** capitals", "k": 0}
+    assert reselect([echo])[0]["reply"] is None and reselect([echo])[0]["dropped"] == ["no_harness"]
+
+
+def test_a_title_comes_from_a_name_the_reply_gives_or_its_first_words():
+    assert chat._title('The mystery on the ferry is called "The Lost Ship".') == "The Lost Ship"
+    assert chat._title("The mystery set on a ferry begins at dawn.") == "The Mystery Set on a Ferry"
+    assert chat._title("Yes.") is None
+
+
 def test_identity_answers_come_from_the_harness_and_only_when_asked():
     from macaronic.engine.bases import get
     from macaronic.harness import load_bundle
@@ -207,7 +268,7 @@ def test_driver_on_the_small_base_writes_rows_and_resumes_without_redoing_them(r
     assert s["prompts"] == 3 and s["samples"] == 4 and s["kinds"]["complete"]["samples"] == 4
 
     # kept rows become examples under the head the chat adapter is served with: the chat instruction stays
-    rows[0]["reply"] = "A reply that passed."
+    rows[0]["reply"], rows[0]["checks"] = "A reply that passed.", [["no_harness", {}]]  # today's checks re-run
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     exs = chat_engine_examples(5, 0, path=out)
     assert len(exs) == 5 and {e.messages[-2]["content"] for e in exs} == {ps[0]["prompt"], ps[2]["prompt"]}

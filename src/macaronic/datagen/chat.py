@@ -601,6 +601,9 @@ def prompts(n: int, seed: int = 0) -> list[dict]:
 # ---- verifiers -----------------------------------------------------------------------------
 
 HARNESS = re.compile(r"\b(lora|adapters?|specialists?|macaronic|harness(es)?|genui|a2ui|qwen|smollm\w*|mixture[- ]of[- ]lora)\b", re.I)
+# The served chat instruction's own words turned into labelled fields ("**Case:** all capitals"): a
+# reply about its instructions instead of one that follows them.
+META = re.compile(r"^\W*(format|case|wording|length|tone|instructions?)\W*:", re.I | re.M)
 
 
 def _plain_words(t: str) -> list[str]:
@@ -633,20 +636,126 @@ def _summary(t: str, a: dict, run: int = 10) -> bool:
     return not any(tuple(out[i:i + run]) in grams for i in range(len(out) - run + 1))
 
 
-REPAIRABLE = ("starts_with", "ends_with", "quoted", "uppercase", "lowercase")
+# Kinds a reply can be made to follow on its own words: an opening or closing phrase, quotes, case
+# (added around the words), and the shapes a reply's sentences can be put in (bullets, a numbered
+# list, paragraphs, a count of sentences, a word limit, highlights, a title, a postscript, a closing
+# question, no commas). Content kinds (answers, summaries, words to include) are never repaired.
+REPAIRABLE = ("starts_with", "ends_with", "quoted", "uppercase", "lowercase", "bullets", "numbered", "paragraphs",
+              "sentences", "words", "highlights", "title", "postscript", "question_end", "no_commas")
+CLOSING_QUESTIONS = ("Would you like more detail on any part?", "Does that help?", "Shall I add an example?",
+                     "Is there anything you would like me to expand on?", "Want me to go on?")
+POSTSCRIPTS = ("Feel free to ask a follow-up question.", "I hope this is useful.", "Ask me if anything is unclear.",
+               "There is always more to learn about this.")
+
+
+def _split_sentences(t: str) -> list[str]:
+    """The reply's sentences, list markers and line breaks dropped (the instruction suite's own split)."""
+    flat = " ".join(re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", x).strip() for x in t.strip().splitlines() if x.strip())
+    return [s.strip() for s in re.split(r"(?<=[.!?])[\"”')\]]*\s+", flat) if s.strip()]
+
+
+def _list_items(t: str) -> list[str]:
+    """A reply's list items (bullets or numbers) when it has them, else its sentences."""
+    items = [m.group(1).strip() for x in t.strip().splitlines()
+             if (m := re.match(r"\s*(?:[-*•]|\d+[.)])\s+(.+)", x))]
+    return items if len(items) >= 2 else _split_sentences(t)
+
+
+def _shape(args: dict, failed: list[str], t: str) -> str | None:
+    """The structural repairs: the reply's own sentences (or items) cut and laid out as asked."""
+    if "bullets" in failed or "numbered" in failed:
+        kind = "bullets" if "bullets" in failed else "numbered"
+        items = _list_items(t)
+        n = args[kind]["n"]
+        if len(items) < n:
+            return None
+        t = "\n".join((f"- {x}" if kind == "bullets" else f"{i + 1}. {x}") for i, x in enumerate(items[:n]))
+    if "paragraphs" in failed:
+        n, sents = args["paragraphs"]["n"], _split_sentences(t)
+        if len(sents) < n:
+            return None
+        cuts = [round(i * len(sents) / n) for i in range(n + 1)]
+        t = "\n\n".join(" ".join(sents[a:b]) for a, b in zip(cuts, cuts[1:]))
+    if "sentences" in failed:
+        a, sents = args["sentences"], _split_sentences(t)
+        keep = a.get("n", a.get("max"))
+        if keep is not None and "question_end" in failed and "postscript" not in failed:
+            keep -= 1  # the closing question is the last sentence
+        if keep is None or keep < 1 or len(sents) < max(keep, a.get("min", 0), 1):
+            return None
+        t = " ".join(sents[:keep])
+    if "words" in failed:
+        hi, sents, out = args["words"].get("max"), _split_sentences(t), []
+        if hi is None:
+            return None
+        for x in sents:
+            if not INSTRUCTION_CHECKS["words"](" ".join(out + [x]), {"max": hi}):
+                break
+            out.append(x)
+        if not out:
+            return None
+        t = " ".join(out)
+    return t
+
+
+SMALL = {"a", "an", "the", "of", "on", "in", "at", "to", "for", "and", "or", "is", "are", "was", "with", "by", "as"}
+
+
+def _title(t: str) -> str | None:
+    """A title from the reply's own words: a quoted name of two to eight words it gives, else the
+    first words of its first sentence (at most six, not ending on a small word), in title case."""
+    if m := re.search(r"[\"“]([A-Z][^\"”\n]{3,60})[\"”]", t):
+        if 2 <= len(m.group(1).split()) <= 8:
+            return m.group(1).strip(" .,!?")
+    sents = _split_sentences(t)
+    words = re.findall(r"[A-Za-z'’-]+", sents[0] if sents else t)[:6]
+    while words and words[-1].lower() in SMALL:
+        words.pop()
+    if len(words) < 2:
+        return None
+    return " ".join(w if i and w.lower() in SMALL else w[:1].upper() + w[1:] for i, w in enumerate(words))
 
 
 def repair(p: dict, reply: str) -> tuple[str, list[str]] | None:
-    """`reply` made to follow `p` when all it fails are mechanical kinds (an opening or closing
-    phrase, quotes, case), with the kinds repaired; None otherwise. The words stay the base's own: a
-    small base rarely writes a whole reply in capitals or in quotes, so sampling alone never yields
-    one, and the adapter could not learn what its data never shows."""
+    """`reply` made to follow `p` when all it fails are mechanical kinds (`REPAIRABLE`), with the
+    kinds repaired; None otherwise. The words stay the base's own, cut or laid out: a small base
+    rarely writes a whole reply in capitals, in quotes or in exactly three bullets, so sampling
+    alone seldom yields one, and the adapter could not learn what its data never shows."""
     failed = verify(p, reply)
     if not failed or not set(failed) <= set(REPAIRABLE):
         return None
     args, t = {n: a for n, a in p["checks"]}, reply.strip()
+    pick = sum(map(ord, p.get("id", p.get("prompt", ""))))  # a fixed choice per prompt, no rng
+    t = _shape(args, failed, t)
+    if t is None:
+        return None
+    if "highlights" in failed:
+        m = args["highlights"]["min"]
+        sents = [s for s in re.split(r"(?<=[.!?])\s+", t) if re.search(r"[A-Za-z]", s)]
+        if len(sents) < m:
+            return None
+        for s in sents[:m]:
+            body = s.rstrip(".!?:;")
+            if "*" in body or not body.strip():
+                return None
+            t = t.replace(s, f"*{body}*{s[len(body):]}", 1)
+    if "no_commas" in failed:
+        t = re.sub(r"(\d),(\d{3})", r"\1\2", t)
+        t = re.sub(r",\s*(and|or|but|so)\b", r" \1", t)
+        t = re.sub(r"\s*,\s*", " - ", t)
+    if "title" in failed:
+        t = f"<<{title}>>\n\n{t}" if (title := _title(t)) else None
+        if t is None:
+            return None
     if "starts_with" in failed:
         t = args["starts_with"]["text"] + START.get(args["starts_with"]["text"], ": ") + t
+    if "postscript" in failed:
+        ps = POSTSCRIPTS[pick % len(POSTSCRIPTS)]
+        if "question_end" in args:
+            ps = CLOSING_QUESTIONS[pick % len(CLOSING_QUESTIONS)]
+        t = t + "\n\n" + args["postscript"]["marker"] + " " + ps
+    if "question_end" in failed and "postscript" not in failed:
+        t = t + "\n\n" + CLOSING_QUESTIONS[pick % len(CLOSING_QUESTIONS)]
     if "ends_with" in failed:
         t = t + "\n\n" + args["ends_with"]["text"]
     if "quoted" in failed:
@@ -671,7 +780,7 @@ def _no_echo(t: str, a: dict, run: int = 5) -> bool:
 
 ENGINE_CHECKS = {"answer": _answer, "summary": _summary, "no_echo": _no_echo,
                  "no_refusal": lambda t, a: REFUSAL.search(t) is None,
-                 "substance": lambda t, a: INSTRUCTION_CHECKS["words"](t, {"min": a["min"]}), "no_harness": lambda t, a: HARNESS.search(t) is None}
+                 "substance": lambda t, a: INSTRUCTION_CHECKS["words"](t, {"min": a["min"]}), "no_harness": lambda t, a: HARNESS.search(t) is None and META.search(t) is None}
 
 
 def check(name: str, args: dict, reply: str) -> bool:

@@ -71,12 +71,12 @@ def chat_examples(n: int, seed: int = 0, base: str | None = None) -> list[Exampl
 def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Example]:
     """The chat data engine's kept rows (`macaronic train sample-chat`, train/data/chat_rs.jsonl): the
     bare base's own replies that passed every check, and the identity answers written from the
-    harness; under the head the chat adapter is served with (the full bundle keeps the chat
+    harness (rows not kept at sampling time get another chance by today's repairs, `chat_rs.reselect`); under the head the chat adapter is served with (the full bundle keeps the chat
     instruction when the pair has a chat adapter: `HarnessBundle.served`), shuffled by `seed`,
     repeated in order when `n` exceeds them (None: every row once)."""
-    from macaronic.train.chat_rs import DATA, read
+    from macaronic.train.chat_rs import DATA, read, reselect
 
-    rows = [r for r in read(path or DATA) if r.get("reply")]
+    rows = [r for r in reselect(read(path or DATA)) if r.get("reply")]
     if not rows:
         raise ValueError(f"no kept rows in {path or DATA}; run macaronic train sample-chat --base BASE first")
     random.Random(seed).shuffle(rows)

@@ -50,20 +50,58 @@ def todo(prompts: list[dict], done: list[dict]) -> list[dict]:
     return out
 
 
-def _select(p: dict, samples: list[dict]) -> dict:
-    """The first passing sample (greedy first); else the first whose failures `repair` fixes."""
+CUTTING = {"bullets", "numbered", "sentences", "words"}  # repairs that keep only a reply's first sentences
+
+
+def _repair(p: dict, s: dict) -> tuple[str, list[str]] | None:
+    """`datagen.chat.repair` on a sample. A reply cut by the token cap is repaired only when a repair
+    keeps just its first sentences or items (a count, a word limit), after its unfinished last
+    sentence is dropped: what is kept was finished; the row's `repaired` then says `complete` too."""
     from macaronic.datagen.chat import repair
 
+    if "complete" not in s["failed"]:
+        return repair(p, s["text"])
+    whole = s["text"][:max(s["text"].rfind(x) for x in ".!?") + 1]
+    fixed = repair(p, whole) if whole else None
+    if fixed is None or not CUTTING & set(fixed[1]):
+        return None
+    return fixed[0], fixed[1] + ["complete"]
+
+
+def _select(p: dict, samples: list[dict]) -> dict:
+    """The first passing sample (greedy first); else the first whose failures `repair` fixes."""
     keep, reply, repaired = next((s for s in samples if not s["failed"]), None), None, None
     if keep:
         reply = keep["text"]
     else:
         for s in samples:
-            if "complete" not in s["failed"] and (fixed := repair(p, s["text"])) is not None:
+            if (fixed := _repair(p, s)) is not None:
                 keep, (reply, repaired) = s, fixed
                 break
-    return {**p, "reply": reply, "k": keep["k"] if keep else None, "repaired": repaired,
-            "samples": [{key: s[key] for key in ("k", "failed", "tokens")} for s in samples]}
+    row = {**p, "reply": reply, "k": keep["k"] if keep else None, "repaired": repaired,
+           "samples": [{key: s[key] for key in ("k", "failed", "tokens")} for s in samples]}
+    if samples and (keep is None or keep["k"] != 0 or repaired):
+        row["greedy"] = samples[0]["text"]  # kept so a later repair (or a later rule) can use it
+    return row
+
+
+def reselect(rows: list[dict]) -> list[dict]:
+    """The rows under today's verifiers and repairs: a kept reply that fails a check added since is
+    dropped (`reply` None, `dropped` set); a row not kept gets another chance by `repair` on its
+    stored greedy reply (rows sampled before greedy replies were stored stay as they are)."""
+    from macaronic.datagen.chat import verify
+
+    out = []
+    for r in rows:
+        if r.get("reply") is not None and r["category"] != "identity" and (now := verify(r, r["reply"])):
+            out.append({**r, "reply": None, "dropped": now})
+            continue
+        g = r.get("greedy")
+        if r.get("reply") is None and g is not None \
+                and (fixed := _repair(r, {"text": g, "failed": r["samples"][0]["failed"]})) is not None:
+            r = {**r, "reply": fixed[0], "k": 0, "repaired": fixed[1]}
+        out.append(r)
+    return out
 
 
 def sample(llm, prompts: list[dict], k: int, *, base: str | None = None, temperature: float = 0.8,
