@@ -284,3 +284,15 @@ def test_driver_on_the_small_base_writes_rows_and_resumes_without_redoing_them(r
     with pytest.raises(ValueError, match="sample-chat"):
         chat_engine_examples(3, 0, path=tmp_path / "none.jsonl")
     assert GENERATORS["chat_engine"] is chat_engine_examples
+
+
+def test_a_reply_repeated_word_for_word_is_taught_not_drilled(tmp_path):
+    from macaronic.train.builders import SAME_REPLY, chat_engine_examples
+
+    same = [{"id": f"chat-engine-0-{i}", "category": "identity", "prompt": f"Who are you? ({i})", "reply": "I am X.",
+             "checks": [], "samples": [], "k": None} for i in range(3 * SAME_REPLY)]
+    other = [{**same[0], "id": "chat-engine-0-99", "prompt": "Hi?", "reply": "Hello."}]
+    f = tmp_path / "rs.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in same + other))
+    got = [e.messages[-1]["content"] for e in chat_engine_examples(None, 0, path=f)]
+    assert got.count("I am X.") == SAME_REPLY and got.count("Hello.") == 1

@@ -200,7 +200,7 @@ def markdown(r: dict) -> list[str]:
         backbone += "."
         if r.get("head_prefix"):
             backbone += (" The head's views keep the chat template's opening computed once: the request's own tokens "
-                         "run as a direct forward under the engine lock (so \"engine\" below is that forward for them).")
+                         "run as an engine score request carrying the kept opening (`Request.score_kept`).")
     out = ["### What routing costs: TTFT and the streams it stalls", "",
            f"In process, the shipped router state {r['state']} (policy {r['policy']}), {r['threads']} torch "
            f"thread(s), hand-written held-out turns.{backbone} TTFT: one turn at a time on an idle engine, prefix "

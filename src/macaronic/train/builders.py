@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
 from macaronic.datagen.examples import Example
 from macaronic.specialist import output_of
@@ -68,6 +69,9 @@ def chat_examples(n: int, seed: int = 0, base: str | None = None) -> list[Exampl
     return out
 
 
+SAME_REPLY = 6  # the identity answer is taught, not drilled: a reply the same word for word is kept this often
+
+
 def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Example]:
     """The chat data engine's kept rows (`macaronic train sample-chat`, train/data/chat_rs.jsonl): the
     bare base's own replies that passed every check, and the identity answers written from the
@@ -79,6 +83,8 @@ def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Exampl
     rows = [r for r in reselect(read(path or DATA)) if r.get("reply")]
     if not rows:
         raise ValueError(f"no kept rows in {path or DATA}; run macaronic train sample-chat --base BASE first")
+    seen: Counter = Counter()  # one reply text at most SAME_REPLY times (the identity answers repeat)
+    rows = [r for r in rows if (seen.update([r["reply"]]) or seen[r["reply"]]) <= SAME_REPLY]
     random.Random(seed).shuffle(rows)
     out = [Example(_conv("chat", r["prompt"], {"role": "assistant", "content": r["reply"]}), "chat",
                    f"engine/chat/{r['category']}") for r in rows]
