@@ -60,6 +60,9 @@ def test_disjoint_from_the_genui_suite_and_the_hand_written_requests(sample):
     values |= {x for items in genui.LISTS.values() for pair in items for x in pair}
     values |= {x for items in genui.TABS.values() for pair in items for x in pair}
     values |= {x for items in genui.CHECKLISTS.values() for x in items}
+    values |= {x for _, _, items, _ in genui.MEDIA.values() for pair in items for x in pair}
+    values |= {v for fields in genui.DECISIONS.values() for _, pool in fields for v in pool}
+    values |= {x for prof in genui.PROFILES for x in prof} | {t for _, t in genui.NOTICES.values()}
     specific = {v for v in values if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
     assert not {v for v in specific if v.lower() in probe or v.lower() in pools}
 

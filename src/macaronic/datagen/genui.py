@@ -4,7 +4,9 @@ with a gold card that shows every named value and uses the components the reques
 Intents: an info card (a record's labelled values), a form (text, long text, number, date, a
 single choice, a checkbox, a submit button that sends every field), a checklist, a settings card
 of sliders, a choice among priced options, a list of rows, tabs, a date-and-slot picker, a stats
-summary. Requests name the values inline, as a person types them ("a bug report form with a title
+summary, a media card (audio, video or image with its title and detail), a decision card with two
+named answer buttons, a profile card with a divider and two action buttons, and a notice behind a
+button that opens a modal. Requests name the values inline, as a person types them ("a bug report form with a title
 field, a severity choice (low, medium, high) and a Submit button"); one in four passes the values
 as a `Data:` block instead. Kinds, labels and values are this engine's own: none is a GenUI suite
 family's (meetings, weather, order_refund, contact, todo, confirm, form kinds, itinerary,
@@ -301,9 +303,116 @@ def stats(rng, c: Card):
     return req, {k: v for k, v in vals}, f"{_cap(kind)}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
 
 
+MEDIA = {  # kind -> (component, noun, [(title, detail)], buttons)
+    "song": ("AudioPlayer", "audio", [("Harbour Lights at Dusk", "4:12"), ("Paper Kites Over Porto", "3:47"),
+                                      ("The Quiet Orchard", "5:03"), ("Salt and Cedar", "2:58")], ("Add to playlist", "Share")),
+    "audiobook chapter": ("AudioPlayer", "audio", [("Chapter 7: The Lighthouse Keeper", "38 min"),
+                                                   ("Chapter 2: Letters from Tallinn", "24 min")], ("Bookmark", "Share")),
+    "lecture clip": ("Video", "video", [("Why Glaciers Move", "12 min"), ("Counting with Knots", "9 min"),
+                                        ("A Short History of Maps", "15 min")], ("Watch later", "Share")),
+    "cooking clip": ("Video", "video", [("Folding Dumplings Fast", "6 min"), ("Three Sauces from One Base", "11 min")],
+                     ("Save", "Share")),
+    "trip photo": ("Image", "image", [("Sunrise over Lake Bohinj", "taken July 2022"),
+                                      ("Market Stalls in Oaxaca", "taken March 2021")], ("Download", "Share")),
+    "artwork": ("Image", "image", [("Blue Heron in Reeds", "ink on paper, 2019"), ("Tram at Midnight", "oil, 2020")],
+                ("Favourite", "Share")),
+}
+DECISIONS = {  # kind -> [(label, value pool)], button pairs
+    "leave request": [("Employee", ["Tomasz Nowak", "Aiko Mori", "Femi Adeyemi"]), ("Dates", ["3-7 March", "12-14 June"])],
+    "expense claim": [("Item", ["Team lunch", "Train to Leeds", "Conference badge"]), ("Amount", ["€84.20", "£46.10", "$129.00"])],
+    "friend request": [("From", ["Ingrid Solberg", "Marco Bellini"]), ("Mutual friends", ["3", "11"])],
+    "shift swap": [("With", ["Ravi Menon", "Chloe Dubois"]), ("Shift", ["Sat 7:00-15:00", "Tue 14:00-22:00"])],
+}
+ANSWERS = [("Approve", "Reject"), ("Accept", "Decline"), ("Confirm", "Cancel"), ("Yes", "No")]
+PROFILES = [("Dr. Lena Osei", "Pediatrician", "lena.osei@example.net"), ("Jonas Ekberg", "Site Manager", "jonas@example.net"),
+            ("Mei Takahashi", "Piano Teacher", "mei.t@example.net"), ("Omar Haddad", "Tax Advisor", "omar@example.net")]
+NOTICES = {  # kind -> (button label, the text shown in the pop-up)
+    "terms of the raffle": ("Read terms", "One entry per person. Winners are drawn on Friday at noon."),
+    "return policy": ("See policy", "Unworn items can be returned within 30 days with the receipt."),
+    "allergy notes": ("Show notes", "Contains sesame and tree nuts. Made in a kitchen that handles gluten."),
+    "parking rules": ("View rules", "Residents park in bays 1-40. Visitors may stay up to 2 hours."),
+}
+
+
+def media(rng, c: Card):
+    kind = rng.choice(sorted(MEDIA))
+    comp, noun, items, buttons = MEDIA[kind]
+    title, detail = rng.choice(items)
+    with_button = rng.random() < 0.6
+    button = rng.choice(buttons)
+    tail = f" and a {button} button" if with_button else ""
+    req = rng.choice((f"a card to play this {kind}: {title} ({detail}){tail}" if comp != "Image" else
+                      f"a card showing this {kind}: {title}, {detail}{tail}",
+                      f"a {noun} card for the {kind} '{title}' - {detail}{tail}",
+                      f"show the {kind} {title} ({detail}) as a card{tail}"))
+    url = f"https://media.example.com/{_slug(title)}" + {"AudioPlayer": ".mp3", "Video": ".mp4", "Image": ".jpg"}[comp]
+    props = {"AudioPlayer": dict(url={"literalString": url}, description={"literalString": title}),
+             "Video": dict(url={"literalString": url}),
+             "Image": dict(url={"literalString": url}, altText={"literalString": title}, fit="cover")}[comp]
+    kids = [c.add("media", comp, **props), c.text("title", title, "h3"), c.text("detail", detail, "caption")]
+    if with_button:
+        kids.append(c.button("act", button, _slug(button).replace("-", "_"), {"item": title}))
+    c.card("root", c.column("body", *kids))
+    comps = (comp, "Text") + (("Button",) if with_button else ())
+    return req, None, f"Here is the {kind}.", Requirements(comps, (title, detail) + ((button,) if with_button else ()),
+                                                            (_slug(button).replace("-", "_"),) if with_button else ())
+
+
+def decision(rng, c: Card):
+    kind = rng.choice(sorted(DECISIONS))
+    vals = [(label, rng.choice(pool)) for label, pool in DECISIONS[kind]]
+    yes, no = rng.choice(ANSWERS)
+    named = ", ".join(f"{label.lower()} {v}" for label, v in vals)
+    req = rng.choice((f"a card for this {kind} - {named} - with {yes} and {no} buttons",
+                      f"show the {kind} ({named}) and let me {yes.lower()} or {no.lower()} it",
+                      f"a {kind} card: {named}; buttons {yes} / {no}"))
+    rows = [c.row(f"r-{i}", c.text(f"l-{i}", label, "caption"), c.text(f"v-{i}", v, "body"))
+            for i, (label, v) in enumerate(vals)]
+    key = _slug(kind).replace("-", "_")
+    c.button("yes", yes, f"{_slug(yes)}_{key}", {k.lower().replace(" ", "_"): v for k, v in vals}, primary=True)
+    c.button("no", no, f"{_slug(no)}_{key}", {k.lower().replace(" ", "_"): v for k, v in vals})
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *rows, c.row("answer", "yes", "no")))
+    return req, {kind: dict(vals)}, f"Here is the {kind}.", Requirements(
+        ("Card", "Button"), tuple(v for _, v in vals) + (yes, no), (f"{_slug(yes)}_{key}", f"{_slug(no)}_{key}"))
+
+
+def profile(rng, c: Card):
+    name, role, email = rng.choice(PROFILES)
+    buttons = rng.sample(("Call", "Email", "Message", "Book a visit"), 2)
+    req = rng.choice((f"a profile card for {name}, {role}, {email}, with a divider under the name and "
+                      f"{buttons[0]} and {buttons[1]} buttons",
+                      f"contact card: {name} ({role}), email {email}; a line between the header and the details; "
+                      f"buttons {buttons[0]} and {buttons[1]}",
+                      f"show {name} - {role} - {email} as a card, split by a divider, plus {buttons[0]} / {buttons[1]}"))
+    acts = [_slug(b).replace("-", "_") for b in buttons]
+    c.card("root", c.column("body", c.row("head", c.add("icon", "Icon", name={"literalString": "person"}),
+                                          c.text("name", name, "h2")),
+                            c.text("role", role, "caption"), c.add("line", "Divider"), c.text("email", email, "body"),
+                            c.row("acts", c.button("b0", buttons[0], acts[0], {"email": email}, primary=True),
+                                  c.button("b1", buttons[1], acts[1], {"email": email}))))
+    return req, None, f"{name}'s card.", Requirements(("Card", "Divider", "Button"), (name, role, email, *buttons),
+                                                       tuple(acts))
+
+
+def notice(rng, c: Card):
+    kind = rng.choice(sorted(NOTICES))
+    button, text = NOTICES[kind]
+    req = rng.choice((f"a card with a '{button}' button that opens a pop-up with the {kind}: {text}",
+                      f"put the {kind} in a modal behind a {button} button. The text: {text}",
+                      f"a small card where {button} opens a dialog saying: {text}"))
+    c.text("modal-text", text, "body")
+    c.add("modal-body", "Column", children={"explicitList": ["modal-title", "modal-text"]})
+    c.text("modal-title", _cap(kind), "h3")
+    c.button("open", button, "open_" + _slug(kind).replace("-", "_"))
+    c.card("root", c.column("body", c.text("title", _cap(kind), "h2"),
+                            c.add("modal", "Modal", entryPointChild="open", contentChild="modal-body")))
+    return req, None, f"The {kind} is one tap away.", Requirements(("Modal", "Button"), (button, text))
+
+
 INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),
            "choice": (choice, 2), "list": (rows_list, 2), "tabs": (tabs, 1), "slot_picker": (slot_picker, 2),
-           "stats": (stats, 2)}
+           "stats": (stats, 2), "media": (media, 2), "decision": (decision, 2), "profile": (profile, 1),
+           "notice": (notice, 1)}
 
 
 # ---- verification and examples ----------------------------------------------------------
