@@ -52,7 +52,8 @@ def parser() -> argparse.ArgumentParser:
                      "passed the chat engine's checks: macaronic train sample-chat), route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
                      "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
-                     "cards verified by schema, integrity and render; a quarter genui) "
+                     "cards verified by schema, integrity and render; a quarter genui; the first nine intents), "
+                     "genui_engine_wide (the same over every intent: media, decisions, profiles, modals too) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")

@@ -429,8 +429,13 @@ def verify(reply: str, req: Requirements) -> list[str]:
     return problems + missing
 
 
-def card(rng: random.Random, intent: str | None = None, sid: str = "card"):
-    names = list(INTENTS)
+# The intents of the first engine (2026-12-04): `genui_engine` draws from these alone, so the shipped
+# adapter it trained still rebuilds its recorded data; `genui_engine_wide` draws from all of INTENTS.
+FIRST_INTENTS = ("info_card", "form", "checklist", "settings", "choice", "list", "tabs", "slot_picker", "stats")
+
+
+def card(rng: random.Random, intent: str | None = None, sid: str = "card", intents=None):
+    names = list(intents or INTENTS)
     name = intent or rng.choices(names, weights=[INTENTS[n][1] for n in names])[0]
     c = Card(sid)
     request, data, text, req = INTENTS[name][0](rng, c)
@@ -443,7 +448,7 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card"):
     return name, request, reply, req
 
 
-def examples(n: int, seed: int = 0) -> list:
+def examples(n: int, seed: int = 0, intents=FIRST_INTENTS) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head."""
     from macaronic.harness import load_bundle
     from macaronic.prompts import prompt_head
@@ -453,7 +458,7 @@ def examples(n: int, seed: int = 0) -> list:
     rng = random.Random(f"genui-engine:{seed}")
     out = []
     while len(out) < n:
-        name, request, reply, req = card(rng, sid=f"card-{len(out)}")
+        name, request, reply, req = card(rng, sid=f"card-{len(out)}", intents=intents)
         problems = verify(reply, req)
         if problems:
             raise AssertionError(f"{name}: {problems}")

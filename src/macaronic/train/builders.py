@@ -2,7 +2,8 @@
 task families (nothing downloaded), train-split families only.
 
     build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, chat_engine, route, agent, agent_grounded,
-                                               agent_engine, coding, coding_distill, genui, genui_engine
+                                               agent_engine, coding, coding_distill, genui, genui_engine,
+                                               genui_engine_wide
 
 Every conversation opens with the messages the served harness puts before a first turn answered
 by that role (`role_prompt_head`, built by the one renderer `macaronic.prompts.prompt_head`:
@@ -311,16 +312,25 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
-def genui_engine_examples(n: int, seed: int = 0) -> list[Example]:
+def genui_engine_examples(n: int, seed: int = 0, intents=None) -> list[Example]:
     """Three in four from the GenUI data engine (`macaronic.datagen.genui`: requests that name values
     and imply components, gold cards verified by schema, integrity and render), one in four from the
-    genui suite's train split, shuffled by `seed`."""
-    from macaronic.datagen.genui import examples
+    genui suite's train split, shuffled by `seed`. `intents`: the engine's intents to draw from
+    (default: its first nine, `FIRST_INTENTS`)."""
+    from macaronic.datagen.genui import FIRST_INTENTS, examples
 
     k = n // 4
-    out = examples(n - k, seed) + genui_examples(k, seed)
+    out = examples(n - k, seed, intents or FIRST_INTENTS) + genui_examples(k, seed)
     random.Random(seed).shuffle(out)
     return out
+
+
+def genui_engine_wide_examples(n: int, seed: int = 0) -> list[Example]:
+    """`genui_engine` over every intent of the engine: the first nine plus media, decision cards,
+    profiles and modal notices (2026-12-05)."""
+    from macaronic.datagen.genui import INTENTS
+
+    return genui_engine_examples(n, seed, tuple(INTENTS))
 
 
 def genui_example(t) -> Example:
@@ -333,7 +343,7 @@ GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples,
               "coding_engine": coding_engine_examples, "genui": genui_examples,
-              "genui_engine": genui_engine_examples}
+              "genui_engine": genui_engine_examples, "genui_engine_wide": genui_engine_wide_examples}
 
 
 SAMPLED = ("chat_engine", "coding_engine")  # generators of committed sampled rows: `n=None` gives each row once
