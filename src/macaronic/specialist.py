@@ -10,7 +10,7 @@ decoding, keyed by the same name; the registry does not copy them. An entry adds
   as calls); "card" (one GenUI JSON object, decoded under the card grammar and closed).
 - `engine`: the data engine, a generator name of `macaronic.train.builders.GENERATORS` (what
   `macaronic train NAME` builds by default), and `max_turn`, the token cap of a training turn.
-  `data_engine`: the verified engine at scale (`agent_engine`, `genui_engine`, `chat_engine`,
+  `data_engine`: the verified engine at scale (`agent_engine`, `genui_engine_wide`, `chat_engine`,
   `coding_engine`), from which evolve's `data_engine` operator draws fresh examples.
 - `suite`: its task source behind the one Task interface, with grader and reward, as
   "module:attribute" (a `macaronic.suites.registry.Suite`), resolved by `resolve`.
@@ -89,7 +89,7 @@ BUILTIN: tuple[Specialist, ...] = (
                description="Writes, explains and fixes code: small correct functions in fenced blocks.", builtin=True),
     Specialist("genui", "card", "genui", 768, "macaronic.suites.registry:GENUI", _FAMILIES + "genui",
                failures=_EVOLVE + "failures:genui_labels", hints=_EVOLVE + "failures:GENUI_HINTS", failure_data=_EVOLVE + "operators:GENUI_DATA",
-               data_engine="genui_engine",
+               data_engine="genui_engine_wide",  # every intent (2026-12-05); genui_engine: the first nine
                description="Answers with one JSON object holding A2UI v0.8 messages that render an interactive card.",
                builtin=True),
 )

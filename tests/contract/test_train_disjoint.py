@@ -78,13 +78,13 @@ def norm(text: str) -> str:
 # shipped GenUI data had trained on it, and its template gives few distinct requests, so the SFT
 # builder and the engine write some of v6's dev `form` instances verbatim. Dev only: no test
 # instance. A new overlap, or this one fixed without updating the entry, fails.
-KNOWN_DEV = {"genui": {"genui/form"}, "genui_engine": {"genui/form"}}
+KNOWN_DEV = {"genui": {"genui/form"}, "genui_engine": {"genui/form"}, "genui_engine_wide": {"genui/form"}}
 
 
 # The chat SFT data (`chat`, `chat_engine`) is the base's sampled replies (train/data/chat_rs.jsonl, made
 # locally by `train sample-chat`) to the chat engine's prompts: the prompts are what is checked.
 @pytest.mark.parametrize("generator", ["chat_engine", "agent", "agent_engine", "coding", "coding_engine",
-                                       "genui", "genui_engine"])
+                                       "genui", "genui_engine", "genui_engine_wide"])
 def test_training_generators_hold_no_contract_dev_or_test_instance(current, generator):
     """An instance is what the model is asked: a training user message equal (normalized) to a dev or
     test task's text is that task trained on. (Containment flags one-word chat tasks, "Thanks!", in any

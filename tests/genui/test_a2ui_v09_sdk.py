@@ -82,7 +82,7 @@ def test_every_genui_engine_card_is_served_in_v09_as_the_official_schema_and_the
     from macaronic.genui.output import parse_genui_output
 
     seen = set()
-    for e in examples(30, seed):
+    for e in examples(40, seed, intents=tuple(INTENTS)):  # every intent, the first engine's and the wide one's
         out = parse_genui_output(e.messages[-1]["content"])
         assert out.valid, out.validation.errors
         served, text = served_card(out.to_dict(), "0.9")

@@ -206,9 +206,10 @@ def test_what_v09_refuses_and_v08_let_through_is_closed_when_served():
 # ---- back: what the genui specialist reads of a v0.9 card in its history ----
 
 def engine_cards(seeds=(0, 1, 2), n=20):
-    from macaronic.datagen.genui import examples
+    from macaronic.datagen.genui import INTENTS, examples
 
-    return [json.loads(e.messages[-1]["content"])["a2ui"] for seed in seeds for e in examples(n, seed)]
+    return [json.loads(e.messages[-1]["content"])["a2ui"] for seed in seeds
+            for e in examples(n, seed, intents=tuple(INTENTS))]
 
 
 def test_every_card_we_have_comes_back_to_a_valid_v08_card_that_converts_the_same():
