@@ -649,7 +649,8 @@ POSTSCRIPTS = ("Feel free to ask a follow-up question.", "I hope this is useful.
 
 
 def _split_sentences(t: str) -> list[str]:
-    """The reply's sentences, list markers and line breaks dropped (the instruction suite's own split)."""
+    """The reply's sentences, list markers and line breaks dropped (the instruction suite's split at
+    end punctuation, without its abbreviation rule: every repair is verified by the suite's checks)."""
     flat = " ".join(re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", x).strip() for x in t.strip().splitlines() if x.strip())
     return [s.strip() for s in re.split(r"(?<=[.!?])[\"”')\]]*\s+", flat) if s.strip()]
 
@@ -744,9 +745,9 @@ def repair(p: dict, reply: str) -> tuple[str, list[str]] | None:
         t = re.sub(r",\s*(and|or|but|so)\b", r" \1", t)
         t = re.sub(r"\s*,\s*", " - ", t)
     if "title" in failed:
-        t = f"<<{title}>>\n\n{t}" if (title := _title(t)) else None
-        if t is None:
+        if (title := _title(t)) is None:
             return None
+        t = f"<<{title}>>\n\n{t}"
     if "starts_with" in failed:
         t = args["starts_with"]["text"] + START.get(args["starts_with"]["text"], ": ") + t
     if "postscript" in failed:

@@ -350,12 +350,12 @@ def media(rng, c: Card):
              "Video": dict(url={"literalString": url}),
              "Image": dict(url={"literalString": url}, altText={"literalString": title}, fit="cover")}[comp]
     kids = [c.add("media", comp, **props), c.text("title", title, "h3"), c.text("detail", detail, "caption")]
-    if with_button:
-        kids.append(c.button("act", button, _slug(button).replace("-", "_"), {"item": title}))
-    c.card("root", c.column("body", *kids))
-    comps = (comp, "Text") + (("Button",) if with_button else ())
-    return req, None, f"Here is the {kind}.", Requirements(comps, (title, detail) + ((button,) if with_button else ()),
-                                                            (_slug(button).replace("-", "_"),) if with_button else ())
+    if not with_button:
+        c.card("root", c.column("body", *kids))
+        return req, None, f"Here is the {kind}.", Requirements((comp, "Text"), (title, detail))
+    act = _slug(button).replace("-", "_")
+    c.card("root", c.column("body", *kids, c.button("act", button, act, {"item": title})))
+    return req, None, f"Here is the {kind}.", Requirements((comp, "Text", "Button"), (title, detail, button), (act,))
 
 
 def decision(rng, c: Card):
@@ -368,12 +368,13 @@ def decision(rng, c: Card):
                       f"a {kind} card: {named}; buttons {yes} / {no}"))
     rows = [c.row(f"r-{i}", c.text(f"l-{i}", label, "caption"), c.text(f"v-{i}", v, "body"))
             for i, (label, v) in enumerate(vals)]
-    key = _slug(kind).replace("-", "_")
-    c.button("yes", yes, f"{_slug(yes)}_{key}", {k.lower().replace(" ", "_"): v for k, v in vals}, primary=True)
-    c.button("no", no, f"{_slug(no)}_{key}", {k.lower().replace(" ", "_"): v for k, v in vals})
+    key, sent = _slug(kind).replace("-", "_"), {k.lower().replace(" ", "_"): v for k, v in vals}  # each answer sends the record
+    acts = (f"{_slug(yes)}_{key}", f"{_slug(no)}_{key}")
+    c.button("yes", yes, acts[0], sent, primary=True)
+    c.button("no", no, acts[1], sent)
     c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *rows, c.row("answer", "yes", "no")))
-    return req, {kind: dict(vals)}, f"Here is the {kind}.", Requirements(
-        ("Card", "Button"), tuple(v for _, v in vals) + (yes, no), (f"{_slug(yes)}_{key}", f"{_slug(no)}_{key}"))
+    return req, {kind: dict(vals)}, f"Here is the {kind}.", Requirements(("Card", "Button"),
+                                                                         (*(v for _, v in vals), yes, no), acts)
 
 
 def profile(rng, c: Card):

@@ -39,7 +39,7 @@ import traceback
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -116,14 +116,15 @@ class Kept:
     positions too (float noise from one whole forward)."""
     tokens: tuple[int, ...]
     layer: int | None
-    kv: Any
+    kv: KVBuffer
     total: torch.Tensor
 
 
 # What a score request returns on Handle.score:
 #   "hidden":   {"mean": [D], "last": [D]} fp32 final-norm hidden state (mean over positions, last one);
 #               with score_layer l < n_layers the residual stream entering layer l instead (an early
-#               exit: l/n_layers of the forward's work, run in forwards of its own, K/V never cached)
+#               exit: l/n_layers of the forward's work, run in forwards of its own, K/V never cached);
+#               with score_keep also "kept": a `Kept` (its tokens, K/V and state sum) for score_kept
 #   "logprobs": {"logprobs": [V]} fp32 log-softmax of the next token after the prompt
 SCORE_KINDS = ("hidden", "logprobs")
 
@@ -701,11 +702,10 @@ class Engine:
         """A score request's result (the reductions the router's direct forwards made), then its end."""
         if s.req.score == "hidden":
             h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # h: [T, D] (T: the positions run)
-            kept = s.req.score_kept
-            mean = h.float().mean(0) if kept is None else (kept.total + h.float().sum(0)) / len(s.tokens)
-            s.handle.score = {"mean": mean, "last": h[-1].float()}
+            h, kept = h.float(), s.req.score_kept
+            total = h.sum(0) + (kept.total if kept is not None else 0)  # every position's, the kept ones too
+            s.handle.score = {"mean": h.mean(0) if kept is None else total / len(s.tokens), "last": h[-1]}
             if s.req.score_keep:
-                total = h.float().sum(0) + (kept.total if kept is not None else 0)
                 s.handle.score["kept"] = Kept(tuple(int(t) for t in s.tokens), s.req.score_layer, s.kv, total)
         else:
             s.handle.score = {"logprobs": torch.log_softmax(logits.float(), dim=-1)}

@@ -119,7 +119,7 @@ class LLM:
         self.engine = Engine(base, tokenizer, config)
         self.adapters = self.engine.registry
         self.turn_rule = TurnRule(tokenizer)
-        self._prefix_views: dict = {}  # (prefix ids, layer) -> (its K/V, the sum of its states): `hidden_views(prefix=)`
+        self._prefix_views: dict = {}  # (prefix ids, layer) -> its `engine.Kept`: `hidden_views(prefix=)`
         self._user_marker = self.turn_rule.marker
 
     # ---- adapters ----
