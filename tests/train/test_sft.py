@@ -152,3 +152,18 @@ def test_history_cache_reuses_the_longest_common_prefix_exactly(tiny_base):
     small = PrefixCache(pm, max_bytes=one + 1)
     small.get(a), small.get(b)
     assert list(small.store) == [b] and small.nbytes <= one + 1
+
+
+def test_bf16_autocast_without_native_bf16_trains_fp32_and_says_so(tiny_base, tiny_data, tmp_path, monkeypatch, capsys):
+    """On a CPU with no AVX512-BF16 or AMX, bf16 autocast is emulated (a step 30x slower): the command
+    warns, trains fp32, and the adapter's record says fp32."""
+    import macaronic.commands.train as cmd
+
+    monkeypatch.setattr(cmd, "native_bf16", lambda: False)
+    out = _train(tiny_base, tiny_data, tmp_path / "ad", steps=1, extra=("--autocast", "bfloat16"))
+    assert "no native bf16" in capsys.readouterr().err
+    assert json.loads((out / "macaronic.json").read_text())["training"]["config"]["autocast"] == "none"
+    monkeypatch.setattr(cmd, "native_bf16", lambda: True)
+    out = _train(tiny_base, tiny_data, tmp_path / "ad2", steps=1, extra=("--autocast", "bfloat16"))
+    assert "no native bf16" not in capsys.readouterr().err
+    assert json.loads((out / "macaronic.json").read_text())["training"]["config"]["autocast"] == "bfloat16"

@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--generator", help="built-in data generator: chat, chat_engine (the base's own replies that "
                      "passed the chat engine's checks: macaronic train sample-chat), route, agent, agent_grounded (agent "
                      "episodes, every other one under a random tool renaming), agent_engine (generated tool "
-                     "worlds, verified by execution, a quarter agent_grounded), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
+                     "worlds, verified by execution, a quarter agent_grounded), agent_functions (calculator and converter tools: "
+                     "a call when a listed tool computes what is asked, none when only its neighbours are), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui; the first nine intents), "
                      "genui_engine_wide (the same over every intent: media, decisions, profiles, modals too) "
                      "(default: the role's own)")
@@ -95,10 +96,25 @@ def parser() -> argparse.ArgumentParser:
                    "made a step 20x slower; 0 = torch's default)")
     p.add_argument("--autocast", choices=("none", "bfloat16"), default="none",
                    help="bfloat16: forward and backward under CPU bf16 autocast, LoRA weights and optimizer in fp32 "
-                   "(about 1.8x faster on a CPU with AVX512-BF16 or AMX; none: exact fp32)")
+                   "(about 1.8x faster on a CPU with AVX512-BF16 or AMX; none: exact fp32). On a CPU without "
+                   "either, bf16 is emulated (a step 30x slower on an AVX2 core): training warns and runs fp32")
     p.add_argument("--description", default="", help="one line the router and UI show")
     p.add_argument("--no-progress", action="store_true")
     return p
+
+
+def native_bf16() -> bool:
+    """Does this CPU compute bf16 natively (AVX512-BF16 or AMX tiles)? Off x86, or where torch cannot
+    tell, assume it does (the flag then means what it says)."""
+    import torch
+
+    probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    probes = [f for f in probes if callable(f)]
+    import platform
+
+    if not probes or platform.machine().lower() not in ("x86_64", "amd64"):
+        return True
+    return any(f() for f in probes)
 
 
 def load_examples(args) -> tuple[list, str]:
@@ -123,6 +139,11 @@ def run(args) -> Path:
     from macaronic.train.sft import TrainConfig, dist_info, train
 
     rank, _ = dist_info()
+    if args.autocast == "bfloat16" and not native_bf16():
+        print("macaronic train: this CPU has no native bf16 (AVX512-BF16 or AMX), where bf16 autocast is "
+              "emulated and a step ran 30x slower than fp32 (2-core AVX2 EPYC, docs/LOG.md 2026-12-05): "
+              "training in fp32 instead (--autocast none)", file=sys.stderr)
+        args.autocast = "none"
     base_dir = resolve_base(args.base)
     tok = load_tokenizer(base_dir)
     examples, source = load_examples(args)

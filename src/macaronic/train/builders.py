@@ -2,8 +2,8 @@
 task families (nothing downloaded), train-split families only.
 
     build(name, n, seed, base) -> list[Example]     name in GENERATORS: chat, chat_engine, route, agent, agent_grounded,
-                                               agent_engine, coding, coding_distill, genui, genui_engine,
-                                               genui_engine_wide
+                                               agent_engine, agent_functions, coding, coding_distill, genui,
+                                               genui_engine, genui_engine_wide
 
 Every conversation opens with the messages the served harness puts before a first turn answered
 by that role (`role_prompt_head`, built by the one renderer `macaronic.prompts.prompt_head`:
@@ -244,6 +244,14 @@ def agent_engine_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
+def agent_functions_examples(n: int, seed: int = 0) -> list[Example]:
+    """The function-tool engine (`macaronic.datagen.functions`: calculators and converters; a call
+    when a listed tool computes what is asked, none when only its neighbours are listed)."""
+    from macaronic.datagen.functions import examples
+
+    return examples(n, seed)
+
+
 # ---- coding -----------------------------------------------------------------------------
 
 def coding_examples(n: int, seed: int = 0) -> list[Example]:
@@ -341,6 +349,7 @@ def genui_example(t) -> Example:
 
 GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route": route_examples, "agent": agent_examples,
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
+              "agent_functions": agent_functions_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples,
               "coding_engine": coding_engine_examples, "genui": genui_examples,
               "genui_engine": genui_engine_examples, "genui_engine_wide": genui_engine_wide_examples}
