@@ -577,14 +577,23 @@ def examples(n: int, seed: int = 0) -> list:
 
     bundle = load_bundle()
     rng = random.Random(f"agent-engine:{seed}")
+
+    def one():
+        w, t, name = transcript(rng)
+        return Example(tuple(messages_of(w, t, bundle)), "agent", f"engine/agent/{name}/{w.domain.noun}")
+
+    return draw_verified(n, one, "the agent engine")
+
+
+def draw_verified(n: int, make, what: str) -> list:
+    """`n` results of `make()`, skipping the draws that raise `Skip` (at most 20 per result, plus 100)."""
     out, tries = [], 0
     while len(out) < n:
         tries += 1
         if tries > 20 * n + 100:
-            raise RuntimeError("the agent engine skipped too many draws")
+            raise RuntimeError(f"{what} skipped too many draws")
         try:
-            w, t, name = transcript(rng)
+            out.append(make())
         except Skip:
             continue
-        out.append(Example(tuple(messages_of(w, t, bundle)), "agent", f"engine/agent/{name}/{w.domain.noun}"))
     return out

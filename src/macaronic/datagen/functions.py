@@ -35,11 +35,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from macaronic.datagen.agent import offtopic_question, polite
+from macaronic.datagen.agent import Skip, draw_verified, offtopic_question, polite
 
 
-class Skip(Exception):
-    """This draw cannot host this pattern."""
 
 
 @dataclass(frozen=True)
@@ -583,14 +581,9 @@ def examples(n: int, seed: int = 0) -> list:
 
     bundle = load_bundle()
     rng = random.Random(f"agent-functions:{seed}")
-    out, tries = [], 0
-    while len(out) < n:
-        tries += 1
-        if tries > 20 * n + 100:
-            raise RuntimeError("the function-tool engine skipped too many draws")
-        try:
-            t, name = transcript(rng)
-        except Skip:
-            continue
-        out.append(Example(tuple(messages_of(t, bundle)), "agent", f"engine/functions/{name}/{t.tools[0].q.topic}"))
-    return out
+
+    def one():
+        t, name = transcript(rng)
+        return Example(tuple(messages_of(t, bundle)), "agent", f"engine/functions/{name}/{t.tools[0].q.topic}")
+
+    return draw_verified(n, one, "the function-tool engine")
