@@ -32,7 +32,9 @@ def test_real_tensors_dequantize_exactly_and_the_kernel_matches(qwen_blocks, qwe
         picked.setdefault(t, name)
     assert {6, 8, 12, 14} <= set(picked), picked
     ops = native.ops()
-    assert ops is not None, "the native kernels must build on the machines that run tests/qwen"
+    # On a CPU with AVX-512 BF16 the kernels must build; on one without (an AVX2-only EPYC) the
+    # dequantization is still checked, the kernel comparison cannot run
+    assert ops is not None or not native.cpu_can_run(), "the native kernels must build on a CPU that can run them"
     hf = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
           "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
     g = torch.Generator().manual_seed(0)
@@ -44,7 +46,7 @@ def test_real_tensors_dequantize_exactly_and_the_kernel_matches(qwen_blocks, qwe
             if name.startswith("blk."):
                 _, i, part, _ = name.split(".")
                 assert torch.equal(w, f.get_tensor(f"model.layers.{i}.{hf[part]}.weight")), name  # the import's weights
-            for n in (1, 3, 24):
+            for n in (1, 3, 24) if ops is not None else ():
                 x = torch.randn(n, w.shape[1], generator=g).bfloat16()
                 ref = ggml.GGMLReference.ggml_linear(x, [raw], [t]).float()
                 y = ops.ggml_linear(x, [raw.contiguous()], [t], None).float()

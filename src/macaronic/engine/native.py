@@ -91,13 +91,20 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+NEEDS = frozenset({"avx512f", "avx512bw", "avx512_bf16"})  # what the native kernels are compiled for
+
+
+def cpu_can_run() -> bool:
+    """Could the native kernels run on this CPU (Linux, AVX-512 with BF16)?"""
+    return sys.platform == "linux" and NEEDS <= _cpu_flags()
+
+
 def load(cache: Path | None = None, cxx: str | None = None):
     """Build if needed and load; returns torch.ops.macaronic, or raises NativeBuildError."""
     if os.environ.get("MACARONIC_NATIVE", "1") == "0":
         raise NativeBuildError("MACARONIC_NATIVE=0")
-    need = {"avx512f", "avx512bw", "avx512_bf16"}
-    if sys.platform != "linux" or not need <= _cpu_flags():
-        raise NativeBuildError(f"the native int4 kernel needs Linux on a CPU with {sorted(need)}")
+    if not cpu_can_run():
+        raise NativeBuildError(f"the native int4 kernel needs Linux on a CPU with {sorted(NEEDS)}")
     path = library_path(cache)
     if not path.exists():
         build(path, cxx)
