@@ -5,8 +5,6 @@ as the pair `challenger`). Paired bootstrap over items (`contract.stats.paired_b
 
     .venv/bin/python scripts/agent_compare.py docs/bench/external/bfcl-qwen-agent-warm2-40.json \\
         docs/bench/external/agent-probe-qwen-base-vs-warm2.json
-    .venv/bin/python scripts/agent_compare.py docs/bench/external/bfcl-qwen-agent-functions-40.json \\
-        docs/bench/external/agent-probe-qwen-warm3-vs-functions.json --ref docs/bench/external/bfcl-qwen-agent-warm3-40.json
 """
 
 from __future__ import annotations
@@ -32,14 +30,11 @@ def _fmt(new: list[float], old: list[float]) -> str:
     return f"{sum(new) / len(new):.3f} vs {sum(old) / len(old):.3f}: {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
-def main(bfcl: str, probe: str | None = None, ref: str | None = None) -> None:
-    """`ref`: a BFCL file with the reference agent's `agent` and `macaronic` rows (default: the step-340
-    agent's two files); with `ref`, the probe file's `challenger` is compared with its `champion` (the same run)."""
-    new, base = json.load(open(bfcl)), json.load(open(SHIPPED_FORCED))
-    ship, ship_r = (json.load(open(ref)),) * 2 if ref else (base, json.load(open(SHIPPED_ROUTED)))
+def main(bfcl: str, probe: str | None = None) -> None:
+    new, ship, ship_r = (json.load(open(p)) for p in (bfcl, SHIPPED_FORCED, SHIPPED_ROUTED))
     tot = {k: [] for k in ("nf", "sf", "nr", "sr", "b")}
     for cat in CATS:
-        nf, sf, b = _col(new, cat, "agent"), _col(ship, cat, "agent"), _col(base, cat, "base")
+        nf, sf, b = _col(new, cat, "agent"), _col(ship, cat, "agent"), _col(ship, cat, "base")
         nr, sr = _col(new, cat, "macaronic"), _col(ship_r, cat, "macaronic")
         ids = sorted(nf)
         cols = {k: [c[i] for i in ids] for k, c in (("nf", nf), ("sf", sf), ("nr", nr), ("sr", sr), ("b", b))}
@@ -50,10 +45,8 @@ def main(bfcl: str, probe: str | None = None, ref: str | None = None) -> None:
     print(f"{'all':18s} base {sum(tot['b']) / len(tot['b']):.3f} | forced {_fmt(tot['nf'], tot['sf'])} | "
           f"routed {_fmt(tot['nr'], tot['sr'])}")
     if probe:
-        pairs = json.load(open(probe))["pairs"]
-        champ = next((p for p in pairs if p["ref"] == "champion"), None) if ref else None
-        ship_p = {r["task"]: float(r["passed"]) for r in (champ or json.load(open(SHIPPED_PROBE))["pairs"][0])["rows"]}
-        cand = next(p for p in pairs if p["ref"] == "challenger")
+        ship_p = {r["task"]: float(r["passed"]) for r in json.load(open(SHIPPED_PROBE))["pairs"][0]["rows"]}
+        cand = next(p for p in json.load(open(probe))["pairs"] if p["ref"] == "challenger")
         c = {r["task"]: float(r["passed"]) for r in cand["rows"]}
         ids = sorted(ship_p)
         won = sum(c[i] > ship_p[i] for i in ids)
@@ -63,10 +56,4 @@ def main(bfcl: str, probe: str | None = None, ref: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    ref = None
-    if "--ref" in args:
-        i = args.index("--ref")
-        ref = args[i + 1]
-        del args[i:i + 2]
-    main(*args[:2], ref=ref)
+    main(*sys.argv[1:3])

@@ -104,17 +104,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def native_bf16() -> bool:
-    """Does this CPU compute bf16 natively (AVX512-BF16 or AMX tiles)? Off x86, or where torch cannot
-    tell, assume it does (the flag then means what it says)."""
-    import torch
+    """Does this CPU compute bf16 natively (`engine.native.cpu_bf16`)? Imported here, not at the top:
+    `macaronic train --help` loads no torch."""
+    from macaronic.engine.native import cpu_bf16
 
-    probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    probes = [f for f in probes if callable(f)]
-    import platform
-
-    if not probes or platform.machine().lower() not in ("x86_64", "amd64"):
-        return True
-    return any(f() for f in probes)
+    return cpu_bf16()
 
 
 def load_examples(args) -> tuple[list, str]:

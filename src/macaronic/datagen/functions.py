@@ -367,10 +367,14 @@ def fmt(v) -> str:
 
 
 def result_value(v):
-    return v if isinstance(v, str) else (int(round(v)) if float(round(v, 2)).is_integer() else round(float(v), 2))
+    """What a tool returns: a string as is, a number to 2 decimals (an int when whole)."""
+    if isinstance(v, str):
+        return v
+    r = round(float(v), 2)
+    return int(r) if r.is_integer() else r
 
 
-def ask(q: Quantity, rng: random.Random, derived: set, with_optional: bool | None = None) -> tuple[str, dict]:
+def ask(q: Quantity, rng: random.Random, derived: set) -> tuple[str, dict]:
     """(request text, logical arguments it says)."""
     template = rng.choice(q.asks)
     vals = {}

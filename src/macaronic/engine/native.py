@@ -99,6 +99,13 @@ def cpu_can_run() -> bool:
     return sys.platform == "linux" and NEEDS <= _cpu_flags()
 
 
+def cpu_bf16() -> bool:
+    """Does this CPU compute bf16 natively (AVX512-BF16 or AMX)? Where the flags cannot be read (not
+    Linux), assume it does."""
+    flags = _cpu_flags()
+    return not flags or bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
 def load(cache: Path | None = None, cxx: str | None = None):
     """Build if needed and load; returns torch.ops.macaronic, or raises NativeBuildError."""
     if os.environ.get("MACARONIC_NATIVE", "1") == "0":
