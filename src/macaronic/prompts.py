@@ -8,7 +8,7 @@ The layout (the one the shipped specialists were trained on: their recorded data
 rebuild byte for byte from `train/builders.py`, which opens every example with `prompt_head`):
 
     system     identity (bundle) + the client's leading system messages + the tool list
-               (compact: one line per tool, `tool_prompt`)
+               (`tool_prompt`, in the bundle's `tool_listing`: compact or typed)
     ...for each user turn k:
     system     the instruction of the role that answers turn k (bundle roles/<role>.md)
     user       turn k's user message, verbatim
@@ -35,11 +35,44 @@ from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN
 
 # ---- pieces ------------------------------------------------------------------------------
 
-def tool_prompt(tools: list[dict]) -> str:
-    """One line per tool (name, arguments with `?` when optional, the description's first sentence)
-    plus the calling convention. The full JSON-schema listing of the substrate's tools is ~3,100
-    tokens, too long for a 135M base on CPU, and the specialists were trained on this form."""
-    lines = ["Tools (name(arguments): what it does):"]
+def _clip(text, limit: int) -> str:
+    text = " ".join(text.split()) if isinstance(text, str) else ""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def _type_text(schema, depth: int = 0) -> str:
+    """A JSON schema's type in a few words: `string, one of "a"|"b"`, `array of number`,
+    `object {min?: number, max?: number}` (two levels of nesting, then `object`)."""
+    if not isinstance(schema, dict):
+        return "any"
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return " or ".join(_type_text(s, depth + 1) for s in schema[key][:4])
+    t = schema.get("type")
+    t = "|".join(str(x) for x in t) if isinstance(t, list) else str(t or "any")
+    if t == "array":
+        t = "array of " + _type_text(schema.get("items"), depth + 1)
+    elif t == "object" and isinstance(schema.get("properties"), dict) and schema["properties"] and depth < 2:
+        req = schema.get("required") if isinstance(schema.get("required"), list) else []
+        t += " {" + ", ".join(f"{k}{'' if k in req else '?'}: {_type_text(v, depth + 1)}"
+                              for k, v in schema["properties"].items()) + "}"
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        t += ", one of " + "|".join(json.dumps(e, ensure_ascii=False) for e in schema["enum"][:24])
+    if "default" in schema:
+        t += f", default {json.dumps(schema['default'], ensure_ascii=False)}"
+    return t
+
+
+def tool_prompt(tools: list[dict], listing: str = "compact") -> str:
+    """The request's tools as the bundle's `tool_listing` shows them, plus the calling convention.
+
+    compact: one line per tool (name, arguments with `?` when optional, the description's first
+    sentence). The full JSON-schema listing of the substrate's tools is ~3,100 tokens, too long for a
+    135M base on CPU; the specialists before harness 0.2.0 were trained on this form.
+    typed: the tool's description, then one line per argument: its name, type (enum values, items,
+    nested fields, default), whether it is optional, and its description, which is where a schema
+    says its units, formats and allowed values (about twice the compact listing's tokens)."""
+    lines = ["Tools (name(arguments): what it does):" if listing == "compact" else "Tools:"]
     for t in tools:  # the server validated the schemas (serve/validate.py); stay total on any dict anyway
         fn = t.get("function", t)
         params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
@@ -47,8 +80,15 @@ def tool_prompt(tools: list[dict]) -> str:
         required = params.get("required") if isinstance(params.get("required"), list) else []
         req = {r for r in required if isinstance(r, str)}
         desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
-        args = ", ".join(a if a in req else a + "?" for a in props)
-        lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
+        if listing == "compact":
+            args = ", ".join(a if a in req else a + "?" for a in props)
+            lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
+            continue
+        lines.append(f"- {fn['name']}: {_clip(desc, 400)}".rstrip())
+        for a, schema in props.items():
+            about = _clip(schema.get("description"), 200) if isinstance(schema, dict) else ""
+            lines.append(f"    {a} ({_type_text(schema)}{'' if a in req else ', optional'})"
+                         + (f": {about}" if about else ""))
     lines.append(f'Call a tool with {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}; results come back as '
                  f"{RESULT_OPEN}...{RESULT_CLOSE}. When done, answer the user in plain text.")
     return "\n".join(lines)
@@ -58,7 +98,7 @@ def header(bundle, client_system: list[str], tools: list[dict] | None) -> dict:
     """The first message of every prompt: identity, the client's system text, the tool list."""
     parts = [bundle.identity.strip(), *[s.strip() for s in client_system if s.strip()]]
     if tools:
-        parts.append(tool_prompt(tools))
+        parts.append(tool_prompt(tools, bundle.tool_listing))
     return {"role": "system", "content": "\n\n".join(parts)}
 
 

@@ -101,3 +101,17 @@ def test_a_role_file_with_an_unknown_without_adapter_value_is_refused():
     text = ("---\nname: x\nalias: L9\norder: 9\nwithout_adapter: maybe\ndescription: d\n---\n"
             "## Boundary rules\n- r\n## System prompt\nbe x\n")
     assert parse_role(text, "x.md", errors) is None and "without_adapter" in errors[0]
+
+
+def test_bundle_json_names_the_tool_listing_and_an_unknown_one_is_refused(copy):
+    import json
+
+    meta = json.loads((copy / "bundle.json").read_text())
+    meta.pop("tool_listing", None)
+    (copy / "bundle.json").write_text(json.dumps(meta))
+    assert load_bundle(copy).tool_listing == "compact"  # a bundle from before the setting: as it was served then
+    meta["tool_listing"] = "full-json"
+    (copy / "bundle.json").write_text(json.dumps(meta))
+    with pytest.raises(BundleError) as e:
+        load_bundle(copy)
+    assert "tool_listing must be one of ['compact', 'typed']" in "\n".join(e.value.errors)

@@ -73,7 +73,7 @@ def test_first_turn_prompt_ids_agree_everywhere(runner, role):
     assert r.tokens == len(runner_ids) + 1
     assert serve_ids == train_ids == rft_ids == grpo_ids == runner_ids
     text = tok.decode(serve_ids)
-    assert ("Tools (name(arguments)" in text) == (role == "agent") and "<tools>" not in text
+    assert ("Call a tool with <tool_call>" in text) == (role == "agent") and "<tools>" not in text
 
 
 def test_agent_step_after_a_tool_result_agrees(runner):

@@ -18,21 +18,52 @@ def test_training_examples_open_with_the_served_view():
         assert trained == served, role
 
 
-def test_agent_example_tool_list_is_compact_and_complete():
+def _listed(name: str, listing: str) -> str:
+    return f"- {name}(" if listing == "compact" else f"- {name}: "
+
+
+def test_agent_example_tool_list_is_the_bundles_listing_and_complete():
     ex = builders.agent_examples(1)[0]
     head = ex.messages[0]["content"]
     assert head.startswith(load_bundle().identity.strip())
     assert "<tools>" not in head  # not the ~3,100-token JSON-schema listing
     for t in openai_tools():
-        assert f"- {t['function']['name']}(" in head
+        assert _listed(t["function"]["name"], load_bundle().tool_listing) in head
     assert ex.messages[1] == views.role_instruction(load_bundle(), "agent")
 
 
-def test_client_tools_render_in_the_same_compact_form():
-    tool = {"type": "function", "function": {"name": "calc_area", "description": "Area of a shape. Units: m.",
-                                             "parameters": {"type": "object", "required": ["w"],
-                                                            "properties": {"w": {}, "h": {}}}}}
-    text = views.tool_prompt([tool])
-    assert "- calc_area(w, h?): Area of a shape." in text
-    head = views.prompt_head(load_bundle(), "agent", [tool], ["Be brief."])
-    assert head[0]["content"].endswith(text) and "Be brief." in head[0]["content"]
+TOOL = {"type": "function", "function": {
+    "name": "calc_area", "description": "Area of a shape. Units: m.",
+    "parameters": {"type": "object", "required": ["w", "shape"], "properties": {
+        "w": {"type": "number", "description": "Width, in metres."},
+        "h": {"type": "number"},
+        "shape": {"type": "string", "enum": ["square", "circle"], "description": "Which shape."},
+        "sides": {"type": "array", "items": {"type": "integer"}, "default": [1, 2]},
+        "box": {"type": "object", "properties": {"min": {"type": "number"}, "max": {"type": "number"}}, "required": ["min"]},
+        "odd": "not a schema"}}}}
+
+
+def test_client_tools_render_in_the_compact_form():
+    text = views.tool_prompt([TOOL], "compact")
+    assert "- calc_area(w, h?, shape, sides?, box?, odd?): Area of a shape." in text
+
+
+def test_client_tools_render_in_the_typed_form_with_types_enums_and_descriptions():
+    lines = views.tool_prompt([TOOL], "typed").splitlines()
+    assert lines[:8] == [
+        "Tools:",
+        "- calc_area: Area of a shape. Units: m.",
+        "    w (number): Width, in metres.",
+        "    h (number, optional)",
+        '    shape (string, one of "square"|"circle"): Which shape.',
+        "    sides (array of integer, default [1, 2], optional)",
+        "    box (object {min: number, max?: number}, optional)",
+        "    odd (any, optional)"]
+    long = dict(TOOL, function=dict(TOOL["function"], description="word " * 200))
+    assert len(views.tool_prompt([long], "typed").splitlines()[1]) < 420  # a long description is cut, marked " ..."
+
+
+def test_the_header_shows_client_tools_in_the_bundles_listing():
+    bundle = load_bundle()
+    head = views.prompt_head(bundle, "agent", [TOOL], ["Be brief."])
+    assert head[0]["content"].endswith(views.tool_prompt([TOOL], bundle.tool_listing)) and "Be brief." in head[0]["content"]

@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_BUNDLE = Path(__file__).parent / "default"
+# bundle.json "tool_listing": "compact" (one line per tool: names and `?` for optional arguments)
+# or "typed" (every argument on its own line with its type, enum values and description).
+TOOL_LISTINGS = ("compact", "typed")
 REQUIRED_FILES = ("bundle.json", "identity.md", "route/system.md", "route/user.md", "summary.md",
                   "decoding.json", "router.json")
 
@@ -68,6 +71,7 @@ class HarnessBundle:
     decoding: dict[str, Any] = field(hash=False)
     router: dict[str, Any] = field(hash=False)
     files: tuple[str, ...] = ()
+    tool_listing: str = "compact"  # how a request's tools are shown: TOOL_LISTINGS, `macaronic.prompts.tool_prompt`
 
     @property
     def role_names(self) -> list[str]:
@@ -214,6 +218,9 @@ def load_bundle(path: str | Path | None = None) -> HarnessBundle:
     for key in ("name", "version"):
         if "bundle.json" in jsons and key not in meta:
             errors.append(f"bundle.json lacks {key!r}")
+    listing = meta.get("tool_listing", "compact")
+    if listing not in TOOL_LISTINGS:
+        errors.append(f"bundle.json: tool_listing must be one of {sorted(TOOL_LISTINGS)}, got {listing!r}")
     router = jsons.get("router.json", {})
     default = router.get("default_route")
     if roles and default is not None and default not in names:
@@ -228,4 +235,4 @@ def load_bundle(path: str | Path | None = None) -> HarnessBundle:
         identity=texts["identity.md"], roles=tuple(sorted(roles, key=lambda r: (r.order, r.name))),
         route_system=texts["route/system.md"], route_user=texts["route/user.md"],
         summary_prompt=texts["summary.md"], decoding=jsons["decoding.json"], router=router,
-        files=tuple(bundle_files(root)))
+        files=tuple(bundle_files(root)), tool_listing=listing)

@@ -28,14 +28,6 @@ def _bundle():
     return load_bundle()
 
 
-def compact_tool_prompt() -> str:
-    """The substrate's tools in the harness's compact listing (`macaronic.prompts.tool_prompt`)."""
-    from macaronic.prompts import tool_prompt
-    from macaronic.substrate.tools import openai_tools
-
-    return tool_prompt(openai_tools())
-
-
 def role_prompt_head(role: str) -> list[dict]:
     """What the served harness puts before a first user turn that `role` answers: the header
     (identity; the substrate's tools for a tool-calling specialist, as the harness's clients send them) and the role's
