@@ -77,6 +77,33 @@ def test_verifier_catches_an_invented_value_a_wrong_result_and_a_call_where_none
     assert any("calls, 0 expected" in p for p in fn.verify(near))
 
 
+def test_a_tool_that_takes_a_percent_as_a_fraction_gets_one_and_the_verifier_reads_it_back():
+    tip = fn.BY_KEY["tip"]
+    tool = fn.Tool(tip, "calc_tip", {"bill": "bill", "percent": "pct"}, "Returns the tip on a bill.", {"percent": 0.01})
+    assert "fraction" in tool.schema()["function"]["parameters"]["properties"]["pct"]["description"]
+    assert tool.show({"bill": 80, "percent": 15}) == {"bill": 80, "pct": 0.15}
+    assert tool.logical({"bill": 80, "pct": 0.15}) == {"bill": 80, "percent": 15}
+    from macaronic.substrate.toolcalls import format_tool_call
+
+    def transcript(pct):
+        msgs = [{"role": "user", "content": "What's a 15% tip on $80?"},
+                {"role": "assistant", "content": format_tool_call("calc_tip", {"bill": 80, "pct": pct})},
+                {"role": "tool", "content": json.dumps({"result": fn.result_value(tool.run({"bill": 80, "pct": pct}))})},
+                {"role": "assistant", "content": "It comes to 12 dollars."}]
+        return fn.FnTranscript([tool], msgs, set(), ["12"], 1, "tip")
+
+    assert fn.verify(transcript(0.15)) == []
+    assert any("not grounded" in p for p in fn.verify(transcript(15)))  # the percent as said, not as the tool takes it
+    rng, scaled = random.Random(5), 0
+    for _ in range(300):  # the engine hands such tools out, and their calls carry the fraction
+        t, _name = fn.transcript(rng, "fn_call")
+        tool = next(x for x in t.tools if x.q.key == t.asked)
+        for k in tool.scale:
+            call = _calls(t.messages)[0]
+            scaled += 0 < call["arguments"][tool.params[k]] < 1
+    assert scaled >= 5
+
+
 def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):
     from macaronic.datagen.examples import encode
     from macaronic.engine.llm import load_tokenizer
@@ -93,7 +120,7 @@ def test_disjoint_from_bfcl_and_the_contract_agent_suite(sample):
 
     names, requests = set(), set()
     for e in sample:
-        names |= set(re.findall(r"^- ([\w.]+)\(", e.messages[0]["content"], re.M))
+        names |= set(re.findall(r"^- ([\w.]+)[(:]", e.messages[0]["content"], re.M))
         requests |= {m["content"].strip().lower() for m in e.messages if m["role"] == "user"}
     assert names and not names & {t["function"]["name"] for t in openai_tools()}
     suite = {t.request.strip().lower() for split in ("train", "dev", "test") for t in generate_tasks(split, n_per_family=3)}

@@ -16,10 +16,12 @@ Patterns (each writes one transcript over a drawn tool set):
 
 Tool names and parameter names vary (snake case, namespaces, camelCase, and masked names whose
 meaning only the description gives; parameters keep meaningful names or aliases), so a model
-learns to read descriptions, not names. Every
+learns to read descriptions, not names. A parameter may take another convention than the request
+says it in (a rate or a percentage as a decimal fraction: 0.05 for 5%), which only its description
+states (the typed tool listing shows it), so a model learns to normalise values. Every
 call is executed by the quantity's own implementation; `verify` replays the transcript: calls
-parse under the listed schemas, every argument value is said by the request (or is a schema enum
-or a normalised date the pattern declared), results are the implementation's, nothing is called
+parse under the listed schemas, every argument value is said by the request once read back from the
+tool's convention (or is a schema enum or a normalised date the pattern declared), results are the implementation's, nothing is called
 where nothing fits, and the reply states the declared facts.
 
     examples(n, seed) -> list[Example]     # `macaronic train agent --generator agent_functions`
@@ -33,7 +35,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from macaronic.datagen.agent import Skip, draw_verified, offtopic_question, polite
 
@@ -50,6 +52,7 @@ class Arg:
     values: tuple = ()  # enum values
     optional: bool = False
     aliases: tuple = ()  # other names a tool may give the parameter
+    alt: tuple = ()  # (description, factor): another convention a tool may take it in (a percent as a fraction)
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,8 @@ class Quantity:
     unit: str = ""
 
 
-def _a(name, kind, desc, lo=1, hi=100, values=(), optional=False, aliases=()):
-    return Arg(name, kind, desc, lo, hi, values, optional, aliases)
+def _a(name, kind, desc, lo=1, hi=100, values=(), optional=False, aliases=(), alt=()):
+    return Arg(name, kind, desc, lo, hi, values, optional, aliases, alt)
 
 
 R = _a("radius", "num", "Radius, in centimetres.", 1, 40, aliases=("r", "circle_radius"))
@@ -75,7 +78,8 @@ NUMS = _a("numbers", "list", "The list of numbers.", 1, 99, aliases=("values", "
 TEXT = _a("text", "text", "The text to look at.", aliases=("sentence", "input_text"))
 DAY = _a("date", "date", "A date, in ISO format (YYYY-MM-DD).", aliases=("day", "on_date"))
 PRINC = _a("principal", "int", "The amount borrowed or invested, in dollars.", 500, 20000, aliases=("amount", "capital"))
-RATE = _a("rate", "num", "Yearly interest rate in percent (5 for 5%).", 1, 12, aliases=("annual_rate", "interest_rate"))
+RATE = _a("rate", "num", "Yearly interest rate in percent (5 for 5%).", 1, 12, aliases=("annual_rate", "interest_rate"),
+          alt=("Yearly interest rate as a decimal fraction (0.05 for 5%).", 0.01))
 
 
 def _days(start: str, end: str) -> int:
@@ -171,12 +175,14 @@ QUANTITIES = (
              ("What will ${principal} grow to at {rate}% over {years} years, compounded {compounding}?", "Invest {principal} dollars at {rate}% for {years} years with interest added {compounding}: final amount?"),
              "With compound interest the amount is the principal times (1 + rate per period) to the number of periods", " dollars"),
     Quantity("tip", "money", "the tip on a bill",
-             (_a("bill", "num", "The bill in dollars.", 10, 300, aliases=("amount", "total")), _a("percent", "int", "Tip percentage.", 10, 25, aliases=("tip_percent", "pct"))),
+             (_a("bill", "num", "The bill in dollars.", 10, 300, aliases=("amount", "total")), _a("percent", "int", "Tip percentage.", 10, 25, aliases=("tip_percent", "pct"),
+                                                                                                          alt=("The tip as a fraction of the bill (0.15 for 15%).", 0.01))),
              lambda bill, percent: bill * percent / 100,
              ("Our dinner came to ${bill}. What's a {percent}% tip?", "How much should I tip on {bill} dollars at {percent} percent?"),
              "A tip is the bill times the tip percentage divided by 100", " dollars"),
     Quantity("discount_price", "money", "the price after a discount",
-             (_a("price", "num", "The original price in dollars.", 5, 900, aliases=("amount", "list_price")), _a("percent", "int", "Discount percentage.", 5, 70, aliases=("discount", "pct"))),
+             (_a("price", "num", "The original price in dollars.", 5, 900, aliases=("amount", "list_price")), _a("percent", "int", "Discount percentage.", 5, 70, aliases=("discount", "pct"),
+                                                                                                                       alt=("The discount as a fraction of the price (0.2 for 20% off).", 0.01))),
              lambda price, percent: price * (1 - percent / 100),
              ("A jacket costs ${price} with {percent}% off. What do I pay?", "Price after a {percent}% discount on {price} dollars?"),
              "The discounted price is the price times (1 - discount percentage / 100)", " dollars"),
@@ -280,37 +286,55 @@ class Tool:
     name: str
     params: dict  # logical arg name -> shown parameter name
     desc: str
+    scale: dict = field(default_factory=dict)  # logical arg name -> factor of the convention it takes (Arg.alt)
 
     def schema(self) -> dict:
         props, required = {}, []
         for a in self.q.args:
             p = self.params[a.name]
+            desc = a.alt[0] if a.name in self.scale else a.desc
             if a.kind == "list":
-                props[p] = {"type": "array", "items": {"type": "number"}, "description": a.desc}
+                props[p] = {"type": "array", "items": {"type": "number"}, "description": desc}
             elif a.kind == "enum":
-                props[p] = {"type": "string", "enum": list(a.values), "description": a.desc}
+                props[p] = {"type": "string", "enum": list(a.values), "description": desc}
             else:
-                props[p] = {"type": {"num": "number", "int": "integer"}.get(a.kind, "string"), "description": a.desc}
+                kind = "number" if a.name in self.scale else {"num": "number", "int": "integer"}.get(a.kind, "string")
+                props[p] = {"type": kind, "description": desc}
             if not a.optional:
                 required.append(p)
         return {"type": "function", "function": {"name": self.name, "description": self.desc,
                                                  "parameters": {"type": "object", "properties": props, "required": required}}}
 
-    def run(self, args: dict):
+    def show(self, args: dict) -> dict:
+        """Logical arguments as this tool takes them: its parameter names, its conventions."""
+        return {self.params[k]: _num(v * self.scale[k]) if k in self.scale else v for k, v in args.items()}
+
+    def logical(self, shown: dict) -> dict:
         inv = {v: k for k, v in self.params.items()}
-        return self.q.fn(**{inv[k]: v for k, v in args.items()})
+        return {inv[k]: _num(v / self.scale[inv[k]]) if inv[k] in self.scale else v for k, v in shown.items()}
+
+    def run(self, args: dict):
+        return self.q.fn(**self.logical(args))
+
+
+def _num(v):
+    """A scaled number without float noise (0.05, not 0.05000000000000001; 15, not 15.0)."""
+    r = round(float(v), 6)
+    return int(r) if r.is_integer() else r
 
 
 def make_tool(q: Quantity, rng: random.Random, style: str) -> Tool:
-    # Parameters keep meaningful names: the served tool listing (`prompts.tool_prompt`) shows a tool's
-    # description but not its parameters' descriptions, so a masked parameter could not be read.
+    # Parameters keep meaningful names (the compact tool listing showed no parameter descriptions);
+    # a parameter with another convention (Arg.alt) takes it in half the tools, which the typed
+    # listing shows in the parameter's description.
     name = {"snake": f"{rng.choice(VERBS)}_{q.key}", "space": f"{rng.choice(SPACES)}.{q.key}",
             "camel": _camel(f"{rng.choice(VERBS)}_{q.key}"),
             "masked": f"{rng.choice(('fn', 'op', 'tool', 'f'))}_{_masked(rng)}"}[style]
     params = {a.name: a.name if rng.random() < 0.6 or not a.aliases else rng.choice(a.aliases) for a in q.args}
     if len(set(params.values())) < len(params):
         params = {a.name: a.name for a in q.args}
-    return Tool(q, name, params, rng.choice(DESC).format(what=q.what))
+    scale = {a.name: a.alt[1] for a in q.args if a.alt and rng.random() < 0.5}
+    return Tool(q, name, params, rng.choice(DESC).format(what=q.what), scale)
 
 
 def tool_set(rng: random.Random, target: Quantity | None, others: list[Quantity]) -> list[Tool]:
@@ -403,7 +427,7 @@ class FnTranscript:
 def _call_msg(calls: list[tuple[Tool, dict]]) -> tuple[dict, list[dict]]:
     from macaronic.substrate.toolcalls import format_tool_calls
 
-    shown = [(t.name, {t.params[k]: v for k, v in args.items()}) for t, args in calls]
+    shown = [(t.name, t.show(args)) for t, args in calls]
     results = [{"result": result_value(t.q.fn(**args))} for t, args in calls]
     return ({"role": "assistant", "content": format_tool_calls(shown)},
             [{"role": "tool", "content": json.dumps(r, sort_keys=True)} for r in results])
@@ -541,10 +565,10 @@ def verify(t: FnTranscript) -> list[str]:
                     jsonschema.validate(args, schemas[t.tools.index(tool)]["function"]["parameters"])
                 except jsonschema.ValidationError as e:
                     problems.append(f"{tool.name}: {e.message}")
-                for k, v in args.items():
+                for k, v in tool.logical(args).items():  # a value in a tool's convention, back as said
                     for x in _flat(v):
                         if not (str(x) in said_text or x in t.derived or any(x in a.values for a in tool.q.args)):
-                            problems.append(f"{tool.name}.{k}={x!r} is not grounded")
+                            problems.append(f"{tool.name}.{tool.params[k]}={x!r} is not grounded")
                 made.append(result_value(tool.run(args)))
     if made != results:
         problems.append(f"results {results} are not the tools' own {made}")
