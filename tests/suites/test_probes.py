@@ -29,7 +29,12 @@ def test_bfcl_probe_rows(tmp_path):
     out = tmp_path / "bfcl.json"
     assert main(["--base", "smollm2-135m-instruct", "--categories", "simple,irrelevance", "--limit", "1",
                  "--max-tokens", "48", "--json", str(out)]) == 0
-    doc = json.loads(out.read_text())["categories"]
+    full = json.loads(out.read_text())
+    from macaronic.harness import load_bundle
+
+    assert full["harness"] == {"id": load_bundle().id, "version": load_bundle().version,
+                               "tool_listing": load_bundle().tool_listing}  # which tool listing the rows were served under
+    doc = full["categories"]
     assert set(doc) == {"simple", "irrelevance"}
     routed = doc["simple"]["rows"]["macaronic"]
     assert all(r["policy"] == "tools" and r["adapter"] == "agent" for r in routed)  # the tools rule

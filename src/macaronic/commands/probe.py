@@ -145,6 +145,7 @@ def bfcl(argv: list[str]) -> int:
     llm, mol = served(a.base, a.adapter_dir, constrain=not a.no_constraints)
     out: dict = {"command": "macaronic probe bfcl " + " ".join(argv),
                  "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
+                 "harness": {"id": mol.bundle.id, "version": mol.bundle.version, "tool_listing": mol.bundle.tool_listing},
                  "categories": {}}
     try:
         names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
