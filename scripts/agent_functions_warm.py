@@ -1,7 +1,12 @@
 """The agent warm start of 2026-12-05 (docs/LOG.md, issue 36): the function-tool engine's examples
 (`macaronic.datagen.functions`: calculators and converters; a call when a listed tool computes what
 is asked, none when only its neighbours are listed) plus rows replayed from the shipped agent's own
-training file, shuffled, written to OUT.
+training file, shuffled, written to OUT. Both render under the shipped harness bundle. The shipped
+agent was trained under harness 0.1.0's compact tool listing: its data (sha256 179a762f…, its
+manifest) rebuilds under a bundle with `"tool_listing": "compact"` (tests/train/test_agent_data.py).
+Under harness 0.2.0 the same commands with `--fractions 0.5` (the engine's percent-as-fraction
+tools) render sha256 ce3a27b4…, the typed-listing run that was not shipped (docs/LOG.md, 2026-12-05
+fourth session).
 
     .venv/bin/python scripts/agent_failure_data_warm.py runs/agent-fn/warm3.jsonl --n 40 --replay 2 \\
       --parallel-share 0.25 --skills fill_placeholders,state_facts,lookup_then_act,pick_tools,find_person,order_writes,calls_together
@@ -27,6 +32,9 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--functions", type=int, default=240, help="function-tool examples")
     ap.add_argument("--seed", type=int, default=0, help="the function-tool engine's seed")
+    ap.add_argument("--fractions", type=float, default=0.0,
+                    help="share of tools with a percentage parameter that take it as a decimal fraction "
+                         "(0: the shipped agent's data; the typed-listing run used 0.5)")
     ap.add_argument("--replay-file", required=True, help="JSONL the replayed rows are drawn from (the shipped agent's data)")
     ap.add_argument("--replay", type=int, default=240, help="rows drawn from --replay-file (seeded)")
     a = ap.parse_args()
@@ -35,7 +43,7 @@ def main() -> None:
     if a.replay > len(replay):
         ap.error(f"--replay {a.replay}: {a.replay_file} holds {len(replay)} rows")
     random.Random("replay:functions").shuffle(replay)
-    rows = [e.to_dict() for e in examples(a.functions, a.seed)] + replay[:a.replay]
+    rows = [e.to_dict() for e in examples(a.functions, a.seed, a.fractions)] + replay[:a.replay]
     random.Random(0).shuffle(rows)
     with open(a.out, "w") as f:
         f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in rows)

@@ -94,14 +94,15 @@ def test_a_tool_that_takes_a_percent_as_a_fraction_gets_one_and_the_verifier_rea
 
     assert fn.verify(transcript(0.15)) == []
     assert any("not grounded" in p for p in fn.verify(transcript(15)))  # the percent as said, not as the tool takes it
-    rng, scaled = random.Random(5), 0
-    for _ in range(300):  # the engine hands such tools out, and their calls carry the fraction
-        t, _name = fn.transcript(rng, "fn_call")
-        tool = next(x for x in t.tools if x.q.key == t.asked)
-        for k in tool.scale:
-            call = _calls(t.messages)[0]
-            scaled += 0 < call["arguments"][tool.params[k]] < 1
-    assert scaled >= 5
+    for share in (0.5, 0.0):
+        rng, scaled = fn.EngineRandom(5, fractions=share), 0
+        for _ in range(300):  # the engine hands such tools out when asked to, and their calls carry the fraction
+            t, _name = fn.transcript(rng, "fn_call")
+            tool = next(x for x in t.tools if x.q.key == t.asked)
+            for k in tool.scale:
+                call = _calls(t.messages)[0]
+                scaled += 0 < call["arguments"][tool.params[k]] < 1
+        assert (scaled >= 5) if share else (scaled == 0)
 
 
 def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):

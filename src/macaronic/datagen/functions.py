@@ -325,15 +325,16 @@ def _num(v):
 
 def make_tool(q: Quantity, rng: random.Random, style: str) -> Tool:
     # Parameters keep meaningful names (the compact tool listing showed no parameter descriptions);
-    # a parameter with another convention (Arg.alt) takes it in half the tools, which the typed
-    # listing shows in the parameter's description.
+    # a parameter with another convention (Arg.alt) takes it in a `fractions` share of the tools, which
+    # the typed listing shows in the parameter's description.
     name = {"snake": f"{rng.choice(VERBS)}_{q.key}", "space": f"{rng.choice(SPACES)}.{q.key}",
             "camel": _camel(f"{rng.choice(VERBS)}_{q.key}"),
             "masked": f"{rng.choice(('fn', 'op', 'tool', 'f'))}_{_masked(rng)}"}[style]
     params = {a.name: a.name if rng.random() < 0.6 or not a.aliases else rng.choice(a.aliases) for a in q.args}
     if len(set(params.values())) < len(params):
         params = {a.name: a.name for a in q.args}
-    scale = {a.name: a.alt[1] for a in q.args if a.alt and rng.random() < 0.5}
+    share = getattr(rng, "fractions", 0.0)  # EngineRandom's: 0 draws nothing, as the engine did before
+    scale = {a.name: a.alt[1] for a in q.args if a.alt and share and rng.random() < share}
     return Tool(q, name, params, rng.choice(DESC).format(what=q.what), scale)
 
 
@@ -602,13 +603,23 @@ def messages_of(t: FnTranscript, bundle) -> list[dict]:
               for m in t.messages)]
 
 
-def examples(n: int, seed: int = 0) -> list:
-    """`n` verified function-tool conversations (seeded, deterministic), patterns mixed by weight."""
+class EngineRandom(random.Random):
+    """The engine's random source, carrying the share of tools that take a parameter in its other
+    convention (`Arg.alt`; 0: none, and no draw for it, so data built before it rebuilds)."""
+
+    def __init__(self, seed, fractions: float = 0.0):
+        super().__init__(seed)
+        self.fractions = fractions
+
+
+def examples(n: int, seed: int = 0, fractions: float = 0.0) -> list:
+    """`n` verified function-tool conversations (seeded, deterministic), patterns mixed by weight;
+    `fractions`: the share of tools with a percentage parameter that take it as a decimal fraction."""
     from macaronic.datagen.examples import Example
     from macaronic.harness import load_bundle
 
     bundle = load_bundle()
-    rng = random.Random(f"agent-functions:{seed}")
+    rng = EngineRandom(f"agent-functions:{seed}", fractions)
 
     def one():
         t, name = transcript(rng)

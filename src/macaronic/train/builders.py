@@ -238,10 +238,11 @@ def agent_engine_examples(n: int, seed: int = 0) -> list[Example]:
 
 def agent_functions_examples(n: int, seed: int = 0) -> list[Example]:
     """The function-tool engine (`macaronic.datagen.functions`: calculators and converters; a call
-    when a listed tool computes what is asked, none when only its neighbours are listed)."""
+    when a listed tool computes what is asked, none when only its neighbours are listed; half the
+    tools with a percentage parameter take it as a decimal fraction)."""
     from macaronic.datagen.functions import examples
 
-    return examples(n, seed)
+    return examples(n, seed, fractions=0.5)
 
 
 # ---- coding -----------------------------------------------------------------------------

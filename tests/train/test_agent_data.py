@@ -1,0 +1,38 @@
+"""The shipped Qwen agent's training data still rebuilds byte for byte from its scripts, under the
+compact tool listing it was trained with (harness 0.1.0; the harness ships the typed listing since
+0.2.0): its recorded data manifest and that of the adapter it started from."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import runpy
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SKILLS = "fill_placeholders,state_facts,lookup_then_act,pick_tools,find_person,order_writes,calls_together"
+
+
+def _run(monkeypatch, script: str, *args: str) -> None:
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    runpy.run_path(str(ROOT / "scripts" / script), run_name="__main__")
+
+
+def test_the_shipped_agents_data_rebuilds_under_the_listing_it_was_trained_with(monkeypatch, tmp_path, capsys):
+    import macaronic.harness as harness
+    from macaronic.engine.llm import shipped_adapters_dir
+
+    loaded = harness.load_bundle
+    assert loaded().tool_listing == "typed"  # what serving shows today; the data below is rendered as trained
+    monkeypatch.setattr(harness, "load_bundle", lambda path=None: dataclasses.replace(loaded(path), tool_listing="compact"))
+    warm, data = tmp_path / "warm3.jsonl", tmp_path / "data.jsonl"
+    _run(monkeypatch, "agent_failure_data_warm.py", str(warm), "--n", "40", "--replay", "2", "--parallel-share", "0.25",
+         "--skills", SKILLS)
+    _run(monkeypatch, "agent_functions_warm.py", str(data), "--functions", "240", "--replay-file", str(warm),
+         "--replay", "240")
+    meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "agent" / "macaronic.json").read_text())
+    assert hashlib.sha256(data.read_bytes()).hexdigest() == meta["data"]["manifest_sha256"]
+    assert hashlib.sha256(warm.read_bytes()).hexdigest() == meta["training"]["init"]["data"]["manifest_sha256"]
+    assert "Tools (name(arguments)" in data.read_text()
