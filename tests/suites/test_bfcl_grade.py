@@ -85,3 +85,9 @@ def test_java_and_javascript_are_graded_from_their_string_forms():
             passed += g["passed"]
             assert not grade(cat, p, [("not_" + name, args)])["passed"]
         assert passed >= 10, (cat, passed)
+
+
+def test_problems_from_an_offset_are_the_next_batch():
+    first = [p["id"] for p in problems("simple", 5)]
+    assert [p["id"] for p in problems("simple", 3, offset=2)] == first[2:5]
+    assert problems("simple", 5, offset=10_000) == []

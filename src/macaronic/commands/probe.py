@@ -136,9 +136,13 @@ def bfcl(argv: list[str]) -> int:
     ap.add_argument("--categories", default=",".join(CATEGORIES), help=f"comma-separated, of {', '.join(CATEGORIES)}")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, agent, macaronic")
     ap.add_argument("--limit", type=int, default=None, help="first N problems of each category (default: all)")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="skip the first N problems of each category (with --limit: the next batch of a run)")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--no-constraints", action="store_true")
     a, models = _parse_served(ap, argv, MODELS)
+    if a.offset < 0:
+        ap.error("--offset must be 0 or more")
     from macaronic.suites.bfcl import problems
 
     t0 = time.perf_counter()
@@ -150,7 +154,7 @@ def bfcl(argv: list[str]) -> int:
     try:
         names = {"base": mol.backend.base()["id"], "agent": "agent", "macaronic": None}
         for cat in a.categories.split(","):
-            probs = problems(cat, a.limit)
+            probs = problems(cat, a.limit, a.offset)
             if cat in MULTI_TURN:
                 rows = {m: asyncio.run(run_multi_turn(mol, probs, names[m], a.max_tokens, m)) for m in models}
             else:

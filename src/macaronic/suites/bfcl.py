@@ -42,13 +42,15 @@ MAX_STEPS = 20  # the leaderboard's cap on model calls within one user turn (MAX
 CHECKER_NAME = "macaronic"  # the model name the checker is told (it only looks up underscore_to_dot)
 
 
-def problems(category: str, limit: int | None = None) -> list[dict]:
-    """The category's problems in the package's order: {id, question, function, ground_truth?}."""
+def problems(category: str, limit: int | None = None, offset: int = 0) -> list[dict]:
+    """The category's problems in the package's order, from `offset` on, at most `limit`: {id,
+    question, function, ground_truth?}."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown BFCL category {category!r}; choose from {sorted(CATEGORIES)}")
     d = package_dir("bfcl_eval", BFCL_PACKAGE) / "data"
     qf, af = CATEGORIES[category]
-    out = [json.loads(line) for line in (d / qf).read_text().splitlines() if line.strip()][:limit]
+    out = [json.loads(line) for line in (d / qf).read_text().splitlines() if line.strip()]
+    out = out[offset:][:limit]
     if category in MULTI_TURN:  # the functions are the involved backends' docs, as the package's loader adds them
         from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING as docs
 
