@@ -1,12 +1,11 @@
 """The agent warm start of 2026-12-05 (docs/LOG.md, issue 36): the function-tool engine's examples
 (`macaronic.datagen.functions`: calculators and converters; a call when a listed tool computes what
 is asked, none when only its neighbours are listed) plus rows replayed from the shipped agent's own
-training file, shuffled, written to OUT. Both render under the shipped harness bundle. The shipped
-agent was trained under harness 0.1.0's compact tool listing: its data (sha256 179a762f…, its
-manifest) rebuilds under a bundle with `"tool_listing": "compact"` (tests/train/test_agent_data.py).
-Under harness 0.2.0 the same commands with `--fractions 0.5` (the engine's percent-as-fraction
-tools) render sha256 ce3a27b4…, the typed-listing run that was not shipped (docs/LOG.md, 2026-12-05
-fourth session).
+training file, shuffled, written to OUT. Both render under the shipped harness bundle and its
+compact tool listing: the shipped agent's data (sha256 179a762f…, its manifest) rebuilds with the
+commands below (tests/train/test_agent_data.py). Under a bundle with `"tool_listing": "typed"` and
+`--fractions 0.5` (the engine's percent-as-fraction tools) they render sha256 ce3a27b4…, the
+typed-listing run of 2026-12-05's fourth session, not shipped (docs/LOG.md).
 
     .venv/bin/python scripts/agent_failure_data_warm.py runs/agent-fn/warm3.jsonl --n 40 --replay 2 \\
       --parallel-share 0.25 --skills fill_placeholders,state_facts,lookup_then_act,pick_tools,find_person,order_writes,calls_together
