@@ -68,7 +68,7 @@ def tool_prompt(tools: list[dict], listing: str = "compact") -> str:
 
     compact: one line per tool (name, arguments with `?` when optional, the description's first
     sentence). The full JSON-schema listing of the substrate's tools is ~3,100 tokens, too long for a
-    135M base on CPU; the specialists before harness 0.2.0 were trained on this form.
+    135M base on CPU; the shipped specialists were trained on this form.
     typed: the tool's description, then one line per argument: its name, type (enum values, items,
     nested fields, default), whether it is optional, and its description, which is where a schema
     says its units, formats and allowed values (about twice the compact listing's tokens)."""
