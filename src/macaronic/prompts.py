@@ -42,8 +42,9 @@ def _clip(text, limit: int) -> str:
 
 def _type_text(schema, depth: int = 0) -> str:
     """A JSON schema's type in a few words: `string, one of "a"|"b"`, `array of number`,
-    `object {min?: number, max?: number}` (two levels of nesting, then `object`)."""
-    if not isinstance(schema, dict):
+    `object {min?: number, max?: number}` (two levels of nesting, then `object`; five levels of
+    arrays or alternatives, then `any`: a client's schema may nest as deep as its byte cap allows)."""
+    if not isinstance(schema, dict) or depth > 4:
         return "any"
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list) and schema[key]:

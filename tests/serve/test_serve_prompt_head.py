@@ -59,6 +59,11 @@ def test_client_tools_render_in_the_typed_form_with_types_enums_and_descriptions
         "    sides (array of integer, default [1, 2], optional)",
         "    box (object {min: number, max?: number}, optional)",
         "    odd (any, optional)"]
+    deep: dict = {"type": "integer"}
+    for _ in range(5000):  # nested past the recursion limit: cut, not a crash
+        deep = {"type": "array", "items": deep}
+    nested = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": deep}}}}
+    assert "    x (array of array of array of array of array of any, optional)" in views.tool_prompt([nested], "typed")
     long = dict(TOOL, function=dict(TOOL["function"], description="word " * 200))
     assert len(views.tool_prompt([long], "typed").splitlines()[1]) < 420  # a long description is cut, marked " ..."
 
