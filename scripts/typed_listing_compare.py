@@ -42,14 +42,14 @@ ROWS = {  # name -> (file prefix, model)
 }
 
 
+def rows(path: str, cat: str, model: str = "agent") -> dict[str, float]:
+    """Problem id -> passed, for one model's rows of one category of a `probe bfcl` JSON."""
+    return {r["id"]: float(r["passed"]) for r in json.load(open(path))["categories"][cat]["rows"][model]}
+
+
 def passed(name: str, cat: str) -> dict[str, float]:
     prefix, model = ROWS[name]
-    f = prefix + ("irr" if cat == "irrelevance" else "4x20") + ".json"
-    return {r["id"]: float(r["passed"]) for r in json.load(open(f))["categories"][cat]["rows"][model]}
-
-
-def _ids(path: str, cat: str) -> dict[str, float]:
-    return {r["id"]: float(r["passed"]) for r in json.load(open(path))["categories"][cat]["rows"]["agent"]}
+    return rows(prefix + ("irr" if cat == "irrelevance" else "4x20") + ".json", cat, model)
 
 
 def cell(new: list[float], old: list[float] | None = None) -> str:
@@ -82,8 +82,8 @@ def main() -> None:
     print("\nthe shipped agent, typed − compact, problems 1-40 of each call category (the first 20 above and the next 20):")
     all_t, all_c = [], []
     for cat in CATS[:-1]:
-        t = {**passed("typed", cat), **_ids(both["typed"], cat)}
-        c = {**passed("compact", cat), **_ids(both["compact"], cat)}
+        t = {**passed("typed", cat), **rows(both["typed"], cat)}
+        c = {**passed("compact", cat), **rows(both["compact"], cat)}
         ids = sorted(t)
         assert sorted(c) == ids and len(ids) == 40
         all_t += [t[i] for i in ids]
@@ -92,7 +92,7 @@ def main() -> None:
     print(f"  the four together (160): compact {cell(all_c)}, typed {cell(all_t, all_c)}")
     routed = json.load(open(EXT + "bfcl-qwen-typed-base-irr.json"))["categories"]["irrelevance"]["rows"]
     if "macaronic" in routed:
-        r = {x["id"]: float(x["passed"]) for x in routed["macaronic"]}
+        r = rows(EXT + "bfcl-qwen-typed-base-irr.json", "irrelevance", "macaronic")
         b = passed("base", "irrelevance")
         ids = sorted(r)
         print(f"\nrouted MoL, irrelevance (40): {cell([r[i] for i in ids], [b[i] for i in ids])} against the bare base; "

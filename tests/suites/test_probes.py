@@ -32,8 +32,8 @@ def test_bfcl_probe_rows(tmp_path):
     full = json.loads(out.read_text())
     from macaronic.harness import load_bundle
 
-    assert full["harness"] == {"id": load_bundle().id, "version": load_bundle().version,
-                               "tool_listing": load_bundle().tool_listing}  # which tool listing the rows were served under
+    b = load_bundle()
+    assert full["harness"] == {"id": b.id, "version": b.version, "tool_listing": b.tool_listing}  # the listing the rows were served under
     doc = full["categories"]
     assert set(doc) == {"simple", "irrelevance"}
     routed = doc["simple"]["rows"]["macaronic"]
