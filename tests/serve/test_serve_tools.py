@@ -120,3 +120,107 @@ def test_a_role_without_an_adapter_is_listed_and_answered_by_the_base(scripted, 
         assert r.choices[0].message.content == "def f(): pass"
     finally:
         srv.stop()
+
+
+class SaysChat:
+    """A router that sends every turn to chat."""
+
+    def route(self, messages, *args, **kw):
+        from macaronic.router.types import RouteDecision
+
+        return RouteDecision("chat", {"chat": 1.0}, 1.0, "head", 0.1, "scored")
+
+
+def _asked(script, since: int, text: str) -> list:
+    """The adapters that generated for this user text since `since` (not the summary hops)."""
+    return [a for a, v in script.seen[since:] if v[-1]["content"] == text]
+
+
+def _deciding(mol, on: bool = True):
+    from dataclasses import replace
+
+    mol.bundle = replace(mol.bundle, router={**mol.bundle.router, "tools_decide": on})
+
+
+def test_the_agent_decides_calls_for_turns_the_head_sends_to_a_text_specialist(inproc):
+    """`tools_decide`: a request with tools that names none of them and that the head sends to chat is
+    read first by the agent; its call opens from the first token, so the turn is the agent's and
+    the call comes back (its prefill reused, not redone). A request it answers in text stays chat's,
+    and chat answers without the tools: the agent said no call is needed."""
+    url, mol, script = inproc
+    _deciding(mol)
+    mol.router = SaysChat()
+    script.replies["agent"] = lambda view: CALL if "milk" in view[-1]["content"] else "No tool fits."
+    script.replies["chat"] = "Hello!"
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "jot down: buy milk"}],
+                                  tools=TOOLS, max_tokens=96)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"], meta["reason"]) == ("agent", "tools", "tools-decided-call"), meta
+    assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"text": "buy milk"}
+    assert _asked(script, 0, "jot down: buy milk") == ["agent", "agent"]
+
+    seen = len(script.seen)
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "hi there"}],
+                                  tools=TOOLS, max_tokens=16)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"]) == ("chat", "head") and meta["reason"].endswith("tools-decided-no-call")
+    assert r.choices[0].message.content == "Hello!" and not r.choices[0].message.tool_calls
+    asked = [(a, v) for a, v in script.seen[seen:] if v[-1]["content"] == "hi there"]  # not the summary hop
+    assert [a for a, _ in asked] == ["agent", "chat"]
+    assert "create_reminder" in asked[0][1][0]["content"]  # the agent read the tools
+    assert "create_reminder" not in "".join(m["content"] for m in asked[1][1])  # chat did not
+
+
+def test_the_tools_decision_stays_out_of_its_way(inproc):
+    """Off by default (a bundle without `tools_decide` answers as before: chat keeps the tools, the
+    agent is not asked); never for a card route, `tool_choice` none or required, or a forced model."""
+    url, mol, script = inproc
+    mol.router = SaysChat()
+    script.replies["agent"] = CALL
+    script.replies["chat"] = "Hello!"
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+    hi = [{"role": "user", "content": "hi there"}]
+    seen = len(script.seen)
+    r = c.chat.completions.create(model="macaronic", messages=hi, tools=TOOLS, max_tokens=16)
+    assert r.model_extra["macaronic"]["reason"] == "scored" and _asked(script, seen, "hi there") == ["chat"]
+    assert "create_reminder" in script.seen[-1][1][0]["content"]  # without the rule chat sees the tools
+    _deciding(mol)
+    for kw in ({"tool_choice": "none"}, {"model": "chat"}):
+        seen = len(script.seen)
+        r = c.chat.completions.create(**{"model": "macaronic", "messages": hi, "tools": TOOLS, "max_tokens": 16, **kw})
+        assert _asked(script, seen, "hi there") == ["chat"], kw
+    seen = len(script.seen)
+    r = c.chat.completions.create(model="macaronic", messages=hi, tools=TOOLS, tool_choice="required", max_tokens=96)
+    assert r.model_extra["macaronic"]["reason"] == "tool-choice" and _asked(script, seen, "hi there") == ["agent"]
+    mol.router = SaysGenui()
+    seen = len(script.seen)
+    c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "a card saying hello"}],
+                              tools=TOOLS, max_tokens=8)
+    assert _asked(script, seen, "a card saying hello") == ["genui"]
+
+
+def test_a_failed_tools_decision_keeps_the_heads_route_and_the_tools(scripted):
+    import asyncio
+
+    from macaronic.serve.backends import BackendError
+
+    mol, script = scripted
+    _deciding(mol)
+    mol.router = SaysChat()
+    script.replies["chat"] = "Hello!"
+    real = mol.backend.stream
+
+    def stream(view, adapter, sampling, **kw):
+        if sampling.max_tokens == len("<tool_call>"):  # the decision's read
+            raise BackendError("overloaded", 503, "overloaded")
+        return real(view, adapter, sampling, **kw)
+
+    mol.backend.stream = stream
+    try:
+        r = asyncio.run(mol.aturn([{"role": "user", "content": "hi there"}], tools=TOOLS, sampling={"max_tokens": 32}))
+    finally:
+        del mol.backend.stream
+    assert (r.route.specialist, r.route.reason, r.text) == ("chat", "scored", "Hello!")
+    assert "create_reminder" in r.view[0]["content"]

@@ -22,6 +22,32 @@ def test_instructions_probe_rows(tmp_path):
     assert all(isinstance(r["passed"], bool) and len(r["checks"]) >= 1 for r in doc["rows"]["macaronic"])
 
 
+def test_instructions_probe_with_tools_attached_under_another_bundle(tmp_path):
+    """`--tools`: every prompt carries the toolset (a reply that calls fails its prompt); `--bundle`:
+    the rows are served under that harness, and the JSON says which."""
+    import shutil
+
+    from macaronic.commands.probe import instructions as main
+    from macaronic.harness import load_bundle
+    from macaronic.harness.bundle import DEFAULT_BUNDLE
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(DEFAULT_BUNDLE, bundle)
+    router = json.loads((bundle / "router.json").read_text())
+    (bundle / "router.json").write_text(json.dumps({**router, "tools_decide": True}))
+    out = tmp_path / "instr.json"
+    assert main(["--base", "smollm2-135m-instruct", "--limit", "2", "--max-tokens", "12", "--models", "macaronic",
+                 "--tools", "assistant", "--bundle", str(bundle), "--json", str(out)]) == 0
+    full = json.loads(out.read_text())
+    assert full["tools"] == "assistant" and full["harness"]["id"] == load_bundle(bundle).id != load_bundle().id
+    rows = full["categories"]["instructions"]["rows"]["macaronic"]
+    assert len(rows) == 2 and all(r["passed"] is False for r in rows if r["calls"])
+    # every prompt either went to the agent (by the tools rule or the agent's own call) or was answered
+    # by the head's specialist without the tools, after the agent declined
+    assert all(r["adapter"] == "agent" or "tools-decided-no-call" in r["reason"] or r["specialist"] == "genui"
+               for r in rows), rows
+
+
 @pytest.mark.long
 def test_bfcl_probe_rows(tmp_path):
     from macaronic.commands.probe import bfcl as main

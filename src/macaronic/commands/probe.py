@@ -64,16 +64,18 @@ def main(argv: list[str]) -> int:
     return 2
 
 
-def served(base: str | None, adapter_dirs: list, **harness):
-    """(llm, MoL) as `macaronic serve` would build them for this base; the caller closes the llm."""
+def served(base: str | None, adapter_dirs: list, bundle: Path | None = None, **harness):
+    """(llm, MoL) as `macaronic serve` would build them for this base (and harness bundle, default
+    the shipped one); the caller closes the llm."""
     from macaronic.engine.llm import EngineConfig, load_base_llm
     from macaronic.harness import load_bundle
     from macaronic.router.shipped import router_for
     from macaronic.serve.mol import HarnessConfig, MoL
 
+    b = load_bundle(bundle)
     llm = load_base_llm(base, adapter_dirs, EngineConfig.from_env(max_batch=16))
     # the router serve builds: without one, "macaronic" would take the default route
-    return llm, MoL.from_llm(llm, router=router_for(llm, load_bundle()), config=HarnessConfig(summaries=False, **harness))
+    return llm, MoL.from_llm(llm, b, router=router_for(llm, b), config=HarnessConfig(summaries=False, **harness))
 
 
 def table(out: dict) -> str:
@@ -120,6 +122,8 @@ def _parse_served(ap: argparse.ArgumentParser, argv: list[str], known: tuple) ->
     ap.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
     ap.add_argument("--adapter-dir", action="append", default=[], metavar="DIR",
                     help="serve these adapter directories instead of the shipped specialists (repeatable)")
+    ap.add_argument("--bundle", type=Path, default=None, metavar="DIR",
+                    help="serve under this harness bundle directory (default: the shipped one), as `serve --bundle`")
     a = ap.parse_args(argv)
     models = a.models.split(",")
     if bad := [m for m in models if m not in known]:
@@ -146,7 +150,7 @@ def bfcl(argv: list[str]) -> int:
     from macaronic.suites.bfcl import problems
 
     t0 = time.perf_counter()
-    llm, mol = served(a.base, a.adapter_dir, constrain=not a.no_constraints)
+    llm, mol = served(a.base, a.adapter_dir, a.bundle, constrain=not a.no_constraints)
     out: dict = {"command": "macaronic probe bfcl " + " ".join(argv),
                  "constrained": not a.no_constraints, "models": models, "adapters": sorted(llm.adapters.names()),
                  "harness": {"id": mol.bundle.id, "version": mol.bundle.version, "tool_listing": mol.bundle.tool_listing},
@@ -169,6 +173,7 @@ def bfcl(argv: list[str]) -> int:
 
 
 def instructions(argv: list[str]) -> int:
+    from macaronic.router.bench import TOOLSETS
     from macaronic.suites.instructions_probe import MODELS, run
 
     ap = argparse.ArgumentParser(prog="macaronic probe instructions", description=INSTRUCTIONS_DOC,
@@ -177,24 +182,27 @@ def instructions(argv: list[str]) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, chat, macaronic")
     ap.add_argument("--limit", type=int, default=None, help="first N prompts (default: all)")
     ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--tools", choices=sorted(TOOLSETS), default=None,
+                    help="attach this toolset to every prompt (tool_choice auto), as an agent framework would: "
+                         "none of its tools is what a prompt asks for, so every reply should stay text")
     a, models = _parse_served(ap, argv, MODELS)
     from macaronic.suites.instructions import load
 
     prompts = load()[: a.limit]
     t0 = time.perf_counter()
-    llm, mol = served(a.base, a.adapter_dir)
+    llm, mol = served(a.base, a.adapter_dir, a.bundle)
     try:
         names = {"base": mol.backend.base()["id"], "chat": "chat", "macaronic": None}
         rows = {}
         for m in models:
-            rows[m] = asyncio.run(run(mol, prompts, names[m], a.max_tokens))
+            rows[m] = asyncio.run(run(mol, prompts, names[m], a.max_tokens, TOOLSETS.get(a.tools)))
             print(m, round(sum(r["passed"] for r in rows[m]) / len(prompts), 3), f"{time.perf_counter() - t0:.0f}s",
                   file=sys.stderr, flush=True)
         adapters = sorted(llm.adapters.names())
     finally:
         llm.close()
     out = {"command": "macaronic probe instructions " + " ".join(argv), "models": models,
-           "adapters": adapters, "seconds": round(time.perf_counter() - t0, 1),
+           "adapters": adapters, "tools": a.tools, "harness": {"id": mol.bundle.id, "version": mol.bundle.version}, "seconds": round(time.perf_counter() - t0, 1),
            "categories": {"instructions": {"n": len(prompts), "rows": rows, "score": scores(rows, len(prompts))}}}
     write(out, a.json)
     return 0

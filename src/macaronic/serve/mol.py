@@ -43,7 +43,7 @@ from typing import Any, AsyncIterator
 from macaronic.engine.sampling import SamplingParams
 from macaronic.genui.convert import streamed_head, v08_text
 from macaronic.pairs.ids import pair_id
-from macaronic.router.config import choice_names_a_call, default_route, tools_route
+from macaronic.router.config import RouterConfig, choice_names_a_call, default_route, tools_route
 from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import pools, structured, views
 from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
@@ -51,6 +51,7 @@ from macaronic.serve.callstream import CallStreamer
 from macaronic.serve.backends import Backend, BackendError, Generation
 from macaronic.serve.store import Store
 from macaronic.specialist import BUILTIN, output_of
+from macaronic.substrate.toolcalls import OPEN as CALL_OPEN
 
 log = logging.getLogger("macaronic.serve")
 SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token_ids"}
@@ -338,6 +339,50 @@ class MoL:
         a = self.adapter_for_role(role)
         return Route(a, role, self.mode_of(a), policy, float(conf), ms, reason, dict(probs))
 
+    # Routes the head (or the default) chose; forced, sticky and rule routes are never second-guessed.
+    DECIDABLE = frozenset({"forced", "sticky", "sticky-action", "tools"})
+
+    async def tools_decision(self, msgs: list[dict], route: Route, tools: list[dict], structure) -> tuple[Route, bool]:
+        """The bundle's `tools_decide` rule for a request that carries tools (`tool_choice` auto)
+        and that the head sent to a text specialist: the tools route's adapter (the agent) reads the
+        request as it would answer it, for one greedy token under the tool grammar. If that token
+        opens a call, the turn is the agent's (its prefill is the answer's: the prefix cache keeps
+        it); otherwise the head's specialist answers in text, without the tools, since the
+        specialist that decides calls said none is needed. (route, keep_tools); the route unchanged
+        and the tools kept when the rule is off, does not apply, or the read fails."""
+        role = RouterConfig.from_dict(self.bundle.router).tools_route
+        if (not RouterConfig.from_dict(self.bundle.router).tools_decide or route.policy in self.DECIDABLE
+                or role is None or route.specialist == role or output_of(route.specialist) == "card"):
+            return route, True
+        a = self.adapter_for_role(role)
+        if a is None:  # no trained adapter decides calls: the head's specialist answers with the tools
+            return route, True
+        view = views.build_view(msgs, self.bundle, adapter=a, mode=self.mode_of(a), specialist=role, tools=tools)
+        t0, text, decided = time.perf_counter(), "", False
+        try:  # a call opens with CALL_OPEN: one token on a vocabulary that holds it, a few elsewhere
+            stream = self.backend.stream(view, a, SamplingParams(max_tokens=len(CALL_OPEN), temperature=0.0),
+                                         structure=structure.spec if structure is not None else None)
+            try:
+                async for item in stream:
+                    if isinstance(item, Generation):
+                        decided = item.finish_reason != "error"
+                        break
+                    text += item
+                    if not CALL_OPEN.startswith(text.lstrip()[:len(CALL_OPEN)]) or len(text.lstrip()) >= len(CALL_OPEN):
+                        decided = True
+                        break
+            finally:
+                await stream.aclose()  # decided: the rest is not needed
+        except BackendError as e:  # an optimisation of the route, never a reason to fail the turn
+            log.warning("the tools decision failed (%s); the head's route keeps the tools", e)
+        ms = route.ms + (time.perf_counter() - t0) * 1000
+        if not decided:
+            return route, True
+        if text.lstrip().startswith(CALL_OPEN):
+            return Route(a, role, self.mode_of(a), "tools", route.confidence, ms, "tools-decided-call", route.probs), True
+        return Route(route.adapter, route.specialist, route.mode, route.policy, route.confidence, ms,
+                     f"{route.reason}; tools-decided-no-call", route.probs), False
+
     # ---- sampling ----
 
     def sampling_for(self, role: str | None, overrides: dict | SamplingParams | None) -> SamplingParams:
@@ -426,6 +471,10 @@ class MoL:
         early = await self.astructure(tools, tool_choice, response_format, parallel=parallel)  # before routing too
         msgs = await self._await_summaries(self.annotate(msgs))
         route = await self.route(msgs, model, tools, tool_choice)
+        if use_tools and response_format is None and not (early is not None and early.calls_required):
+            route, keep_tools = await self.tools_decision(msgs, route, tools, early)
+            if not keep_tools:
+                use_tools, early = False, None
         sp = self.sampling_for(route.specialist, sampling)
         view = views.build_view(msgs, self.bundle, adapter=route.adapter, mode=route.mode,
                                 specialist=route.specialist, tools=tools if use_tools else None)

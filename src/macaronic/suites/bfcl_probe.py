@@ -52,7 +52,7 @@ async def run(mol, category: str, probs: list[dict], model: str | None, max_toke
         calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in r.tool_calls]
         g = grade(category, p, calls)
         return {"id": p["id"], "passed": g["passed"], "error": g["error"], "valid_call": valid_call(r, tools),
-                "calls": calls, "text": r.text[:200], "adapter": r.route.adapter, "policy": r.route.policy,
+                "calls": calls, "text": r.text[:200], "adapter": r.route.adapter, "policy": r.route.policy, "reason": r.route.reason,
                 "tool_error": r.tool_error, "finish_reason": r.finish_reason}
 
     return await asyncio.gather(*[one(p) for p in probs])

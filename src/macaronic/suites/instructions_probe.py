@@ -17,14 +17,18 @@ import asyncio
 MODELS = ("base", "chat", "macaronic")
 
 
-async def run(mol, prompts: list[dict], model: str | None, max_tokens: int) -> list[dict]:
+async def run(mol, prompts: list[dict], model: str | None, max_tokens: int, tools: list[dict] | None = None) -> list[dict]:
+    """One row; `tools`: attached to every prompt (tool_choice auto). A reply that calls a tool
+    instead of answering fails its prompt."""
     from macaronic.suites.instructions import grade
 
     async def one(p):
-        r = await mol.aturn([{"role": "user", "content": p["prompt"]}], model=model,
+        r = await mol.aturn([{"role": "user", "content": p["prompt"]}], tools=tools, model=model,
                             sampling={"max_tokens": max_tokens, "temperature": 0.0})
-        g = grade(p, r.text)
+        g = grade(p, r.text) if not r.tool_calls else {"passed": False, "checks": []}
         return {"id": p["id"], "passed": g["passed"], "checks": g["checks"], "reply": r.text,
-                "adapter": r.route.adapter, "specialist": r.route.specialist, "finish_reason": r.finish_reason}
+                "calls": [c["function"]["name"] for c in r.tool_calls], "adapter": r.route.adapter,
+                "specialist": r.route.specialist, "policy": r.route.policy, "reason": r.route.reason,
+                "finish_reason": r.finish_reason}
 
     return await asyncio.gather(*[one(p) for p in prompts])
