@@ -53,7 +53,8 @@ def test_routing_cost_runs_every_variant_and_renders(tiny_routed):
     llm, router = tiny_routed
     engine_backbone = router.backbone
     r = {"threads": 1, "state": "s", "policy": router.config.policy,
-         "ttft": routing.ttft(llm, router, turns=4), "stall": routing.stall(llm, router, streams=3, tokens=24, reps=1, turns=4)}
+         "ttft": routing.ttft(llm, router, turns=4), "stall": routing.stall(llm, router, streams=3, tokens=24, reps=1, turns=4),
+         "tools_ttft": routing.tools_ttft(llm, router, turns=4)}
     assert router.backbone is engine_backbone  # the direct twin was put back
     assert r["ttft"]["turns"] == 4 and r["ttft"]["route_p50_ms"] > 0
     for v in routing.VARIANTS:
@@ -61,3 +62,6 @@ def test_routing_cost_runs_every_variant_and_renders(tiny_routed):
         assert x["gaps"] > 0 and (x["routes"] > 0) == (v != "none")
     text = "\n".join(routing.markdown(json.loads(json.dumps(r))))
     assert "| direct |" in text and "| engine |" in text and "added by routing" in text
+    tt = r["tools_ttft"]
+    assert tt["turns"] == 4 and tt["tools"] and 0 <= tt["took"] <= tt["decided"] <= 4 and tt["added_p50_ms"] is not None
+    assert "Tools attached (create_event" in text

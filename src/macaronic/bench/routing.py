@@ -10,6 +10,9 @@ In process, on the real engine and the shipped router state, with the hand-writt
 - `ttft`: one turn at a time on an idle engine, prefix cache cleared before each request: the time
   to first token of the turn forced to the role the router picks vs routed (route + the same
   request); the difference is what routing adds to TTFT, paired per turn.
+- `tools_ttft`: the same turns through the MoL with a toolset attached (`tool_choice` auto), the
+  bundle's `tools_decide` off and on, paired per turn (one token, cache cleared): what the agent's
+  read of a turn the head sends to a text specialist adds, and how often it takes the turn.
 
 Knows the engine's LLM and the Router; nothing of HTTP.
 """
@@ -155,6 +158,46 @@ def ttft(llm, router, turns: int = 40) -> dict:
             "prompt_tokens_p50": statistics.median(len(llm.encode_chat(c)) for c in convos)}
 
 
+def tools_ttft(llm, router, turns: int = 40) -> dict:
+    """Paired per turn: a routed turn with the router bench's `assistant` toolset attached, under the
+    shipped bundle with `tools_decide` off and on (one token, prefix cache cleared before each)."""
+    import asyncio
+
+    from macaronic.harness import load_bundle
+    from macaronic.router.bench import TOOLSETS
+    from macaronic.serve.mol import HarnessConfig, MoL
+
+    shipped = load_bundle()
+    bundles = {on: replace(shipped, router={**shipped.router, "tools_decide": on}) for on in (False, True)}
+    mol = MoL.from_llm(llm, shipped, router=router, config=HarnessConfig(summaries=False))
+    tools = TOOLSETS["assistant"]
+
+    def one(convo, on: bool):
+        mol.bundle = bundles[on]
+        llm.engine.cache.clear()
+        t0 = time.perf_counter()
+        r = asyncio.run(mol.aturn(convo, tools=tools, sampling={"max_tokens": 1}))
+        return (time.perf_counter() - t0) * 1000, r.route
+
+    convos = _turns(turns)
+    one(convos[0], True)  # first-use costs (the tool grammar, each adapter) out of the figures
+    one(convos[0], False)
+    added, asked, took = [], [], 0
+    for i, convo in enumerate(convos):
+        got = {}
+        for on in ((False, True) if i % 2 == 0 else (True, False)):
+            got[on] = one(convo, on)
+        d = got[True][0] - got[False][0]
+        added.append(d)
+        reason = got[True][1].reason
+        if "tools-decided" in reason:
+            asked.append(d)
+            took += reason == "tools-decided-call"
+    return {"turns": len(convos), "tools": [t["function"]["name"] for t in tools], "decided": len(asked),
+            "took": took, "added_p50_ms": pct(added, 0.5), "added_decided_p50_ms": pct(asked, 0.5),
+            "added_decided_p95_ms": pct(asked, 0.95)}
+
+
 def routing_cost(threads: int | None = None, quick: bool = False, progress=None) -> dict:
     import torch
 
@@ -177,6 +220,9 @@ def routing_cost(threads: int | None = None, quick: bool = False, progress=None)
         if progress:
             progress()
         out["stall"] = stall(llm, router, reps=1 if quick else 2, tokens=48 if quick else 64)
+        if progress:
+            progress()
+        out["tools_ttft"] = tools_ttft(llm, router, turns=16 if quick else 40)
         if progress:
             progress()
         return out
@@ -221,5 +267,11 @@ def markdown(r: dict) -> list[str]:
         x = s["variants"][v]
         out.append(f"| {v} | {x['routes']} | {f(x['gap_p50_ms'])} | {f(x['gap_p99_ms'])} | {f(x['gap_max_ms'])} | "
                    f"{f(x['route_p50_ms'])} | {f(x['route_p95_ms'])} |")
+    if (tt := r.get("tools_ttft")) is not None:
+        out += ["", f"Tools attached ({', '.join(tt['tools'])}; `tool_choice` auto): the same {tt['turns']} turns "
+                "through the MoL, one token, cache cleared, the bundle's `tools_decide` off and on, paired per turn. "
+                f"The agent read {tt['decided']} of them (those the head sent to a text specialist) and took "
+                f"{tt['took']}; on those its read added {f(tt['added_decided_p50_ms'])} ms p50 "
+                f"({f(tt['added_decided_p95_ms'])} p95), {f(tt['added_p50_ms'])} ms p50 over all turns."]
     out += ["", "`macaronic.bench.routing`.", ""]
     return out

@@ -107,7 +107,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
         if "routing" in sections:
             from macaronic.bench import routing
 
-            task = prog.add_task("routing: TTFT added, streams stalled", total=2)
+            task = prog.add_task("routing: TTFT added, streams stalled, tools attached", total=3)
             result["routing"] = routing.routing_cost(threads=a.threads, quick=a.quick,
                                                      progress=lambda: prog.advance(task))
         if "load-and-abuse" in sections:
