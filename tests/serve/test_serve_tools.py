@@ -173,6 +173,30 @@ def test_the_agent_decides_calls_for_turns_the_head_sends_to_a_text_specialist(i
     assert "create_reminder" not in "".join(m["content"] for m in asked[1][1])  # chat did not
 
 
+def test_the_agent_decides_turns_the_tools_rule_sent_it_by_their_words(inproc):
+    """A request that says a word of one of its tools goes to the agent by the rule; with
+    `tools_decide` the agent still reads it first: a call stays the rule's turn, a reply in text
+    hands it to the head (which here says chat), and chat answers without the tools."""
+    url, mol, script = inproc
+    _deciding(mol)
+    mol.router = SaysChat()
+    script.replies["agent"] = lambda view: CALL if "milk" in view[-1]["content"] else "A note for later."
+    script.replies["chat"] = "A reminder is a note that alerts you at a set time."
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "remind me: milk"}],
+                                  tools=TOOLS, max_tokens=96)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"], meta["reason"]) == ("agent", "tools", "request-names-its-tools"), meta
+    assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
+    seen = len(script.seen)
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "what is a reminder?"}],
+                                  tools=TOOLS, max_tokens=32)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"], meta["reason"]) == ("chat", "head", "scored; tools-decided-no-call"), meta
+    assert r.choices[0].message.content.startswith("A reminder is") and not r.choices[0].message.tool_calls
+    assert _asked(script, seen, "what is a reminder?") == ["agent", "chat"]
+
+
 def test_the_tools_decision_stays_out_of_its_way(inproc):
     """Off by default (a bundle without `tools_decide` answers as before: chat keeps the tools, the
     agent is not asked); never for a card route, `tool_choice` none or required, or a forced model."""

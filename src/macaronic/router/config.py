@@ -16,9 +16,9 @@ class RouterConfig:
     band_alpha: float = 0.05  # a candidate takes a band only if dev beats the primary at this p
     default_route: str = "coding"  # low confidence and ambiguity go here (the original's rule)
     tools_route: str | None = "agent"  # a request that carries tools goes here (`tools_route`); None: the head decides
-    tools_decide: bool = False  # a request with tools (auto) that the head sends to a text specialist: the tools
-    #                             route's adapter reads it first and takes it if it opens a call, else the head's
-    #                             specialist answers without the tools (`MoL.tools_decision`)
+    tools_decide: bool = False  # a request with tools (auto) that the tools rule's words or the head route: the
+    #                             tools route's adapter reads it first and takes it if it opens a call, else the
+    #                             head's specialist answers, a text one without the tools (`MoL.tools_decision`)
     min_confidence: float = 0.4  # below: abstain -> default_route
     cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
     hysteresis_margin: float = 0.15  # leave the current adapter only if the winner leads by this

@@ -324,6 +324,10 @@ class MoL:
             a = self.adapter_for_role(by_tools)
             why = "tool-choice" if choice_names_a_call(tool_choice) else "request-names-its-tools"
             return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, why)
+        return await self.head_route(messages)
+
+    async def head_route(self, messages: list[dict]) -> Route:
+        """The router's choice for the latest request (the default route without a router)."""
         default = default_route(self.bundle)
         if self.router is None:
             a = self.adapter_for_role(default)
@@ -339,23 +343,31 @@ class MoL:
         a = self.adapter_for_role(role)
         return Route(a, role, self.mode_of(a), policy, float(conf), ms, reason, dict(probs))
 
-    # Routes the head (or the default) chose; forced, sticky and rule routes are never second-guessed.
-    DECIDABLE = frozenset({"forced", "sticky", "sticky-action", "tools"})
+    # Routes the tools decision never revisits: forced, sticky, and the tools rule's (a `tool_choice` that
+    # asks for a call; its words alone are revisited, see `tools_decision`).
+    NOT_DECIDED = frozenset({"forced", "sticky", "sticky-action", "tools"})
 
     async def tools_decision(self, msgs: list[dict], route: Route, tools: list[dict], structure) -> tuple[Route, bool]:
-        """The bundle's `tools_decide` rule for a request that carries tools (`tool_choice` auto)
-        and that the head sent to a text specialist: the tools route's adapter (the agent) reads the
-        request as it would answer it, for one greedy token under the tool grammar. If that token
-        opens a call, the turn is the agent's (its prefill is the answer's: the prefix cache keeps
-        it); otherwise the head's specialist answers in text, without the tools, since the
-        specialist that decides calls said none is needed. (route, keep_tools); the route unchanged
-        and the tools kept when the rule is off, does not apply, or the read fails."""
-        role = RouterConfig.from_dict(self.bundle.router).tools_route
-        if (not RouterConfig.from_dict(self.bundle.router).tools_decide or route.policy in self.DECIDABLE
-                or role is None or route.specialist == role or output_of(route.specialist) == "card"):
+        """The bundle's `tools_decide` rule, for a request that carries tools (`tool_choice` auto)
+        and was routed by the tools rule's words (`request-names-its-tools`) or by the head to a text
+        specialist: the specialist that decides calls (the tools route's adapter, the agent) reads
+        the request as it would answer it, a few greedy tokens under the tool grammar, and decides.
+        - It opens a call: the turn is the agent's (its prefill is the answer's: the prefix cache
+          keeps it).
+        - It does not: the head's specialist answers (the head is asked if the rule had routed);
+          a text specialist answers without the tools, since the agent said no call is needed; the
+          agent, if the head names it, answers with them.
+        Returns (route, keep_tools): the route unchanged and the tools kept when the rule is off,
+        does not apply (forced, sticky, a card, no agent adapter) or the read fails."""
+        cfg = RouterConfig.from_dict(self.bundle.router)
+        role = cfg.tools_route
+        by_words = route.policy == "tools" and route.reason == "request-names-its-tools"
+        if not cfg.tools_decide or role is None or not (by_words or route.policy not in self.NOT_DECIDED):
+            return route, True
+        if not by_words and (route.specialist == role or output_of(route.specialist) == "card"):
             return route, True
         a = self.adapter_for_role(role)
-        if a is None:  # no trained adapter decides calls: the head's specialist answers with the tools
+        if a is None:  # no trained adapter decides calls: the route stands, with the tools
             return route, True
         view = views.build_view(msgs, self.bundle, adapter=a, mode=self.mode_of(a), specialist=role, tools=tools)
         t0, text, decided = time.perf_counter(), "", False
@@ -374,14 +386,18 @@ class MoL:
             finally:
                 await stream.aclose()  # decided: the rest is not needed
         except BackendError as e:  # an optimisation of the route, never a reason to fail the turn
-            log.warning("the tools decision failed (%s); the head's route keeps the tools", e)
-        ms = route.ms + (time.perf_counter() - t0) * 1000
+            log.warning("the tools decision failed (%s); the route stands, with the tools", e)
+        ms = (time.perf_counter() - t0) * 1000
         if not decided:
             return route, True
         if text.lstrip().startswith(CALL_OPEN):
-            return Route(a, role, self.mode_of(a), "tools", route.confidence, ms, "tools-decided-call", route.probs), True
-        return Route(route.adapter, route.specialist, route.mode, route.policy, route.confidence, ms,
-                     f"{route.reason}; tools-decided-no-call", route.probs), False
+            why = route.reason if by_words else "tools-decided-call"
+            return Route(a, role, self.mode_of(a), "tools", route.confidence, route.ms + ms, why, route.probs), True
+        head = await self.head_route(msgs) if by_words else route
+        ms += head.ms if by_words else route.ms
+        why = f"{head.reason}; tools-decided-no-call"
+        answered = Route(head.adapter, head.specialist, head.mode, head.policy, head.confidence, ms, why, head.probs)
+        return answered, head.specialist == role or output_of(head.specialist) == "card"
 
     # ---- sampling ----
 
