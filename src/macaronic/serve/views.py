@@ -96,10 +96,21 @@ def _check_call(c: Any, where: str) -> dict:
             "function": {"name": c["function"]["name"], "arguments": args}}
 
 
+def _canonical_arguments(arguments) -> str:
+    """A call's arguments as one string whatever the client made of them: clients resend the JSON
+    they parsed (pydantic-ai writes it without spaces), so the key reads the value, not the text."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def content_key(previous_user: str, content: str, tool_calls: list[dict] | None = None) -> str:
     """Identity of an assistant message as a stateless client resends it: the preceding user
-    text, the content (stripped) and the calls (names + arguments, not ids)."""
-    calls = [[c["function"]["name"], c["function"]["arguments"]] for c in tool_calls or []]
+    text, the content (stripped) and the calls (names + arguments by value, not ids)."""
+    calls = [[c["function"]["name"], _canonical_arguments(c["function"]["arguments"])] for c in tool_calls or []]
     blob = json.dumps([previous_user, content.strip(), calls], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
