@@ -1,8 +1,8 @@
 """Agent frameworks pointed at `model="macaronic"` get tool calls: LangChain's `bind_tools` through
 `langchain-openai`, the OpenAI Agents SDK's run loop (Chat Completions and Responses) and a pydantic-ai
 agent with a tool, over HTTP on loopback to the in-process server whose route hop is scripted to
-say genui (a request that names its tools is the tools rule's) and whose agent is scripted to call (a tiny random model
-would write whatever the grammar allows)."""
+say genui (a request that names its tools is the tools rule's) and whose agent is scripted to open with the call, as
+the shipped agents do (a tiny random model would write whatever the grammar allows)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 langchain_openai = pytest.importorskip("langchain_openai")
 from langchain_core.tools import tool  # noqa: E402
 
-from test_serve_tools import SaysGenui, agent_reply  # noqa: E402
+from test_serve_tools import SaysGenui, agent_calls  # noqa: E402
 
 
 @tool
@@ -27,7 +27,7 @@ def _chat(url: str):
 
 def test_langchain_bind_tools_routes_to_the_agent_whatever_the_text(inproc):
     url, mol, script = inproc
-    script.replies["agent"] = agent_reply
+    script.replies["agent"] = agent_calls
     mol.router = SaysGenui()  # the head would send this text to genui
     msg = _chat(url).bind_tools([create_reminder]).invoke("remind me to buy milk")  # tool_choice auto
     assert [c["name"] for c in msg.tool_calls] == ["create_reminder"]
@@ -38,7 +38,7 @@ def test_langchain_tool_round_trip_stays_on_the_agent(inproc):
     from langchain_core.messages import HumanMessage, ToolMessage
 
     url, mol, script = inproc
-    script.replies["agent"] = agent_reply
+    script.replies["agent"] = agent_calls
     mol.router = SaysGenui()
     llm = _chat(url).bind_tools([create_reminder], tool_choice="required")
     history = [HumanMessage("remind me to buy milk")]
@@ -60,7 +60,7 @@ def test_openai_agents_sdk_gets_a_tool_call_and_finishes_on_the_agent(inproc, ap
     import openai
 
     url, mol, script = inproc
-    script.replies["agent"] = agent_reply
+    script.replies["agent"] = agent_calls
     mol.router = SaysGenui()
     agents.set_tracing_disabled(True)
     ran = []
@@ -88,7 +88,7 @@ def test_pydantic_ai_agent_gets_a_tool_call_and_finishes_on_the_agent(inproc):
     from pydantic_ai.providers.openai import OpenAIProvider
 
     url, mol, script = inproc
-    script.replies["agent"] = agent_reply
+    script.replies["agent"] = agent_calls
     mol.router = SaysGenui()
     model = OpenAIChatModel("macaronic", provider=OpenAIProvider(base_url=url + "/v1", api_key="unused"))
     agent = pydantic_ai.Agent(model, instructions="Help with reminders.")

@@ -16,6 +16,12 @@ def agent_reply(view):
     return "Done: reminder 7." if view[-1]["role"] == "tool" else "On it. " + CALL
 
 
+def agent_calls(view):
+    """An agent that opens with the call, as the shipped agents are trained to (their data engines
+    write calls alone): what the bundle's `tools_decide` reads from a routed turn's first tokens."""
+    return "Done: reminder 7." if view[-1]["role"] == "tool" else CALL
+
+
 def test_chat_completions_tool_calls(inproc):
     url, mol, script = inproc
     script.replies["agent"] = agent_reply
@@ -77,7 +83,7 @@ def test_routed_requests_with_tools_get_tool_calls(inproc):
     what its tools are about goes to the agent by the tools rule, whatever the head would say of it,
     and the call comes back; a request about something else is the head's."""
     url, mol, script = inproc
-    script.replies["agent"] = agent_reply
+    script.replies["agent"] = agent_calls
     mol.router = SaysGenui()  # the head would send this text to genui: the rule must not ask it
     c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
     convo = [{"role": "user", "content": "remind me to buy milk, and show it nicely"}]
@@ -198,9 +204,14 @@ def test_the_agent_decides_turns_the_tools_rule_sent_it_by_their_words(inproc):
 
 
 def test_the_tools_decision_stays_out_of_its_way(inproc):
-    """Off by default (a bundle without `tools_decide` answers as before: chat keeps the tools, the
-    agent is not asked); never for a card route, `tool_choice` none or required, or a forced model."""
+    """Off (a bundle without `tools_decide`, or with it false, answers as before: chat keeps the
+    tools, the agent is not asked); never for a card route, `tool_choice` none or required, or a
+    forced model."""
+    from macaronic.router.config import RouterConfig
+
     url, mol, script = inproc
+    assert RouterConfig.from_dict({}).tools_decide is False
+    _deciding(mol, False)
     mol.router = SaysChat()
     script.replies["agent"] = CALL
     script.replies["chat"] = "Hello!"
