@@ -248,7 +248,7 @@ def test_a_failed_tools_decision_keeps_the_heads_route_and_the_tools(scripted):
     real = mol.backend.stream
 
     def stream(view, adapter, sampling, **kw):
-        if sampling.max_tokens == len("<tool_call>"):  # the decision's read
+        if sampling.max_tokens == 1:  # the decision's read
             raise BackendError("overloaded", 503, "overloaded")
         return real(view, adapter, sampling, **kw)
 
@@ -259,3 +259,59 @@ def test_a_failed_tools_decision_keeps_the_heads_route_and_the_tools(scripted):
         del mol.backend.stream
     assert (r.route.specialist, r.route.reason, r.text) == ("chat", "scored", "Hello!")
     assert "create_reminder" in r.view[0]["content"]
+
+
+def test_the_agent_takes_a_turn_only_when_it_opens_the_call_with_the_bundles_confidence(scripted):
+    """`tools_call_confidence`: the agent's first token opens a call with probability 0.9 (its
+    top alternatives' mass on the call marker's first piece): under 0.95 the head's chat answers,
+    without the tools; under 0.85 the agent takes it. `opening_probability` reads the mass."""
+    import asyncio
+    import math
+    from dataclasses import replace
+
+    from macaronic.serve.backends import Generation
+    from macaronic.serve.mol import opening_probability
+
+    top = [{"token": "<", "logprob": math.log(0.6)}, {"token": "<tool_call>", "logprob": math.log(0.3)},
+           {"token": "Sure", "logprob": math.log(0.1)}]
+    assert math.isclose(opening_probability([{"token": "<", "top_logprobs": top}]), 0.9)
+    assert opening_probability(None, "<") == 1.0 and opening_probability(None, "Sure") == 0.0
+    assert opening_probability([{"token": " Hi", "top_logprobs": [{"token": " Hi", "logprob": 0.0}]}]) == 0.0
+
+    mol, script = scripted
+    mol.router = SaysChat()
+    script.replies["chat"] = "Hello!"
+    script.replies["agent"] = CALL
+    real = mol.backend.stream
+
+    def stream(view, adapter, sampling, **kw):
+        if sampling.max_tokens != 1:
+            return real(view, adapter, sampling, **kw)
+
+        async def read():
+            yield "<"
+            yield Generation("<", "length", {}, None, [{"token": "<", "logprob": math.log(0.6), "top_logprobs": top}])
+        return read()
+
+    mol.backend.stream = stream
+    try:
+        for confidence, specialist in ((0.95, "chat"), (0.85, "agent")):
+            mol.bundle = replace(mol.bundle, router={**mol.bundle.router, "tools_decide": True,
+                                                     "tools_call_confidence": confidence})
+            r = asyncio.run(mol.aturn([{"role": "user", "content": "jot down: buy milk"}], tools=TOOLS,
+                                      sampling={"max_tokens": 96}))
+            assert r.route.specialist == specialist, (confidence, r.route)
+            assert bool(r.tool_calls) == (specialist == "agent")
+    finally:
+        del mol.backend.stream
+
+
+def test_tools_call_confidence_is_a_probability():
+    import pytest
+
+    from macaronic.router.config import RouterConfig
+
+    assert RouterConfig.from_dict({"tools_call_confidence": 0.5}).tools_call_confidence == 0.5
+    for bad in (1.5, -0.1, "high", True):
+        with pytest.raises(ValueError, match="tools_call_confidence"):
+            RouterConfig.from_dict({"tools_call_confidence": bad})

@@ -19,6 +19,8 @@ class RouterConfig:
     tools_decide: bool = False  # a request with tools (auto) that the tools rule's words or the head route: the
     #                             tools route's adapter reads it first and takes it if it opens a call, else the
     #                             head's specialist answers, a text one without the tools (`MoL.tools_decision`)
+    tools_call_confidence: float = 0.95  # tools_decide: the agent takes a turn only if it opens the call with at
+    #                                      least this probability (chosen on the hand-written train turns)
     min_confidence: float = 0.4  # below: abstain -> default_route
     cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
     hysteresis_margin: float = 0.15  # leave the current adapter only if the winner leads by this
@@ -54,6 +56,9 @@ class RouterConfig:
         if cfg.fast_layer is not None and (isinstance(cfg.fast_layer, bool) or not isinstance(cfg.fast_layer, int)
                                            or cfg.fast_layer < 0):
             errors.append(f"fast_layer={cfg.fast_layer!r} must be a layer index >= 0 (0: the token embeddings) or null")
+        if (isinstance(cfg.tools_call_confidence, bool) or not isinstance(cfg.tools_call_confidence, (int, float))
+                or not 0 <= cfg.tools_call_confidence <= 1):
+            errors.append(f"tools_call_confidence={cfg.tools_call_confidence!r} must be a probability in [0, 1]")
         if errors:
             raise ValueError("invalid router config: " + "; ".join(errors))
         return cfg

@@ -58,6 +58,21 @@ SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token
 HOLD_CHARS = "<{`"  # with tools, streaming pauses where a tool call could start
 
 
+def opening_probability(logprobs: list[dict] | None, text: str = "") -> float:
+    """The probability that a reply's first token begins a tool call: the mass of its top
+    alternatives whose text (leading space aside) begins CALL_OPEN, in one token or as its first
+    piece; without logprobs, 1 or 0 by the token `text` itself."""
+    import math
+
+    def opens(token: str) -> bool:
+        t = token.lstrip()
+        return bool(t) and (CALL_OPEN.startswith(t) or t.startswith(CALL_OPEN))
+
+    if not logprobs or not logprobs[0].get("top_logprobs"):
+        return float(opens(text))
+    return min(1.0, sum(math.exp(t["logprob"]) for t in logprobs[0]["top_logprobs"] if opens(t["token"])))
+
+
 class TurnError(Exception):
     """A request the harness refuses; `status` is the HTTP status it maps to."""
 
@@ -351,10 +366,11 @@ class MoL:
         """The bundle's `tools_decide` rule, for a request that carries tools (`tool_choice` auto)
         and was routed by the tools rule's words (`request-names-its-tools`) or by the head to a text
         specialist: the specialist that decides calls (the tools route's adapter, the agent) reads
-        the request as it would answer it, a few greedy tokens under the tool grammar, and decides.
-        - It opens a call: the turn is the agent's (its prefill is the answer's: the prefix cache
-          keeps it).
-        - It does not: the head's specialist answers (the head is asked if the rule had routed);
+        the request as it would answer it, one greedy token under the tool grammar with its
+        alternatives, and decides.
+        - It opens a call with at least the bundle's `tools_call_confidence` probability: the turn
+          is the agent's (its prefill is the answer's: the prefix cache keeps it).
+        - Otherwise the head's specialist answers (the head is asked if the rule had routed);
           a text specialist answers without the tools, since the agent said no call is needed; the
           agent, if the head names it, answers with them.
         Returns (route, keep_tools): the route unchanged and the tools kept when the rule is off,
@@ -370,27 +386,24 @@ class MoL:
         if a is None:  # no trained adapter decides calls: the route stands, with the tools
             return route, True
         view = views.build_view(msgs, self.bundle, adapter=a, mode=self.mode_of(a), specialist=role, tools=tools)
-        t0, text, decided = time.perf_counter(), "", False
-        try:  # a call opens with CALL_OPEN: one token on a vocabulary that holds it, a few elsewhere
-            stream = self.backend.stream(view, a, SamplingParams(max_tokens=len(CALL_OPEN), temperature=0.0),
-                                         structure=structure.spec if structure is not None else None)
+        t0, p_open = time.perf_counter(), None
+        try:  # one greedy token, with its alternatives: how likely the agent is to open a call here
+            stream = self.backend.stream(view, a, SamplingParams(max_tokens=1, temperature=0.0),
+                                         structure=structure.spec if structure is not None else None, logprobs=5)
             try:
                 async for item in stream:
                     if isinstance(item, Generation):
-                        decided = item.finish_reason != "error"
-                        break
-                    text += item
-                    if not CALL_OPEN.startswith(text.lstrip()[:len(CALL_OPEN)]) or len(text.lstrip()) >= len(CALL_OPEN):
-                        decided = True
+                        if item.finish_reason != "error":
+                            p_open = opening_probability(item.logprobs, item.text)
                         break
             finally:
-                await stream.aclose()  # decided: the rest is not needed
+                await stream.aclose()
         except BackendError as e:  # an optimisation of the route, never a reason to fail the turn
             log.warning("the tools decision failed (%s); the route stands, with the tools", e)
         ms = (time.perf_counter() - t0) * 1000
-        if not decided:
+        if p_open is None:
             return route, True
-        if text.lstrip().startswith(CALL_OPEN):
+        if p_open >= cfg.tools_call_confidence:
             why = route.reason if by_words else "tools-decided-call"
             return Route(a, role, self.mode_of(a), "tools", route.confidence, route.ms + ms, why, route.probs), True
         head = await self.head_route(msgs) if by_words else route
