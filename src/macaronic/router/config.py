@@ -19,8 +19,9 @@ class RouterConfig:
     tools_decide: bool = False  # a request with tools (auto) that the tools rule's words or the head route: the
     #                             tools route's adapter reads it first and takes it if it opens a call, else the
     #                             head's specialist answers, a text one without the tools (`MoL.tools_decision`)
-    tools_call_confidence: float = 0.95  # tools_decide: the agent takes a turn only if it opens the call with at
-    #                                      least this probability (chosen on the hand-written train turns)
+    tools_call_confidence: float = 0.95  # tools_decide: the agent takes a turn the head sent elsewhere only if it
+    #                                      opens the call with at least this probability (chosen on the hand-written
+    #                                      train turns); a turn the rule sent by its words, if it opens one greedily
     min_confidence: float = 0.4  # below: abstain -> default_route
     cascade_threshold: float = 0.8  # cheap confidence below this -> fallback policy
     hysteresis_margin: float = 0.15  # leave the current adapter only if the winner leads by this

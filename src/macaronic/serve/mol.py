@@ -368,8 +368,10 @@ class MoL:
         specialist: the specialist that decides calls (the tools route's adapter, the agent) reads
         the request as it would answer it, one greedy token under the tool grammar with its
         alternatives, and decides.
-        - It opens a call with at least the bundle's `tools_call_confidence` probability: the turn
-          is the agent's (its prefill is the answer's: the prefix cache keeps it).
+        - It opens a call (a turn the rule sent by its words: greedily, as it would answer; a turn
+          the head sent elsewhere, with no word for the tools: with at least the bundle's
+          `tools_call_confidence` probability): the turn is the agent's (its prefill is the
+          answer's: the prefix cache keeps it).
         - Otherwise the head's specialist answers (the head is asked if the rule had routed);
           a text specialist answers without the tools, since the agent said no call is needed; the
           agent, if the head names it, answers with them.
@@ -386,7 +388,7 @@ class MoL:
         if a is None:  # no trained adapter decides calls: the route stands, with the tools
             return route, True
         view = views.build_view(msgs, self.bundle, adapter=a, mode=self.mode_of(a), specialist=role, tools=tools)
-        t0, p_open = time.perf_counter(), None
+        t0, p_open, greedy_opens = time.perf_counter(), None, False
         try:  # one greedy token, with its alternatives: how likely the agent is to open a call here
             stream = self.backend.stream(view, a, SamplingParams(max_tokens=1, temperature=0.0),
                                          structure=structure.spec if structure is not None else None, logprobs=5)
@@ -395,6 +397,7 @@ class MoL:
                     if isinstance(item, Generation):
                         if item.finish_reason != "error":
                             p_open = opening_probability(item.logprobs, item.text)
+                            greedy_opens = opening_probability(None, item.text) == 1.0
                         break
             finally:
                 await stream.aclose()
@@ -403,7 +406,7 @@ class MoL:
         ms = (time.perf_counter() - t0) * 1000
         if p_open is None:
             return route, True
-        if p_open >= cfg.tools_call_confidence:
+        if greedy_opens if by_words else p_open >= cfg.tools_call_confidence:
             why = route.reason if by_words else "tools-decided-call"
             return Route(a, role, self.mode_of(a), "tools", route.confidence, route.ms + ms, why, route.probs), True
         head = await self.head_route(msgs) if by_words else route
