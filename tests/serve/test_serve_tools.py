@@ -148,29 +148,38 @@ def _deciding(mol, on: bool = True):
     mol.bundle = replace(mol.bundle, router={**mol.bundle.router, "tools_decide": on})
 
 
-def test_the_agent_decides_calls_for_turns_the_head_sends_to_a_text_specialist(inproc):
-    """`tools_decide`: a request with tools that names none of them and that the head sends to chat is
-    read first by the agent; its call opens from the first token, so the turn is the agent's and
-    the call comes back (its prefill reused, not redone). A request it answers in text stays chat's,
-    and chat answers without the tools: the agent said no call is needed."""
+def _decider(inproc, not_a_call: str, chat: str):
+    """The in-process server with `tools_decide` on, a head that says chat, an agent that calls for
+    milk and otherwise says `not_a_call`, and chat saying `chat`: (client, script)."""
     url, mol, script = inproc
     _deciding(mol)
     mol.router = SaysChat()
-    script.replies["agent"] = lambda view: CALL if "milk" in view[-1]["content"] else "No tool fits."
-    script.replies["chat"] = "Hello!"
-    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "jot down: buy milk"}],
-                                  tools=TOOLS, max_tokens=96)
-    meta = r.model_extra["macaronic"]
+    script.replies["agent"] = lambda view: CALL if "milk" in view[-1]["content"] else not_a_call
+    script.replies["chat"] = chat
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0), script
+
+
+def _routed(client, text: str, max_tokens: int):
+    """One routed turn with the tools attached: (response, its macaronic metadata)."""
+    r = client.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": text}], tools=TOOLS,
+                                       max_tokens=max_tokens)
+    return r, r.model_extra["macaronic"]
+
+
+def test_the_agent_decides_calls_for_turns_the_head_sends_to_a_text_specialist(inproc):
+    """`tools_decide`: a request with tools that names none of them and that the head sends to chat is
+    read first by the agent; its call opens from the first token, so the turn is the agent's and
+    the call comes back. A request it answers in text stays chat's, and chat answers without the
+    tools: the agent said no call is needed."""
+    c, script = _decider(inproc, "No tool fits.", "Hello!")
+    r, meta = _routed(c, "jot down: buy milk", 96)
     assert (meta["adapter"], meta["policy"], meta["reason"]) == ("agent", "tools", "tools-decided-call"), meta
     assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
     assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"text": "buy milk"}
     assert _asked(script, 0, "jot down: buy milk") == ["agent", "agent"]
 
     seen = len(script.seen)
-    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "hi there"}],
-                                  tools=TOOLS, max_tokens=16)
-    meta = r.model_extra["macaronic"]
+    r, meta = _routed(c, "hi there", 16)
     assert (meta["adapter"], meta["policy"]) == ("chat", "head") and meta["reason"].endswith("tools-decided-no-call")
     assert r.choices[0].message.content == "Hello!" and not r.choices[0].message.tool_calls
     asked = [(a, v) for a, v in script.seen[seen:] if v[-1]["content"] == "hi there"]  # not the summary hop
@@ -183,21 +192,12 @@ def test_the_agent_decides_turns_the_tools_rule_sent_it_by_their_words(inproc):
     """A request that says a word of one of its tools goes to the agent by the rule; with
     `tools_decide` the agent still reads it first: a call stays the rule's turn, a reply in text
     hands it to the head (which here says chat), and chat answers without the tools."""
-    url, mol, script = inproc
-    _deciding(mol)
-    mol.router = SaysChat()
-    script.replies["agent"] = lambda view: CALL if "milk" in view[-1]["content"] else "A note for later."
-    script.replies["chat"] = "A reminder is a note that alerts you at a set time."
-    c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "remind me: milk"}],
-                                  tools=TOOLS, max_tokens=96)
-    meta = r.model_extra["macaronic"]
+    c, script = _decider(inproc, "A note for later.", "A reminder is a note that alerts you at a set time.")
+    r, meta = _routed(c, "remind me: milk", 96)
     assert (meta["adapter"], meta["policy"], meta["reason"]) == ("agent", "tools", "request-names-its-tools"), meta
     assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
     seen = len(script.seen)
-    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "what is a reminder?"}],
-                                  tools=TOOLS, max_tokens=32)
-    meta = r.model_extra["macaronic"]
+    r, meta = _routed(c, "what is a reminder?", 32)
     assert (meta["adapter"], meta["policy"], meta["reason"]) == ("chat", "head", "scored; tools-decided-no-call"), meta
     assert r.choices[0].message.content.startswith("A reminder is") and not r.choices[0].message.tool_calls
     assert _asked(script, seen, "what is a reminder?") == ["agent", "chat"]
