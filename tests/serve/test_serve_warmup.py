@@ -39,7 +39,9 @@ def test_first_requests_find_the_server_warm(tmp_path):
         assert w["turns"] == 1 + roles + 1 + 2  # routed, each role, the built-in tools; again, both
         assert set(w["steps"]) == {"grammar info", "turns", "card grammar", "tools grammar", "reuse"}
         compiled, hits = grammar_counts(s.url)
-        assert compiled == 2 and hits == 1  # the card grammar, the built-in tools' (found again once)
+        # the card grammar and the built-in tools', each compiled once; the tools' found again (by the
+        # second tools turn, and by the agent's read of a turn the tools decision revisits)
+        assert compiled == 2 and hits >= 1
 
         first = chat(s.url, model="macaronic", messages=[{"role": "user", "content": "What is the capital of France?"}])
         meta = first["macaronic"]
@@ -51,8 +53,12 @@ def test_first_requests_find_the_server_warm(tmp_path):
 
         tools = httpx.get(s.url + "/v1/tools", timeout=30).json()["data"]
         r = chat(s.url, model="macaronic", tools=tools, messages=[{"role": "user", "content": "Show my reminders."}])
-        assert r["macaronic"]["constrained"] == "tools"
-        assert grammar_counts(s.url) == (compiled, hits + 2)
+        # the agent reads it under the tools grammar (the tools decision), then answers under it, or
+        # hands it to chat, which answers without the tools: either way nothing new is compiled
+        declined = r["macaronic"]["reason"].endswith("tools-decided-no-call")
+        assert r["macaronic"]["constrained"] == (None if declined else "tools"), r["macaronic"]
+        now_compiled, now_hits = grammar_counts(s.url)
+        assert now_compiled == compiled and now_hits >= hits + 2
     finally:
         s.stop()
 
