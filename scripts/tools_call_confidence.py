@@ -28,30 +28,18 @@ ROWS = Path(__file__).resolve().parents[1] / "docs" / "bench" / "route-qwen"
 
 def measure(split: str) -> list[dict]:
     from macaronic.commands.probe import served
-    from macaronic.engine.sampling import SamplingParams
     from macaronic.router.bench import TOOLSETS
     from macaronic.router.handwritten import load_handwritten
-    from macaronic.serve import views
-    from macaronic.serve.backends import Generation
-    from macaronic.serve.mol import opening_probability
 
     llm, mol = served(None, [])
     tools = TOOLSETS["assistant"]
     agent = mol.adapter_for_role("agent")
 
-    async def read(messages):
-        early = await mol.astructure(tools, None, None)
-        view = views.build_view(messages, mol.bundle, adapter=agent, mode=mol.mode_of(agent), specialist="agent",
-                                tools=tools)
-        async for item in mol.backend.stream(view, agent, SamplingParams(max_tokens=1), structure=early.spec,
-                                             logprobs=5):
-            if isinstance(item, Generation):
-                return item.text, opening_probability(item.logprobs, item.text)
-
     async def run():
+        grammar = await mol.astructure(tools, None, None)
         out = []
         for e in (e for e in load_handwritten(split) if e["kind"] == "hand"):
-            token, p = await read(e["messages"])
+            token, p = await mol.call_opening(e["messages"], agent, "agent", tools, grammar)  # the decision's read
             out.append({"id": e["id"], "label": e["label"], "token": token, "p_call": round(p, 6),
                         "text": e["messages"][-1]["content"][:100]})
         return out

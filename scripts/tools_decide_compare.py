@@ -5,6 +5,8 @@ greedy, the shipped specialists; paired bootstrap over items (`contract.stats.pa
 Rows (docs/bench/external/), each from `macaronic probe ...` with the environment
 `MACARONIC_QUANT=none MACARONIC_DTYPE=float32 OMP_NUM_THREADS=2` and `--base qwen2.5-coder-0.5b`:
 
+    bfcl-qwen-engine-40.json                         bare base, call categories (AMX int4, 2026-12-03)
+    bfcl-qwen-agent-functions-ship-irr-routed-base.json  bare base, irrelevance (third session, this box)
     bfcl-qwen-agent-functions-cand-{4x20,irr}.json   forced agent (third session; --models agent)
     bfcl-qwen-agent-functions-cand-irr-routed.json   routed, the tools rule alone (third session)
     bfcl-qwen-routed-rule-4x20.json                  routed, the tools rule alone
@@ -30,6 +32,9 @@ from macaronic.contract.stats import paired_bootstrap
 EXT = "docs/bench/external/"
 CATS = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
 BFCL = {  # row -> (file for the call categories, file for irrelevance, model)
+    # the bare base: its call rows are the committed AMX int4 ones (first 40; their first 20 here),
+    # its irrelevance rows this box's (fp32, the third session); not rerun this session
+    "bare base": ("bfcl-qwen-engine-40.json", "bfcl-qwen-agent-functions-ship-irr-routed-base.json", "base"),
     "forced agent": ("bfcl-qwen-agent-functions-cand-4x20.json", "bfcl-qwen-agent-functions-cand-irr.json", "agent"),
     "routed, the tools rule": ("bfcl-qwen-routed-rule-4x20.json", "bfcl-qwen-agent-functions-cand-irr-routed.json",
                                "macaronic"),
@@ -43,7 +48,8 @@ INSTRUCTIONS = {"routed, the tools rule": "instructions-qwen-tools-rule.json",
 def bfcl(row: str, cat: str) -> dict[str, float]:
     calls, irr, model = BFCL[row]
     doc = json.load(open(EXT + (irr if cat == "irrelevance" else calls)))
-    return {r["id"]: float(r["passed"]) for r in doc["categories"][cat]["rows"][model]}
+    rows = doc["categories"][cat]["rows"][model][: 40 if cat == "irrelevance" else 20]
+    return {r["id"]: float(r["passed"]) for r in rows}
 
 
 def instructions(row: str) -> dict[str, float]:
@@ -64,8 +70,9 @@ def cell(new: dict, old: dict | None = None) -> str:
 def main() -> None:
     print("BFCL v4 (call categories first 20, irrelevance first 40); in brackets: minus the row named\n")
     print("| row | " + " | ".join(CATS) + " | all 120 |\n|---|" + "---|" * (len(CATS) + 1))
-    for row, against in (("forced agent", None), ("routed, the tools rule", "forced agent"),
-                         ("routed, tools_decide", "forced agent"), ("routed, tools_decide", "routed, the tools rule")):
+    for row, against in (("bare base", None), ("forced agent", None), ("routed, the tools rule", "forced agent"),
+                         ("routed, tools_decide", "forced agent"), ("routed, tools_decide", "routed, the tools rule"),
+                         ("routed, tools_decide", "bare base")):
         cells, every, every_old = [], {}, {}
         for cat in CATS:
             new = bfcl(row, cat)

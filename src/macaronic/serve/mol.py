@@ -58,19 +58,21 @@ SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token
 HOLD_CHARS = "<{`"  # with tools, streaming pauses where a tool call could start
 
 
+def opens_call(token: str) -> bool:
+    """Does this first token (leading space aside) begin a tool call: CALL_OPEN in one token, or
+    its first piece on a vocabulary that spells it in several?"""
+    t = token.lstrip()
+    return bool(t) and (CALL_OPEN.startswith(t) or t.startswith(CALL_OPEN))
+
+
 def opening_probability(logprobs: list[dict] | None, text: str = "") -> float:
     """The probability that a reply's first token begins a tool call: the mass of its top
-    alternatives whose text (leading space aside) begins CALL_OPEN, in one token or as its first
-    piece; without logprobs, 1 or 0 by the token `text` itself."""
+    alternatives that `opens_call`; without logprobs, 1 or 0 by the token `text` itself."""
     import math
 
-    def opens(token: str) -> bool:
-        t = token.lstrip()
-        return bool(t) and (CALL_OPEN.startswith(t) or t.startswith(CALL_OPEN))
-
     if not logprobs or not logprobs[0].get("top_logprobs"):
-        return float(opens(text))
-    return min(1.0, sum(math.exp(t["logprob"]) for t in logprobs[0]["top_logprobs"] if opens(t["token"])))
+        return float(opens_call(text))
+    return min(1.0, sum(math.exp(t["logprob"]) for t in logprobs[0]["top_logprobs"] if opens_call(t["token"])))
 
 
 class TurnError(Exception):
@@ -387,33 +389,43 @@ class MoL:
         a = self.adapter_for_role(role)
         if a is None:  # no trained adapter decides calls: the route stands, with the tools
             return route, True
-        view = views.build_view(msgs, self.bundle, adapter=a, mode=self.mode_of(a), specialist=role, tools=tools)
-        t0, p_open, greedy_opens = time.perf_counter(), None, False
-        try:  # one greedy token, with its alternatives: how likely the agent is to open a call here
-            stream = self.backend.stream(view, a, SamplingParams(max_tokens=1, temperature=0.0),
-                                         structure=structure.spec if structure is not None else None, logprobs=5)
-            try:
-                async for item in stream:
-                    if isinstance(item, Generation):
-                        if item.finish_reason != "error":
-                            p_open = opening_probability(item.logprobs, item.text)
-                            greedy_opens = opening_probability(None, item.text) == 1.0
-                        break
-            finally:
-                await stream.aclose()
+        t0 = time.perf_counter()
+        try:
+            first = await self.call_opening(msgs, a, role, tools, structure)
         except BackendError as e:  # an optimisation of the route, never a reason to fail the turn
             log.warning("the tools decision failed (%s); the route stands, with the tools", e)
+            first = None
         ms = (time.perf_counter() - t0) * 1000
-        if p_open is None:
+        if first is None:
             return route, True
-        if greedy_opens if by_words else p_open >= cfg.tools_call_confidence:
+        token, p_open = first
+        if opens_call(token) if by_words else p_open >= cfg.tools_call_confidence:
             why = route.reason if by_words else "tools-decided-call"
             return Route(a, role, self.mode_of(a), "tools", route.confidence, route.ms + ms, why, route.probs), True
         head = await self.head_route(msgs) if by_words else route
-        ms += head.ms if by_words else route.ms
         why = f"{head.reason}; tools-decided-no-call"
-        answered = Route(head.adapter, head.specialist, head.mode, head.policy, head.confidence, ms, why, head.probs)
+        answered = Route(head.adapter, head.specialist, head.mode, head.policy, head.confidence, ms + head.ms, why,
+                         head.probs)
         return answered, head.specialist == role or output_of(head.specialist) == "card"
+
+    async def call_opening(self, msgs: list[dict], adapter: str, role: str, tools: list[dict],
+                           structure) -> tuple[str, float] | None:
+        """`adapter` (serving `role`) reads the request as it would answer it: one greedy token under
+        the tool grammar, with its top-5 alternatives. (that token, the probability that it opens a
+        call: `opening_probability`); None if the generation failed. BackendError propagates."""
+        view = views.build_view(msgs, self.bundle, adapter=adapter, mode=self.mode_of(adapter), specialist=role,
+                                tools=tools)
+        stream = self.backend.stream(view, adapter, SamplingParams(max_tokens=1, temperature=0.0),
+                                     structure=structure.spec if structure is not None else None, logprobs=5)
+        try:
+            async for item in stream:
+                if isinstance(item, Generation):
+                    if item.finish_reason == "error":
+                        return None
+                    return item.text, opening_probability(item.logprobs, item.text)
+        finally:
+            await stream.aclose()
+        return None
 
     # ---- sampling ----
 
