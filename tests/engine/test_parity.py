@@ -141,11 +141,13 @@ def test_fast_paths_within_stated_tolerance(tiny_dirs, dtype, quant):
 
 def test_quantized_weights_are_really_smaller_and_different(tiny_dirs, monkeypatch):
     """Without the native int4 kernel: few-row calls read packed int8/int4 weights; many-row calls
-    use the bf16 weight (tests/engine/test_native.py covers the native kernel)."""
+    use the bf16 weight (tests/engine/test_native.py covers the native kernel). On a CPU with native
+    bf16; the next test covers one without."""
     from macaronic.engine import native
     from macaronic.engine.quant import SMALL_ROWS, QuantLinear
 
     monkeypatch.setattr(native, "ops", lambda: None)
+    monkeypatch.setattr(native, "cpu_bf16", lambda: True)
     b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
     q8 = load_base(tiny_dirs["llama"], quant="int8")
     q4 = load_base(tiny_dirs["llama"], quant="int4")
@@ -172,6 +174,28 @@ def test_quantized_weights_are_really_smaller_and_different(tiny_dirs, monkeypat
     top = got.topk(8, dim=1).indices
     assert torch.allclose(got.gather(1, top), exact.gather(1, top), atol=1e-4)
     assert torch.equal(top[:, 0], exact.argmax(1))
+
+
+def test_without_native_bf16_many_rows_widen_to_fp32(tiny_dirs, monkeypatch):
+    """Where bf16 matmuls are emulated (an AVX2 CPU): up to SMALL_ROWS_FP32 rows read the packed
+    weights; more rows multiply the bf16 weight widened to fp32, rounded to bf16 once."""
+    from macaronic.engine import native
+    from macaronic.engine.quant import SMALL_ROWS_FP32
+
+    monkeypatch.setattr(native, "ops", lambda: None)
+    monkeypatch.setattr(native, "cpu_bf16", lambda: False)
+    b16 = load_base(tiny_dirs["llama"], dtype=torch.bfloat16)
+    w = b16.model.layers[0].w13
+    for kind in ("int8", "int4"):
+        lin = load_base(tiny_dirs["llama"], quant=kind).model.layers[0].w13
+        assert lin.widen and lin.small_rows == SMALL_ROWS_FP32
+        gen = torch.Generator().manual_seed(7)
+        few = torch.randn(SMALL_ROWS_FP32, w.shape[1], generator=gen).bfloat16()
+        assert not torch.equal(lin(few).float(), torch.nn.functional.linear(few, w).float())  # packed
+        many = torch.randn(SMALL_ROWS_FP32 + 1, w.shape[1], generator=gen).bfloat16()
+        y = lin(many)
+        assert y.dtype == torch.bfloat16
+        assert torch.equal(y, torch.nn.functional.linear(many.float(), w.float()).bfloat16())
 
 
 def test_unknown_or_impossible_quantization_is_a_clear_error(tiny_dirs):

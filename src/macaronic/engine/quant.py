@@ -20,10 +20,16 @@ hold the kernel to.
 Without the native kernel (and for int8), decoding few streams is bound by reading the weights
 and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
 and picks per call:
-- up to SMALL_ROWS rows: torch's weight-only CPU kernels, `_weight_int4pack_mm_for_cpu`
-  (asymmetric, a min and a scale per group of 32) or `_weight_int8pack_mm` (symmetric, one scale
-  per output channel);
-- more rows: the bf16 weight.
+- up to SMALL_ROWS rows (SMALL_ROWS_FP32 on a CPU without native bf16): torch's weight-only CPU
+  kernels, `_weight_int4pack_mm_for_cpu` (asymmetric, a min and a scale per group of 32) or
+  `_weight_int8pack_mm` (symmetric, one scale per output channel);
+- more rows: the bf16 weight. On a CPU that computes bf16 natively (AVX512-BF16 or AMX) in a bf16
+  matmul; on one that does not (AVX2: most laptops, this project's 2-core AMD boxes), torch
+  emulates bf16 matmuls about 4x slower than fp32 ones, so the weight is widened to fp32 for the
+  call (exact: every bf16 is an fp32) and the product runs in fp32, rounded to bf16 once at the end.
+  Measured on a 2-core AVX2 EPYC (docs/LOG.md 2026-12-05, sixth session; scripts/widen_compare.py):
+  a 512-row 4864x896 product 220 ms in bf16, 33 ms widened; the default base's prefill 28 -> 160
+  tokens/s, 16 streams' decode 2.4-2.8x (up to SMALL_ROWS_FP32 rows the packed kernel beats both).
 The LM head in int4 mode computes int4 logits, then recomputes the top RESCORE_TOP rows of each
 token exactly from the bf16 weight, so the candidates sampling sees are exact.
 Activations, norms and KV run in bf16; LoRA slots are bf16 with the native kernels, else fp32. Measured figures: docs/BENCHMARKS.md, docs/LOG.md.
@@ -39,6 +45,7 @@ from torch import Tensor, nn
 QUANTS = ("none", "int8", "int4", "gguf")  # gguf: engine/ggml.py, applied by base.load_base
 INT4_GROUP = 32
 SMALL_ROWS = 4  # above this many rows the bf16 matmul beats the weight-only kernels (docs/LOG.md)
+SMALL_ROWS_FP32 = 48  # the same where bf16 is emulated: the widened fp32 matmul wins from about 48 rows
 RESCORE_TOP = 64
 
 
@@ -105,7 +112,8 @@ class QuantLinear(nn.Module):
     """y = x @ W.T (+ b) for bf16 x: [N, in] -> [N, out] from int4 nibbles (native), or packed
     weights for small N and the bf16 weight for large N."""
 
-    def __init__(self, w: Tensor, kind: str, bias: Tensor | None = None, rescore: bool = False, native=None):
+    def __init__(self, w: Tensor, kind: str, bias: Tensor | None = None, rescore: bool = False, native=None,
+                 bf16_native: bool | None = None):
         super().__init__()
         if kind not in QUANTS[1:]:
             raise ValueError(f"unknown quantization {kind!r}; choose one of {QUANTS[1:]}")
@@ -123,13 +131,24 @@ class QuantLinear(nn.Module):
             self.packed = _int4_pack(self.weight, self.group)
         else:
             self.packed = _int8_pack(self.weight)
+        if bf16_native is None:
+            from macaronic.engine.native import cpu_bf16
+
+            bf16_native = cpu_bf16()
+        # without the native kernel: how many rows the packed kernels take, and whether more rows
+        # multiply in bf16 or widen the weight to fp32 (module docstring)
+        self.widen = not bf16_native
+        self.small_rows = SMALL_ROWS if bf16_native else SMALL_ROWS_FP32
 
     def forward(self, x: Tensor) -> Tensor:
         x = x.to(torch.bfloat16)
         if self.native is not None:
             y = self.native.int4_linear(x.contiguous(), self.packed[0], self.packed[1], self.bias)
             return self._rescored(x, y) if self.rescore else y
-        if x.shape[0] > SMALL_ROWS:
+        if x.shape[0] > self.small_rows:
+            if self.widen:
+                b = None if self.bias is None else self.bias.float()
+                return F.linear(x.float(), self.weight.float(), b).to(torch.bfloat16)
             return F.linear(x, self.weight, self.bias)
         if self.kind == "int4":
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed[0], self.group, self.packed[1])
@@ -199,12 +218,15 @@ def quantize(model, kind: str, native=_AUTO) -> None:
             from macaronic.engine import native as native_mod
 
             native = native_mod.ops()  # None (with one warning) where it cannot build or run
+    from macaronic.engine.native import cpu_bf16
+
+    bf = cpu_bf16()
     for blk in model.layers:
-        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv, native=native))
+        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv, native=native, bf16_native=bf))
         blk.bqkv = None
         for attr in ("wo", "w13", "w2"):
-            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native))
-    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native))
+            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native, bf16_native=bf))
+    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native, bf16_native=bf))
     model.quant = kind
     model._decode_w = None  # the fused decode step's weight list names the replaced tensors
 
