@@ -132,6 +132,15 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
     with Lineage(work / "lineage.sqlite") as lin:
         assert len(lin.records()) == 3 and len(lin.alias_history("champion")) == 2
     assert len(dev.read_text().splitlines()) == n
+    # A time budget already spent starts no generation: asked for three, the third is not begun.
+    more = argv(root, contract, pair)
+    more[more.index("--generations") + 1] = "3"
+    assert evolve_main([*more, "--hours", "-1"]) == 2
+    assert evolve_main([*more, "--hours", "0"]) == 0
+    with Lineage(work / "lineage.sqlite") as lin:
+        assert [r["generation"] for r in lin.records()] == [0, 1, 2]
+        assert {sc["generation"] for sc in lin.screens()} <= {1, 2}
+    assert len(dev.read_text().splitlines()) == n and not (work / "gen-003").exists()
 
     # Sealed hygiene. The ledger holds one read per measurement, the killed-and-resumed run's too,
     # and the recount from the workdir's audit finds the same reads, not twice as many.

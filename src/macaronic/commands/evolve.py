@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a served-experience file (`macaronic serve --experience FILE`): each generation clusters "
                         "its failures beside the contract's, refits the router on its corrections and records "
                         "data-engine seeds in gen-NNN/served.json (docs/EXPERIENCE.md)")
+    p.add_argument("--hours", type=float, default=None,
+                   help="wall-clock budget for this command: no generation starts after it is spent (the one "
+                        "running finishes); rerun the same command to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -77,6 +80,9 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.experience is not None and not args.experience.is_file():
         print(f"macaronic evolve: no experience file {args.experience}", file=sys.stderr)
+        return 2
+    if args.hours is not None and not args.hours >= 0:
+        print(f"macaronic evolve: --hours must be a number of hours, 0 or more (got {args.hours})", file=sys.stderr)
         return 2
     from macaronic.contract.spec import ContractError
     from macaronic.evolve.config import Budget, Plan
@@ -107,7 +113,7 @@ def main(argv: list[str]) -> int:
         try:
             summary = evolve(args.contract, args.workdir, args.generations, budget, plan, args.pair,
                              Hooks(log=log, progress=on_progress), args.answerer, reference=args.reference,
-                             experience=args.experience)
+                             experience=args.experience, hours=args.hours)
         except ContractError as e:
             print(f"macaronic evolve: {e}", file=sys.stderr)
             return e.code

@@ -140,8 +140,10 @@ def default_pair(where: Path, fit_router: bool = False) -> PairManifest:
 
 def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget = Budget(), plan: Plan = Plan(),
            pair: str | None = None, hooks: Hooks = Hooks(), answerer: str = "harness",
-           reference: bool = False, experience: Path | None = None) -> dict:
+           reference: bool = False, experience: Path | None = None, hours: float | None = None) -> dict:
     """Run (or finish) `generations` generations; returns the summary (report.json's content).
+    `hours`: a wall-clock budget from this call: no generation starts after it is spent (the one
+    running finishes; a rerun resumes where this one stopped).
     `reference`: first the generation-0 reference on the sealed test split and the frozen strata
     (otherwise done at the first gate), so that they can run ahead of, or beside, the search.
     `experience`: a served-experience file (`macaronic serve --experience`) each generation reads
@@ -166,8 +168,14 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
                                            "--reference", "--quiet", "--answerer", answerer,
                                            "--budget", budget.text()], stdout=subprocess.DEVNULL)
                 _await_lock(workdir / "reference.lock", beside)
+        import time
+
+        stop_at = None if hours is None else time.monotonic() + hours * 3600
         try:
             for g in range(1, generations + 1):
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    hooks.log(f"time budget of {hours:g} h spent: generation {g} not started; rerun to resume")
+                    break
                 run.generation(g)
         finally:
             if beside is not None and beside.wait() != 0:
