@@ -179,7 +179,7 @@ def test_quantized_weights_are_really_smaller_and_different(tiny_dirs, monkeypat
 def test_without_native_bf16_many_rows_widen_to_fp32(tiny_dirs, monkeypatch):
     """Where bf16 matmuls are emulated (an AVX2 CPU): up to SMALL_ROWS_FP32 rows read the packed
     weights; more rows multiply the bf16 weight widened to fp32, rounded to bf16 once."""
-    from macaronic.engine import native
+    from macaronic.engine import native, quant
     from macaronic.engine.quant import SMALL_ROWS_FP32
 
     monkeypatch.setattr(native, "ops", lambda: None)
@@ -196,6 +196,11 @@ def test_without_native_bf16_many_rows_widen_to_fp32(tiny_dirs, monkeypatch):
         y = lin(many)
         assert y.dtype == torch.bfloat16
         assert torch.equal(y, torch.nn.functional.linear(many.float(), w.float()).bfloat16())
+    # a weight taller than WIDEN_ROWS is widened in slices: the same product, column for column
+    monkeypatch.setattr(quant, "WIDEN_ROWS", 7)
+    y = lin(many)
+    ref = torch.nn.functional.linear(many.float(), w.float())
+    assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-3 * ref.abs().max())
 
 
 def test_unknown_or_impossible_quantization_is_a_clear_error(tiny_dirs):

@@ -46,6 +46,7 @@ QUANTS = ("none", "int8", "int4", "gguf")  # gguf: engine/ggml.py, applied by ba
 INT4_GROUP = 32
 SMALL_ROWS = 4  # above this many rows the bf16 matmul beats the weight-only kernels (docs/LOG.md)
 SMALL_ROWS_FP32 = 48  # the same where bf16 is emulated: the widened fp32 matmul wins from about 48 rows
+WIDEN_ROWS = 16384  # output rows widened to fp32 at a time (64 MiB at width 1024)
 RESCORE_TOP = 64
 
 
@@ -147,8 +148,7 @@ class QuantLinear(nn.Module):
             return self._rescored(x, y) if self.rescore else y
         if x.shape[0] > self.small_rows:
             if self.widen:
-                b = None if self.bias is None else self.bias.float()
-                return F.linear(x.float(), self.weight.float(), b).to(torch.bfloat16)
+                return self._widened(x)
             return F.linear(x, self.weight, self.bias)
         if self.kind == "int4":
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed[0], self.group, self.packed[1])
@@ -158,6 +158,19 @@ class QuantLinear(nn.Module):
             y = self._rescored(x, y)
         if self.bias is not None:
             y = y + self.bias
+        return y
+
+    def _widened(self, x: Tensor) -> Tensor:
+        """x @ W.T (+ b) in fp32 from the bf16 weight, WIDEN_ROWS output rows widened at a time (the
+        head's 150k rows would otherwise take a transient fp32 copy of half a gigabyte)."""
+        xf, w = x.float(), self.weight
+        b = None if self.bias is None else self.bias.float()
+        if w.shape[0] <= WIDEN_ROWS:
+            return F.linear(xf, w.float(), b).to(torch.bfloat16)
+        y = torch.empty(x.shape[0], w.shape[0], dtype=torch.bfloat16)
+        for s in range(0, w.shape[0], WIDEN_ROWS):
+            e = min(s + WIDEN_ROWS, w.shape[0])
+            y[:, s:e] = F.linear(xf, w[s:e].float(), None if b is None else b[s:e])
         return y
 
     def _rescored(self, x: Tensor, y: Tensor) -> Tensor:
