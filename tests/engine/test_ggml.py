@@ -185,3 +185,17 @@ def test_adapters_apply_on_top_of_the_blocks_as_on_the_twin(ops, tiny_dirs, tmp_
     assert float((ref - plain).abs().max()) > 0.05 * span, "the adapters must change the logits"
     assert float((got - ref).abs().max()) <= 0.02 * span
     assert torch.equal(got.argmax(-1), ref.argmax(-1))
+
+
+def test_gguf_without_the_native_kernels_warns_and_points_to_fp32(tiny_dirs, tmp_path, monkeypatch):
+    """Its PyTorch twin serves correctly but slowly: the load says so and names the fast equivalent."""
+    import shutil
+
+    d = tmp_path / "base"
+    shutil.copytree(tiny_dirs["qwen2"], d)
+    blocks = _blocks_for(d, lambda name, k: 8)
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path, gguf_file: blocks)
+    monkeypatch.setattr(native, "ops", lambda: None)
+    with pytest.warns(RuntimeWarning, match="--dtype float32 --quant none"):
+        twin = load_base(d, quant="gguf")
+    assert twin.model.layers[0].w2.ops is ggml.GGMLReference
