@@ -19,15 +19,16 @@ V5 = Path(__file__).resolve().parents[2] / "contracts" / "macaronic-core-v5.yaml
 class Echo:
     """Coding replies: a right answer for even seeds, a wrong one for odd; counts threads in flight."""
 
-    def __init__(self):
+    def __init__(self, pause: float = 0.02):
         self.lock, self.now, self.most, self.calls = threading.Lock(), 0, 0, 0
+        self.pause = pause
 
     def reply(self, messages, role, *, seed, max_tokens, tools=None):
         with self.lock:
             self.calls += 1
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.02)
+        time.sleep(self.pause)
         with self.lock:
             self.now -= 1
         return Reply(text="```python\ndef f(x):\n    return x\n```" if seed % 2 else "no code", role=role or "coding")
@@ -54,8 +55,13 @@ def test_a_consumer_that_stops_early_starts_nothing_new(tmp_path):
     contract = cspec.parse(V5)
     tasks = SplitLoader(contract, "trainer", tmp_path / "audit.jsonl").tasks("coding", "dev", per_family=6)
     units = [(t, 0) for t in tasks]
-    calls = Echo()
+    # each reply takes 0.25 s: between the first row and close() the consumer would have to stall that
+    # long for a worker to start a fourth unit (at 0.02 s a loaded box did, once)
+    calls = Echo(pause=0.25)
     gen = run_units(contract, "p", units, calls, set(), split="dev", workers=2)
     next(gen)
     gen.close()  # the consumer stops: queued units are cancelled, running ones finish
     assert len(units) == 18 and calls.calls <= 3
+    n = calls.calls
+    time.sleep(0.3)
+    assert calls.calls == n  # nothing starts after close
