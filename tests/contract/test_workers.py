@@ -55,13 +55,14 @@ def test_a_consumer_that_stops_early_starts_nothing_new(tmp_path):
     contract = cspec.parse(V5)
     tasks = SplitLoader(contract, "trainer", tmp_path / "audit.jsonl").tasks("coding", "dev", per_family=6)
     units = [(t, 0) for t in tasks]
-    # each reply takes 0.25 s: between the first row and close() the consumer would have to stall that
-    # long for a worker to start a fourth unit (at 0.02 s a loaded box did, once)
+    # Each reply takes 0.25 s. How many units start before close() depends on how long the consumer
+    # takes to get there (on an idle box 3; a loaded one started a fourth at 0.02 s a reply); what
+    # cannot depend on timing is that nothing starts after it, and that the queue did not run out.
     calls = Echo(pause=0.25)
     gen = run_units(contract, "p", units, calls, set(), split="dev", workers=2)
     next(gen)
     gen.close()  # the consumer stops: queued units are cancelled, running ones finish
-    assert len(units) == 18 and calls.calls <= 3
     n = calls.calls
+    assert len(units) == 18 and 2 <= n < len(units)
     time.sleep(0.3)
     assert calls.calls == n  # nothing starts after close
