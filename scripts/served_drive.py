@@ -31,7 +31,6 @@ from pathlib import Path
 import httpx
 import openai
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def tool(name: str, description: str, props: dict, required: list[str]) -> dict:
@@ -151,25 +150,6 @@ CONVERSATIONS = [
 ]
 
 
-def start_server(experience: Path, port_log: list) -> tuple[subprocess.Popen, str]:
-    p = subprocess.Popen([sys.executable, "-m", "macaronic.cli", "serve", "--port", "0", "--experience", str(experience)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        port_log.append(line)
-        m = re.search(r"Web chat: (http://\S+?)/\s", line)
-        if m:
-            import threading
-
-            threading.Thread(target=lambda: [port_log.append(x) for x in p.stdout], daemon=True).start()
-            return p, m.group(1)
-    p.kill()
-    raise SystemExit("macaronic serve did not start:\n" + "".join(port_log[-40:]))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--experience", type=Path, help="the experience file a started server records to")
@@ -179,11 +159,12 @@ def main() -> int:
     a = ap.parse_args()
     if not a.url and not a.experience:
         ap.error("give --experience FILE (a server is started recording to it) or --url")
-    proc, log = None, []
-    url = a.url
+    proc, url = None, a.url
     if not url:
+        from macaronic.bench.serving import start_server
+
         a.experience.parent.mkdir(parents=True, exist_ok=True)
-        proc, url = start_server(a.experience, log)
+        proc, url = start_server(["--experience", str(a.experience)])
     client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=900)
     rows = []
     try:
