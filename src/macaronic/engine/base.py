@@ -203,8 +203,8 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
             import warnings
 
             warnings.warn("macaronic: quant gguf without the native kernels runs their PyTorch twin, which widens "
-                          "every block on each call (0.4 tokens/s on a 2-core AVX2 box); --dtype float32 --quant none "
-                          "serves the same dequantized weights about 18x faster", RuntimeWarning, stacklevel=2)
+                          "every block on each call and decodes many times slower; --dtype float32 --quant none "
+                          "serves the same dequantized weights", RuntimeWarning, stacklevel=2)
         ggml.serve_blocks(model, ggml.gguf_blocks(path.name, path, base_gguf), state, ops)
     else:
         quantize(model, quant)

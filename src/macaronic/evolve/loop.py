@@ -148,8 +148,11 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
     (otherwise done at the first gate), so that they can run ahead of, or beside, the search.
     `experience`: a served-experience file (`macaronic serve --experience`) each generation reads
     as it starts (evolve/served.py): its failures join the clusters, its corrections the router refit."""
+    import time
+
     from macaronic.contract import spec as cspec
 
+    stop_at = None if hours is None else time.monotonic() + hours * 3600  # from this call, as documented
     workdir.mkdir(parents=True, exist_ok=True)
     contract = cspec.load(contract_path, SplitLoader(cspec.parse(contract_path), "check", workdir / "audit.jsonl"))
     with Lineage(workdir / "lineage.sqlite") as lin:
@@ -168,9 +171,6 @@ def evolve(contract_path: Path, workdir: Path, generations: int, budget: Budget 
                                            "--reference", "--quiet", "--answerer", answerer,
                                            "--budget", budget.text()], stdout=subprocess.DEVNULL)
                 _await_lock(workdir / "reference.lock", beside)
-        import time
-
-        stop_at = None if hours is None else time.monotonic() + hours * 3600
         try:
             for g in range(1, generations + 1):
                 if stop_at is not None and time.monotonic() >= stop_at:
