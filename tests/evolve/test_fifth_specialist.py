@@ -72,12 +72,14 @@ def test_operators_propose_its_failure_data_and_grpo_from_its_entry(sql, tmp_pat
     budget = Budget(candidates=6, grpo_steps=3)
     cands = operators.propose(parent, found, ("failure_data", "grpo"), budget, set())
     steps = [json.loads(c.steps[0]) for c in cands]
-    assert steps == [  # stacked skills (its FailureData), then GRPO for it and for coding, in the registry's order
+    # stacked skills (its FailureData), then GRPO for it and for coding, in the registry's order; the
+    # two kinds take turns (operators.fair)
+    assert steps == [
         {"failure_data": {"role": "sql", "skills": ["select_first", "count_rows"], "steps": budget.rft_steps}},
-        {"failure_data": {"role": "sql", "skill": "select_first", "steps": budget.rft_steps}},
-        {"failure_data": {"role": "sql", "skill": "count_rows", "steps": budget.rft_steps}},
         {"grpo": {"role": "coding", "steps": 3}},
-        {"grpo": {"role": "sql", "steps": 3}}]
+        {"failure_data": {"role": "sql", "skill": "select_first", "steps": budget.rft_steps}},
+        {"grpo": {"role": "sql", "steps": 3}},
+        {"failure_data": {"role": "sql", "skill": "count_rows", "steps": budget.rft_steps}}]
     assert cands[0].components == ("adapter:sql",)
     # its failures count among the roles' failures (the decoding and RFT operators rank by them)
     assert operators._role_failures(found) == {"sql": 3}

@@ -382,3 +382,33 @@ def test_a_neutral_training_candidate_comes_back_twice_as_large_up_to_the_budget
                               ("adapter:agent",))
     (up,) = grown([screen(rft, "neutral")], ops=("rft",))
     assert json.loads(up.steps[0])["rft"] == {"roles": ["agent"], "warm": True, "steps": 24, "escalation": 1}
+
+
+def test_every_operator_kind_gets_a_slot_before_any_gets_a_second(tmp_path):
+    """Instruction candidates are listed first and are many; with 3 slots they used to fill every one,
+    so no training candidate was ever screened (run-r1, generations 1-2). Now the kinds take turns,
+    the ones the lineage screened least first; within a kind the proposed order holds."""
+    import shutil
+    from collections import Counter
+
+    from macaronic.evolve import operators
+    from macaronic.evolve.config import Budget
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import PairManifest
+
+    h = shutil.copytree(DEFAULT_BUNDLE, tmp_path / "h", ignore=shutil.ignore_patterns("__pycache__"))
+    parent = PairManifest.build(None, {"agent": str(tmp_path / "a")}, h, base_fp="f" * 64)
+    found = Counter({("agent", "wrong_state"): 8, ("agent", "missing_facts"): 4, ("chat", "wrong_answer"): 5})
+    ops = ("prompt", "router_refit", "failure_data")
+
+    def kinds(screens=(), n=3):
+        cands = operators.propose(parent, found, ops, Budget(candidates=n), set(), screens=screens, start=4)
+        assert [c.name for c in cands] == [f"cand-{i:02d}" for i in range(4, 4 + len(cands))]
+        return [c.operator for c in cands]
+
+    assert kinds() == ["prompt", "router_refit", "failure_data"]
+    assert kinds(n=5) == ["prompt", "router_refit", "failure_data", "prompt", "failure_data"]
+    seen = [{"operator": op, "verdict": "neutral", "parent_id": "e" * 64} for op in ["prompt"] * 4 + ["router_refit"]]
+    assert kinds(seen, n=2) == ["failure_data", "router_refit"]
+    assert kinds(seen, n=4) == ["failure_data", "router_refit", "prompt", "failure_data"]
+    assert operators.fair([], seen, 3) == []

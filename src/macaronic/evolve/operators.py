@@ -43,7 +43,7 @@ times (`escalations`), before the router refit and the training menu. Pure: numb
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from macaronic.evolve.failure_data import step_version
@@ -161,7 +161,8 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             start: int = 1, harmful: frozenset[str] = frozenset(),
             served: tuple[str, int] | None = None, screens=(),
             served_seeds: dict[str, tuple[str, int]] | None = None) -> list[Candidate]:
-    """Candidates from `parent` (a PairManifest), best-guess order, at most budget.candidates.
+    """Candidates from `parent` (a PairManifest), at most budget.candidates, taken in turn from each
+    operator kind (`fair`), best guess first within a kind.
     `harmful`: signatures of candidates screened below zero on a suite they touched (a skill whose
     data alone did harm from this parent is not stacked onto the others). `served`: (sha256 prefix,
     count) of the routing rows read from served corrections. `screens`: the archive's screenings
@@ -247,7 +248,27 @@ def propose(parent, clusters, operators: tuple[str, ...], budget, tried: set[str
             if spec.grpo and spec.name in parent.adapters:
                 add("grpo", [{"grpo": {"role": spec.name, "steps": budget.grpo_steps}}], (f"adapter:{spec.name}",),
                     f"{spec.name}: {budget.grpo_steps} GRPO steps on its suite's verifiable reward")
-    return out[: budget.candidates]
+    return fair(out, screens, budget.candidates, start)
+
+
+def fair(cands: list[Candidate], screens, n: int, start: int = 1) -> list[Candidate]:
+    """At most `n` of `cands`, taken in turn from each operator kind, so no kind is starved by one
+    that proposes more: the kinds the lineage screened least go first (ties: the order proposed),
+    and within a kind the proposed order holds. Without this, cheap instruction candidates (listed
+    first) filled every slot and no training candidate was ever screened. Renumbered from `start`."""
+    count: dict[str, int] = {}
+    for sc in screens:
+        count[sc["operator"]] = count.get(sc["operator"], 0) + 1
+    kinds: dict[str, list[Candidate]] = {}
+    for c in cands:
+        kinds.setdefault(c.operator, []).append(c)
+    order = sorted(kinds, key=lambda k: count.get(k, 0))  # stable: ties keep the proposed order
+    picked: list[Candidate] = []
+    while len(picked) < n and any(kinds[k] for k in order):
+        for k in order:
+            if kinds[k] and len(picked) < n:
+                picked.append(kinds[k].pop(0))
+    return [replace(c, name=f"cand-{start + i:02d}") for i, c in enumerate(picked)]
 
 
 def engine_ready(name: str) -> bool:
