@@ -64,16 +64,44 @@ def _type_text(schema, depth: int = 0) -> str:
     return t
 
 
+def _sentences(desc: str) -> list[str]:
+    return [x.strip() for x in desc.split(".")]
+
+
+def _shared_sentences(tools: list[dict]) -> set[str]:
+    """Sentences that open or fill two or more of the listed tools' descriptions: a toolset's
+    preamble ("This tool belongs to the Gorilla file system. It is a simple file system ..."), which
+    says nothing about what each tool does."""
+    seen: dict[str, int] = {}
+    for t in tools:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
+        for x in {x for x in _sentences(desc) if x}:
+            seen[x] = seen.get(x, 0) + 1
+    return {x for x, n in seen.items() if n >= 2}
+
+
+def _own_sentence(desc: str, shared: set[str]) -> str:
+    """The compact listing's words for one tool: its description's first sentence, or, where that
+    sentence is shared with another listed tool, its first sentence no other tool has (so eighteen
+    tools that open with the same preamble are told apart); the first sentence when all are shared."""
+    first = desc.split(".")[0]
+    if first.strip() not in shared:
+        return first
+    return next((x for x in _sentences(desc) if x and x not in shared), first)
+
+
 def tool_prompt(tools: list[dict], listing: str = "compact") -> str:
     """The request's tools as the bundle's `tool_listing` shows them, plus the calling convention.
 
     compact: one line per tool (name, arguments with `?` when optional, the description's first
-    sentence). The full JSON-schema listing of the substrate's tools is ~3,100 tokens, too long for a
+    sentence, or its first one that no other listed tool shares: `_own_sentence`). The full JSON-schema listing of the substrate's tools is ~3,100 tokens, too long for a
     135M base on CPU; the shipped specialists were trained on this form.
     typed: the tool's description, then one line per argument: its name, type (enum values, items,
     nested fields, default), whether it is optional, and its description, which is where a schema
     says its units, formats and allowed values (about twice the compact listing's tokens)."""
     lines = ["Tools (name(arguments): what it does):" if listing == "compact" else "Tools:"]
+    shared = _shared_sentences(tools)
     for t in tools:  # the server validated the schemas (serve/validate.py); stay total on any dict anyway
         fn = t.get("function", t)
         params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
@@ -83,7 +111,7 @@ def tool_prompt(tools: list[dict], listing: str = "compact") -> str:
         desc = fn.get("description") if isinstance(fn.get("description"), str) else ""
         if listing == "compact":
             args = ", ".join(a if a in req else a + "?" for a in props)
-            lines.append(f"- {fn['name']}({args}): {desc.split('.')[0]}.")
+            lines.append(f"- {fn['name']}({args}): {_own_sentence(desc, shared)}.")
             continue
         lines.append(f"- {fn['name']}: {_clip(desc, 400)}".rstrip())
         for a, schema in props.items():

@@ -72,3 +72,24 @@ def test_the_header_shows_client_tools_in_the_bundles_listing():
     bundle = load_bundle()
     head = views.prompt_head(bundle, "agent", [TOOL], ["Be brief."])
     assert head[0]["content"].endswith(views.tool_prompt([TOOL], bundle.tool_listing)) and "Be brief." in head[0]["content"]
+
+
+def test_the_compact_listing_skips_a_preamble_the_tools_share():
+    """Toolsets often open every description with the same preamble (BFCL's multi-turn backends:
+    "This tool belongs to the Gorilla file system. It is a simple file system ..., etc. Tool
+    description: ..."). The compact listing shows each tool's first sentence no other listed tool
+    has; a lone tool, or tools with their own first sentences, keep the first sentence as before."""
+    pre = "This tool belongs to the file system. It is simple, etc. "
+
+    def tool(name, desc):
+        return {"type": "function", "function": {"name": name, "description": desc,
+                                                 "parameters": {"type": "object", "properties": {}}}}
+
+    both = [tool("ls", pre + "List the directory. Python 3 syntax."), tool("pwd", pre + "Print the path. Python 3 syntax.")]
+    lines = views.tool_prompt(both, "compact").splitlines()
+    assert lines[1:3] == ["- ls(): List the directory.", "- pwd(): Print the path."]
+    assert views.tool_prompt(both[:1], "compact").splitlines()[1] == "- ls(): This tool belongs to the file system."
+    own = [tool("a", "Add two numbers. Returns JSON."), tool("b", "Split a string. Returns JSON.")]
+    assert views.tool_prompt(own, "compact").splitlines()[1:3] == ["- a(): Add two numbers.", "- b(): Split a string."]
+    same = [tool("x", "Does it."), tool("y", "Does it.")]  # nothing of its own: the first sentence
+    assert views.tool_prompt(same, "compact").splitlines()[1:3] == ["- x(): Does it.", "- y(): Does it."]
