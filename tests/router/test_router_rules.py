@@ -113,7 +113,7 @@ def test_config_rejects_unknown_options():
 def test_tools_rule_sends_requests_that_carry_tools_to_the_tools_route():
     from types import SimpleNamespace
 
-    from macaronic.router.config import mentions_tools, tools_route
+    from macaronic.router.config import mentions_tools, tool_session, tools_route
 
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
              {"type": "function", "function": {"name": "create_reminder", "parameters": {"type": "object"}}}]
@@ -127,6 +127,17 @@ def test_tools_rule_sends_requests_that_carry_tools_to_the_tools_route():
     assert tools_route(bundle, tools, {"type": "function", "function": {"name": "get_weather"}}, "hi") == "agent"
     assert tools_route(bundle, tools, "none", weather) is None  # the client said no calls: the head routes
     assert tools_route(bundle, [], "auto", weather) is None and tools_route(bundle, None, None, weather) is None
+    # a follow-up in a tool session (an earlier assistant turn called a tool) is the agent's, whatever its words
+    assert tools_route(bundle, tools, "auto", "and the other one too", in_session=True) == "agent"
+    assert tools_route(bundle, tools, "none", "and the other one too", in_session=True) is None
+    assert tools_route(bundle, [], "auto", "and the other one too", in_session=True) is None
+    called = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                                     "function": {"name": "f", "arguments": "{}"}}]}
+    assert tool_session([{"role": "user", "content": "a"}, called, {"role": "tool", "content": "{}"},
+                         {"role": "user", "content": "b"}])
+    assert not tool_session([{"role": "user", "content": "a"}, {"role": "assistant", "content": "hi"},
+                             {"role": "user", "content": "b"}])
+    assert not tool_session([called])  # the latest message itself is not history
     assert tools_route(SimpleNamespace(router={"tools_route": None}, role_names=roles), tools, None, weather) is None
     assert tools_route(SimpleNamespace(router={"tools_route": "sql"}, role_names=roles), tools, None, weather) is None
     # generic verbs say nothing; names split on dots and camelCase

@@ -203,6 +203,36 @@ def test_the_agent_decides_turns_the_tools_rule_sent_it_by_their_words(inproc):
     assert _asked(script, seen, "what is a reminder?") == ["agent", "chat"]
 
 
+def test_a_follow_up_in_a_tool_session_is_the_agents_to_decide(inproc):
+    """An agent framework's conversation: an earlier assistant turn called a tool, and the next user
+    turn ("and the other one too") names none of the tools. The tools rule sends it to the agent as a
+    tool session (the head, which says chat, would have dropped the tools); the agent decides greedily
+    as it would answer: a call stays its turn, a reply in text goes to the head and chat, without the
+    tools."""
+    c, script = _decider(inproc, "You're welcome.", "Glad to help!")
+    call = {"id": "c1", "type": "function", "function": {"name": "create_reminder", "arguments": '{"text": "eggs"}'}}
+    history = [{"role": "user", "content": "remind me: eggs"},
+               {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+               {"role": "assistant", "content": "Done."}]
+    r = c.chat.completions.create(model="macaronic", messages=[*history, {"role": "user", "content": "and milk too"}],
+                                  tools=TOOLS, max_tokens=96)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"], meta["reason"]) == ("agent", "tools", "tool-session"), meta
+    assert r.choices[0].message.tool_calls[0].function.name == "create_reminder"
+    seen = len(script.seen)
+    r = c.chat.completions.create(model="macaronic", messages=[*history, {"role": "user", "content": "thanks!"}],
+                                  tools=TOOLS, max_tokens=32)
+    meta = r.model_extra["macaronic"]
+    assert (meta["adapter"], meta["policy"], meta["reason"]) == ("chat", "head", "scored; tools-decided-no-call"), meta
+    assert r.choices[0].message.content == "Glad to help!" and not r.choices[0].message.tool_calls
+    assert _asked(script, seen, "thanks!") == ["agent", "chat"]
+    # without an earlier call the same words go to the head, which the agent's decision then reads
+    r = c.chat.completions.create(model="macaronic", messages=[{"role": "user", "content": "and milk too"}],
+                                  tools=TOOLS, max_tokens=96)
+    assert r.model_extra["macaronic"]["reason"] == "tools-decided-call"
+
+
 def test_the_tools_decision_stays_out_of_its_way(inproc):
     """Off (a bundle without `tools_decide`, or with it false, answers as before: chat keeps the
     tools, the agent is not asked); never for a card route, `tool_choice` none or required, or a

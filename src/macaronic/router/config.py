@@ -122,15 +122,23 @@ def choice_names_a_call(tool_choice) -> bool:
     return tool_choice == "required" or isinstance(tool_choice, dict)
 
 
-def tools_route(bundle, tools, tool_choice, text: str = "") -> str | None:
+def tools_route(bundle, tools, tool_choice, text: str = "", in_session: bool = False) -> str | None:
     """The one rule for requests that carry tools, answered by the bundle's `tools_route` role (the
     agent): every request whose `tool_choice` is "required" or names a function, and, with
     `tool_choice` auto (or absent), every request that names what one of its tools is about
-    (`mentions_tools`: "what's the weather in Paris?" with `get_weather`). A request that carries tools
-    but is about something else ("write me a poem", a greeting) is routed by the head as usual, and
-    the tools stay available to whichever specialist answers. None when the rule does not apply or
-    the bundle has no such role."""
+    (`mentions_tools`: "what's the weather in Paris?" with `get_weather`) or that continues a tool
+    session (`in_session`: an earlier assistant turn of the conversation called a tool, so a follow-up
+    such as "finally, show the last 20 lines of it" is the agent's to decide). A request that carries
+    tools but is about something else ("write me a poem", a greeting) is routed by the head as usual,
+    and the tools stay available to whichever specialist answers. None when the rule does not apply
+    or the bundle has no such role."""
     role = RouterConfig.from_dict(bundle.router).tools_route
     if not tools or tool_choice == "none" or role is None or role not in bundle.role_names:
         return None
-    return role if choice_names_a_call(tool_choice) or mentions_tools(text, tools) else None
+    return role if choice_names_a_call(tool_choice) or in_session or mentions_tools(text, tools) else None
+
+
+def tool_session(messages: list[dict]) -> bool:
+    """Did an assistant turn before the latest message call a tool? (A conversation an agent
+    framework drives: its follow-up turns carry the same tools.)"""
+    return any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[:-1] if isinstance(m, dict))

@@ -43,7 +43,8 @@ from typing import Any, AsyncIterator
 from macaronic.engine.sampling import SamplingParams
 from macaronic.genui.convert import streamed_head, v08_text
 from macaronic.pairs.ids import pair_id
-from macaronic.router.config import RouterConfig, choice_names_a_call, default_route, tools_route
+from macaronic.router.config import (RouterConfig, choice_names_a_call, default_route, mentions_tools, tool_session,
+                                      tools_route)
 from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import pools, structured, views
 from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
@@ -336,10 +337,12 @@ class MoL:
             a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role(card)
             if a is not None or card in self.bundle.role_names:
                 return Route(a, card, self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
-        by_tools = tools_route(self.bundle, tools, tool_choice, request_text(messages))
+        text, session = request_text(messages), tool_session(messages)
+        by_tools = tools_route(self.bundle, tools, tool_choice, text, session)
         if by_tools is not None:
             a = self.adapter_for_role(by_tools)
-            why = "tool-choice" if choice_names_a_call(tool_choice) else "request-names-its-tools"
+            why = ("tool-choice" if choice_names_a_call(tool_choice) else
+                   "request-names-its-tools" if mentions_tools(text, tools) else "tool-session")
             return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, why)
         return await self.head_route(messages)
 
@@ -363,10 +366,12 @@ class MoL:
     # Routes the tools decision never revisits: forced, sticky, and the tools rule's (a `tool_choice` that
     # asks for a call; its words alone are revisited, see `tools_decision`).
     NOT_DECIDED = frozenset({"forced", "sticky", "sticky-action", "tools"})
+    # Reasons of the tools rule that its decision revisits greedily, as the agent would answer.
+    BY_RULE = frozenset({"request-names-its-tools", "tool-session"})
 
     async def tools_decision(self, msgs: list[dict], route: Route, tools: list[dict], structure) -> tuple[Route, bool]:
         """The bundle's `tools_decide` rule, for a request that carries tools (`tool_choice` auto)
-        and was routed by the tools rule's words (`request-names-its-tools`) or by the head to a text
+        and was routed by the tools rule's words or session (`request-names-its-tools`, `tool-session`) or by the head to a text
         specialist: the specialist that decides calls (the tools route's adapter, the agent) reads
         the request as it would answer it, one greedy token under the tool grammar with its
         alternatives, and decides.
@@ -381,7 +386,7 @@ class MoL:
         does not apply (forced, sticky, a card, no agent adapter) or the read fails."""
         cfg = RouterConfig.from_dict(self.bundle.router)
         role = cfg.tools_route
-        by_words = route.policy == "tools" and route.reason == "request-names-its-tools"
+        by_words = route.policy == "tools" and route.reason in self.BY_RULE
         if not cfg.tools_decide or role is None or not (by_words or route.policy not in self.NOT_DECIDED):
             return route, True
         if not by_words and (route.specialist == role or output_of(route.specialist) == "card"):
