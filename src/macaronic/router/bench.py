@@ -290,7 +290,7 @@ def tools_attached(router: Router, test: list[dict], bundle) -> dict:
     server does: the tools rule (`config.tools_route`), else the router. The label stays the turn's
     own: tools being there does not make a chat question an agent task. Per toolset: accuracy,
     macro-F1, how often the rule fired, accuracy on the rule's role's turns (the agent's) and on the others."""
-    from macaronic.router.config import RouterConfig, tools_route
+    from macaronic.router.config import RouterConfig, tool_session, tools_route
     from macaronic.router.metrics import macro_f1
 
     tool_role = RouterConfig.from_dict(bundle.router).tools_route  # the role the rule answers with (the agent)
@@ -300,7 +300,8 @@ def tools_attached(router: Router, test: list[dict], bundle) -> dict:
     labels = [e["label"] for e in turns]
     out = {}
     for name, tools in TOOLSETS.items():
-        rule = [tools_route(bundle, tools, "auto", request_text(e["messages"])) for e in turns]
+        rule = [tools_route(bundle, tools, "auto", request_text(e["messages"]), tool_session(e["messages"]))
+                for e in turns]
         picks = [r or d for r, d in zip(rule, routed)]
         ok = [p == label for p, label in zip(picks, labels)]
         agent = [o for o, label in zip(ok, labels) if label == tool_role]
