@@ -33,5 +33,19 @@ def test_the_shipped_agents_data_rebuilds_under_the_listing_it_was_trained_with(
          "--replay", "240")
     meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "agent" / "macaronic.json").read_text())
     assert hashlib.sha256(data.read_bytes()).hexdigest() == meta["data"]["manifest_sha256"]
+    # the package ships that file (content-addressed, outside the adapter's directory, whose files
+    # make its id), so the loop's RFT and failure-data successors replay it (`evolve.successor._replay`;
+    # without it a warm start from the shipped agent had nothing to replay) and the contract's
+    # contamination check reads it
+    from macaronic.engine.adapters import recorded_data
+
+    shipped = shipped_adapters_dir("qwen2.5-coder-0.5b") / "agent"
+    assert not (shipped / "data.jsonl").exists() and recorded_data(shipped).read_bytes() == data.read_bytes()
+    assert recorded_data(shipped).name == meta["data"]["manifest_sha256"] + ".jsonl"
+    assert recorded_data(shipped_adapters_dir("qwen2.5-coder-0.5b") / "genui") is None  # a generator rebuilds it
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "data.jsonl").write_text("{}\n")
+    assert recorded_data(own) == own / "data.jsonl" and recorded_data(tmp_path / "missing") is None
     assert hashlib.sha256(warm.read_bytes()).hexdigest() == meta["training"]["init"]["data"]["manifest_sha256"]
     assert "Tools (name(arguments)" in data.read_text()

@@ -68,13 +68,14 @@ def prepare(contract_path: str | Path, audit, refs: list, lineage=None, default=
 
 
 def contamination_of(pair, extra_files, units) -> dict:
-    """The pair's training data (its data files, each adapter's own data.jsonl when it ships one,
-    and any named) against every sealed test prompt of the (task, sample) units."""
+    """The pair's training data (its data files, each adapter's own data file where it can be had,
+    `engine.adapters.recorded_data`, and any named) against every sealed test prompt of the (task,
+    sample) units."""
     from macaronic.contract.sealed import contamination, texts_of_data_file
+    from macaronic.engine.adapters import recorded_data
 
     train_files = list(pair.data) + [str(p) for p in extra_files]
-    train_files += [str(Path(a["path"]) / "data.jsonl") for a in pair.adapters.values()
-                    if (Path(a["path"]) / "data.jsonl").is_file()]
+    train_files += [str(f) for a in pair.adapters.values() if (f := recorded_data(a["path"])) is not None]
     train_texts = [t for f in train_files for t in texts_of_data_file(f)]
     seen = {}
     for task, _ in units:

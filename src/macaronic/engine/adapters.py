@@ -72,6 +72,28 @@ def check_name(name: str) -> str:
     return name
 
 
+RECORDED_DATA = Path(__file__).resolve().parents[1] / "specialists" / "data"
+
+
+def recorded_data(path: str | Path) -> Path | None:
+    """The file an adapter directory was trained on, where it can be had: the directory's own
+    data.jsonl (what `macaronic train` writes), else the package's content-addressed copy,
+    `specialists/data/<sha256>.jsonl`, named by the sha256 its macaronic.json records
+    (`data.manifest_sha256`). A shipped adapter keeps its data there, not in its directory, because
+    every file of the directory is part of its id (`dir_sha256`) and so of every pair's. None when
+    neither is there."""
+    own = Path(path) / "data.jsonl"
+    if own.is_file():
+        return own
+    try:
+        meta = json.loads((Path(path) / "macaronic.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sha = ((meta.get("data") or {}) if isinstance(meta, dict) else {}).get("manifest_sha256")
+    copy = RECORDED_DATA / f"{sha}.jsonl" if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else None
+    return copy if copy is not None and copy.is_file() else None
+
+
 def dir_sha256(path: Path) -> str:
     """Content id of an adapter directory: sha256 over (relative path, bytes) of its files."""
     h = hashlib.sha256()

@@ -347,11 +347,14 @@ def _data_files(champion, tmp: Path) -> list[Path]:
 
 def _replay(meta: dict, data_files=()) -> list[dict]:
     """Rebuild the examples the adapter was trained on when its record names a built-in generator
-    (`generator:NAME`); an adapter that ships `data.jsonl` replays that file instead; one trained
+    (`generator:NAME`); an adapter whose data file can be had (`engine.adapters.recorded_data`: its
+    data.jsonl, or the package's copy of a shipped adapter's) replays that file instead; one trained
     by the loop on a file (`file:NAME`, an earlier successor's RFT or failure data, which held its
     own replay) replays that file, found among the pair's data files."""
-    shipped = meta["dir"] / "data.jsonl"
-    if shipped.is_file():
+    from macaronic.engine.adapters import recorded_data
+
+    shipped = recorded_data(meta["dir"])  # its data.jsonl, or the package's copy of a shipped adapter's
+    if shipped is not None:
         return [json.loads(l) for l in shipped.read_text().splitlines() if l.strip()]
     kind, _, name = meta["source"].partition(":")
     if kind == "file":
