@@ -95,8 +95,9 @@ def tool_prompt(tools: list[dict], listing: str = "compact") -> str:
     """The request's tools as the bundle's `tool_listing` shows them, plus the calling convention.
 
     compact: one line per tool (name, arguments with `?` when optional, the description's first
-    sentence, or its first one that no other listed tool shares: `_own_sentence`). The full JSON-schema listing of the substrate's tools is ~3,100 tokens, too long for a
-    135M base on CPU; the shipped specialists were trained on this form.
+    sentence, or its first one no other listed tool shares: `_own_sentence`). The full JSON-schema
+    listing of the substrate's tools is ~3,100 tokens, too long for a 135M base on CPU; the shipped
+    specialists were trained on this form.
     typed: the tool's description, then one line per argument: its name, type (enum values, items,
     nested fields, default), whether it is optional, and its description, which is where a schema
     says its units, formats and allowed values (about twice the compact listing's tokens)."""

@@ -37,7 +37,10 @@ entries' (`failure_data`, `grpo`): the agent's skills and GenUI's are `AGENT_DAT
 A candidate already screened from the same parent with the same steps is not proposed again; a
 training candidate (rft, failure_data, grpo) that dev screening found neutral comes back from the
 same parent with twice its training (steps; examples or prompts too), up to `Budget.escalate`
-times (`escalations`), before the router refit and the training menu. Pure: numbers and manifests in, Candidate list out.
+times (`escalations`), before the router refit and the training menu. The kinds take turns for
+the `Budget.candidates` slots, the ones the lineage screened least first (`fair`), so the cheap
+instruction candidates, listed first, cannot fill every slot. Pure: numbers and manifests in,
+Candidate list out.
 """
 
 from __future__ import annotations
