@@ -674,3 +674,48 @@ def test_the_data_engine_operator_proposes_fresh_examples_for_the_roles_that_fai
     assert [(s["role"], s["examples"], s["steps"]) for s in steps] == [("genui", 32, 6), ("agent", 32, 6)]
     assert steps[1]["seed"] == int(parent.adapters["agent"]["id"][:6], 16)
     assert [c.components for c in cands] == [("adapter:genui",), ("adapter:agent",)]
+
+
+def test_a_candidates_training_resumes_from_its_checkpoint_after_a_kill(tmp_path, monkeypatch):
+    """A candidate's `macaronic train` runs in cand-NN.ckpt/ROLE-KEY with checkpoints; killed there
+    (a session's end), the next build of the same candidate (same command, same data bytes) passes
+    `--resume` to the same directory; different data trains afresh. The finished adapter moves into
+    the candidate's tmp/adapters/ROLE. (A stand-in for the train process: the real one's resume is
+    tests/train's.)"""
+    import subprocess
+    from types import SimpleNamespace
+
+    from macaronic.evolve import successor
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        out = Path(cmd[cmd.index("--out") + 1])
+        calls.append((out, "--resume" in cmd))
+        out.mkdir(parents=True, exist_ok=True)
+        if len(calls) == 1:  # killed after its first checkpoint
+            (out / "checkpoint").mkdir()
+            (out / "checkpoint" / "state.json").write_text('{"step": 10}')
+            return SimpleNamespace(returncode=-9, stderr="killed")
+        (out / "adapter_model.safetensors").write_bytes(b"w")
+        (out / "macaronic.json").write_text("{}")
+        return SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    champ = SimpleNamespace(base=None)
+    meta = {"mode": "turn", "rank": 8, "batch": 4, "lr": 2e-4, "seed": 0, "description": "d"}
+    tmp = tmp_path / "gen-003" / "cand-02.tmp"
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"a": 1}\n')
+    out_dir = tmp / "adapters" / "agent"
+    with pytest.raises(RuntimeError, match="killed"):
+        successor._train(champ, "agent", data, out_dir, meta, 40, None)
+    work = calls[0][0]
+    assert work.parent == tmp_path / "gen-003" / "cand-02.ckpt" and not calls[0][1]
+    successor._train(champ, "agent", data, out_dir, meta, 40, None)  # the same candidate, built again
+    assert calls[1] == (work, True)
+    assert sorted(f.name for f in out_dir.iterdir()) == ["adapter_model.safetensors", "macaronic.json"]
+    assert not work.exists()
+    data.write_text('{"a": 2}\n')  # other data: another directory, no resume
+    successor._train(champ, "agent", data, tmp / "adapters" / "genui", meta, 40, None)
+    assert calls[2][0] != work and calls[2][1] is False

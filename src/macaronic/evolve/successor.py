@@ -96,6 +96,7 @@ def build_successor(champion: PairManifest, rows: list[dict], steps: tuple, out:
                       for r, p in adapters.items()}
     (tmp / "changes.json").write_text(json.dumps({"changes": changes, "training_config": config}, indent=2) + "\n")
     tmp.rename(out)
+    shutil.rmtree(out.with_name(out.name + ".ckpt"), ignore_errors=True)  # `_train`'s work directories
     files = tuple(str(out / f.relative_to(tmp)) if f.is_relative_to(tmp) else str(f) for f in data_files)
     m = PairManifest.build(champion.base, final_adapters, out / "harness", data=files,
                            base_fp=champion.base_fingerprint)
@@ -201,19 +202,46 @@ def rft(champion, rows, tmp: Path, ctx: dict, adapters: dict, log, opts: dict | 
     return changes, files
 
 
+SAVE_EVERY = 10  # a candidate's training checkpoints every this many steps (`_train` resumes from it)
+
+
 def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: int, init: str | None) -> None:
-    """`macaronic train` in its own process with the champion adapter's recorded config."""
-    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(data), "--out", str(out_dir),
+    """`macaronic train` in its own process with the champion adapter's recorded config, into
+    `out_dir` (tmp/adapters/ROLE of a candidate being built).
+
+    It trains in a work directory beside the candidate's (`cand-NN.ckpt/ROLE-KEY`, KEY a hash of the
+    command and of the data file's bytes), checkpointing every `SAVE_EVERY` steps: a killed run (a
+    session ends after 3 hours; a candidate's training can take more than one on a 2-core box)
+    rebuilds the same data, finds the same work directory and resumes from its last checkpoint. The
+    finished adapter's files move to `out_dir`; `build_successor` removes the work directories once
+    the candidate is whole."""
+    cmd = [sys.executable, "-m", "macaronic.cli", "train", role, "--data", str(data),
            "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
            "--batch", str(meta["batch"]), "--lr", str(meta["lr"]), "--seed", str(meta["seed"]),
-           "--save-every", "0", "--no-progress", "--description", meta["description"]]
+           "--save-every", str(SAVE_EVERY), "--no-progress", "--description", meta["description"]]
     if init:
         cmd += ["--init-adapter", str(init)]
     if champion.base:
         cmd += ["--base", champion.base]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    h = hashlib.sha256(json.dumps(cmd[1:]).encode())
+    h.update(Path(data).read_bytes())
+    work = _work_dir(out_dir) / f"{role}-{h.hexdigest()[:16]}"
+    resume = (work / "checkpoint" / "state.json").is_file()
+    p = subprocess.run(cmd + ["--out", str(work)] + (["--resume"] if resume else []), capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"macaronic train {role} failed:\n{p.stderr[-2000:]}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in work.iterdir():
+        if f.name != "checkpoint":
+            shutil.move(str(f), str(out_dir / f.name))
+    shutil.rmtree(work)
+
+
+def _work_dir(out_dir: Path) -> Path:
+    """cand-NN.ckpt for tmp/adapters/ROLE of cand-NN.tmp: outside the candidate's tmp directory,
+    which a restart clears."""
+    tmp = out_dir.parents[1]
+    return tmp.with_name(tmp.name.removesuffix(".tmp") + ".ckpt")
 
 
 def failure_data(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> tuple[dict, list[Path]]:
