@@ -7,9 +7,11 @@ seventh session, issues 36 and 37): two harness changes, each against the rows b
    tools. It now shows each tool's first sentence that no other listed tool shares
    (`prompts._own_sentence`). Part 1 renders every BFCL problem's tools both ways and counts the
    problems whose listing changed: only multi_turn_base (the single-turn categories' prompts are byte
-   for byte the same, so their scores cannot move).
+   for byte the same, so their scores cannot move); it also renders 300 examples of each tool engine
+   (none changes, so the shipped adapters see what they were trained on).
 2. The tool-session rule (`router.config.tool_session`): a user turn that follows an assistant turn
-   which called a tool goes to the agent, which decides greedily as it would answer.
+   which called a tool goes to the agent, which decides greedily as it would answer. The script
+   checks that no dev task in run-r1's rows (contract v7) has such a turn.
 
 Served int4 on one 2-core AVX2 box beside an evolve run, greedy, 256 tokens:
 
@@ -70,6 +72,48 @@ def changed() -> None:
         print(f"| {cat} | {len(probs)} | {n} |")
 
 
+def engines_unchanged(n: int = 300) -> None:
+    """The listing change leaves the training data alone: no toolset in `n` examples of each tool
+    engine has a first sentence another of its tools shares, so every prompt renders as before."""
+    import macaronic.prompts as prompts
+    from macaronic.train.builders import build
+
+    moved = []
+    own = prompts._own_sentence
+
+    def spy(desc, shared):
+        r = own(desc, shared)
+        if r != desc.split(".")[0]:
+            moved.append(desc)
+        return r
+
+    prompts._own_sentence = spy
+    try:
+        print("\n| generator | examples | tool lines changed |\n|---|---:|---:|")
+        for name in ("agent", "agent_grounded", "agent_engine", "agent_functions", "genui_engine_wide"):
+            moved.clear()
+            print(f"| {name} | {len(build(name, n, 0, base='qwen2.5-coder-0.5b'))} | {len(moved)} |")
+    finally:
+        prompts._own_sentence = own
+
+
+def contract_untouched(path: str = "docs/evolve/run-r1/work/dev.jsonl") -> None:
+    """The tool-session rule leaves the contract's suites alone: no v7 dev task of run-r1's rows has
+    a user turn after an assistant turn that called a tool."""
+    import ast
+
+    from macaronic.router.config import tool_session
+
+    n = hit = 0
+    for line in open(path):
+        m = json.loads(line)["messages"]
+        m = ast.literal_eval(m) if isinstance(m, str) else m
+        users = [i for i, x in enumerate(m) if x.get("role") == "user"]
+        n += 1
+        hit += bool(users) and tool_session(m[: users[-1] + 1])
+    print(f"\nrun-r1 dev rows: {n}; with a user turn in a tool session: {hit}")
+
+
 def _names(calls: list[str]) -> set[str]:
     return {m.group(1) for c in calls if (m := re.match(r"\s*([\w.]+)\(", c))}
 
@@ -111,4 +155,6 @@ def compare() -> None:
 
 if __name__ == "__main__":
     changed()
+    engines_unchanged()
+    contract_untouched()
     compare()

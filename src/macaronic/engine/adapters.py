@@ -19,6 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from macaronic.engine.bases import PACKAGE
 from macaronic.engine.config import TARGETS, ModelArgs
 
 MODES = ("full", "turn", "upper")
@@ -72,7 +73,7 @@ def check_name(name: str) -> str:
     return name
 
 
-RECORDED_DATA = Path(__file__).resolve().parents[1] / "specialists" / "data"
+RECORDED_DATA = PACKAGE / "specialists" / "data"
 
 
 def recorded_data(path: str | Path) -> Path | None:

@@ -132,10 +132,21 @@ def tools_route(bundle, tools, tool_choice, text: str = "", in_session: bool = F
     tools but is about something else ("write me a poem", a greeting) is routed by the head as usual,
     and the tools stay available to whichever specialist answers. None when the rule does not apply
     or the bundle has no such role."""
+    rule = tools_rule(bundle, tools, tool_choice, text, in_session)
+    return rule[0] if rule else None
+
+
+def tools_rule(bundle, tools, tool_choice, text: str = "", in_session: bool = False) -> tuple[str, str] | None:
+    """`tools_route`'s (role, reason): "tool-choice", "request-names-its-tools" or "tool-session"
+    (the first that holds), or None."""
     role = RouterConfig.from_dict(bundle.router).tools_route
     if not tools or tool_choice == "none" or role is None or role not in bundle.role_names:
         return None
-    return role if choice_names_a_call(tool_choice) or in_session or mentions_tools(text, tools) else None
+    if choice_names_a_call(tool_choice):
+        return role, "tool-choice"
+    if mentions_tools(text, tools):
+        return role, "request-names-its-tools"
+    return (role, "tool-session") if in_session else None
 
 
 def tool_session(messages: list[dict]) -> bool:

@@ -43,8 +43,7 @@ from typing import Any, AsyncIterator
 from macaronic.engine.sampling import SamplingParams
 from macaronic.genui.convert import streamed_head, v08_text
 from macaronic.pairs.ids import pair_id
-from macaronic.router.config import (RouterConfig, choice_names_a_call, default_route, mentions_tools, tool_session,
-                                      tools_route)
+from macaronic.router.config import RouterConfig, default_route, tool_session, tools_rule
 from macaronic.router.conversation import request_text, tool_caller
 from macaronic.serve import pools, structured, views
 from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
@@ -337,12 +336,10 @@ class MoL:
             a = drew["adapter"] if drew is not None and drew.get("adapter") else self.adapter_for_role(card)
             if a is not None or card in self.bundle.role_names:
                 return Route(a, card, self.mode_of(a), "sticky-action", 1.0, 0.0, "sticky-user-action")
-        text, session = request_text(messages), tool_session(messages)
-        by_tools = tools_route(self.bundle, tools, tool_choice, text, session)
-        if by_tools is not None:
+        rule = tools_rule(self.bundle, tools, tool_choice, request_text(messages), tool_session(messages))
+        if rule is not None:
+            by_tools, why = rule
             a = self.adapter_for_role(by_tools)
-            why = ("tool-choice" if choice_names_a_call(tool_choice) else
-                   "request-names-its-tools" if mentions_tools(text, tools) else "tool-session")
             return Route(a, by_tools, self.mode_of(a), "tools", 1.0, 0.0, why)
         return await self.head_route(messages)
 
