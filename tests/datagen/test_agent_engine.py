@@ -89,6 +89,35 @@ def test_verifier_catches_an_action_the_condition_forbids():
     assert agent.verify(start, extra)  # an unplanned write is caught (ungrounded or a changed state)
 
 
+def test_a_request_of_several_steps_is_a_chain_done_in_order_and_a_step_left_out_is_caught():
+    rng = random.Random(11)
+    seen = 0
+    for _ in range(60):
+        try:
+            start, t, _ = agent.transcript(rng, "sequence")  # in CHAINS, outside the default mix
+        except agent.Skip:
+            continue
+        seen += 1
+        calls = _calls(t)
+        assert len(t.turns) == 1 and len(calls) >= 2
+        assert all(m["content"].count("<tool_call>") == 1 for m in calls)  # one call a step: each can depend on the last
+        assert len(t.facts) in (2, 3)
+        if not t.changes:
+            continue
+        t2 = copy.deepcopy(t)  # the last write and its result left out: the declared end state is not reached
+        turn = t2.turns[0]
+        writes = [i for i, m in enumerate(turn) if m in calls and not any(
+            f'"{start.names[op]}"' in m["content"] for op in ("search", "get"))]
+        del turn[writes[-1]:writes[-1] + 2]
+        assert agent.verify(start, t2)
+    assert seen > 30
+    assert "sequence" not in agent.PATTERNS  # the default mix (and the shipped agent's data) is unchanged
+    rows = agent.examples(12, seed=1, patterns=tuple(agent.CHAINS))
+    assert {e.source.split("/")[2] for e in rows} == {"sequence"}
+    with pytest.raises(ValueError, match="unknown agent patterns"):
+        agent.examples(1, patterns=("nope",))
+
+
 def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):
     from macaronic.engine.llm import load_tokenizer
     from macaronic.datagen.examples import encode
@@ -107,7 +136,7 @@ def test_disjoint_from_the_contract_agent_suite_and_bfcl(sample):
     assert not {d.noun for d in DOMAINS} & set(AGENT_SUITE_NOUNS)
     substrate = {t["function"]["name"] for t in openai_tools()}
     engine_tools, requests = set(), set()
-    for e in sample:
+    for e in sample + agent.examples(100, seed=3, patterns=tuple(agent.CHAINS)):
         if not e.source.startswith("engine/"):
             continue
         listing = e.messages[0]["content"]

@@ -449,11 +449,128 @@ def p_followup(t: Transcript, rng: random.Random) -> None:
     t.reply(f"Done: {r[d.key]} now has {f.said} {vtext(v)}.", r[d.key])
 
 
+def _step_create(t: Transcript, rng: random.Random, used: set):
+    w, d = t.world, t.world.domain
+    pool = [k for k in d.keys if w.find(k) is None and k not in used]
+    if not pool:
+        raise Skip("no new key")
+    k = rng.choice(pool)
+    used.add(k)
+    fs = rng.sample(settable(d), min(len(settable(d)), rng.randint(1, 2)))
+    vals = {f.name: value_for(f, rng, w.today) for f in fs}
+    parts = " and ".join(f"{f.said} {said_value(f, vals[f.name], rng, t)}" for f in fs)
+    clause = rng.choice((f"add a new {d.noun} {k} with {parts}", f"create the {d.noun} '{k}' ({parts})"))
+
+    def run():
+        res = t.call(("create", {"key": k, **{f.name: w.arg(f, vals[f.name]) for f in fs}}))[0]
+        t.changes.extend(("created", k, n, v) for n, v in vals.items())
+        return f"I created {k} ({res['id']})", res["id"]
+    return clause, run
+
+
+def _step_update(t: Transcript, rng: random.Random, used: set):
+    w, d = t.world, t.world.domain
+    r = pick(w, rng, lambda x: live(w)(x) and x[d.key] not in used)
+    used.add(r[d.key])
+    f = rng.choice(settable(d))
+    v = new_value(f, r[f.name], rng, w.today)
+    said = said_value(f, v, rng, t)
+    clause = rng.choice((f"set the {f.said} of {name_of(d, r[d.key], rng)} to {said}",
+                         f"change {r[d.key]}'s {f.said} to {said}"))
+
+    def run():
+        rid = lookup(t, r)
+        t.call(("update", {"id": rid, f.name: w.arg(f, v)}))
+        t.changes.append((rid, f.name, v))
+        return f"I set the {f.said} of {r[d.key]} to {vtext(v)}", r[d.key]
+    return clause, run
+
+
+def _step_delete(t: Transcript, rng: random.Random, used: set):
+    w, d = t.world, t.world.domain
+    r = pick(w, rng, lambda x: live(w)(x) and x[d.key] not in used)
+    used.add(r[d.key])
+    clause = rng.choice((f"delete {name_of(d, r[d.key], rng)}", f"remove {name_of(d, r[d.key], rng)}"))
+
+    def run():
+        rid = lookup(t, r)
+        t.call(("delete", {"id": rid}))
+        t.changes.append(("deleted", rid))
+        return f"I deleted {r[d.key]} ({rid})", r[d.key]
+    return clause, run
+
+
+def _step_answer(t: Transcript, rng: random.Random, used: set):
+    w, d = t.world, t.world.domain
+    r = pick(w, rng, lambda x: x[d.key] not in used)
+    used.add(r[d.key])
+    f = rng.choice(d.fields)
+    clause = rng.choice((f"tell me the {f.said} of {name_of(d, r[d.key], rng)}",
+                         f"look up the {f.said} of {name_of(d, r[d.key], rng)}"))
+
+    def run():
+        v = read(t, r)[w.params[f.name]]
+        return f"the {f.said} of {r[d.key]} is {vtext(v)}", vtext(v)
+    return clause, run
+
+
+def _step_message(t: Transcript, rng: random.Random, used: set):
+    w, d = t.world, t.world.domain
+    if not d.owner:
+        raise Skip("no owner field")
+    r = pick(w, rng, lambda x: x[d.key] not in used)
+    used.add(r[d.key])
+    of = d.field(d.owner)
+    news = rng.choice(("it is on the agenda for Monday", "the numbers are in", "it needs a check this week",
+                       "it has been reviewed"))
+    clause = rng.choice((f"let the {of.said} of {name_of(d, r[d.key], rng)} know that {news}",
+                         f"tell whoever is the {of.said} for {r[d.key]} that {news}"))
+
+    def run():
+        to = read(t, r)[w.params[of.name]]
+        text = f"About {r[d.key]}: {news[0].upper() + news[1:]}."
+        t.derived.add(json.dumps(text))
+        t.call(("message", {"to": to, "text": text}))
+        t.changes.append(("sent", to))
+        return f"I messaged {to} about {r[d.key]}", to
+    return clause, run
+
+
+STEPS = (_step_create, _step_update, _step_delete, _step_answer, _step_message)
+
+
+def p_sequence(t: Transcript, rng: random.Random) -> None:
+    """One request that asks for two or three different things in order; done one after another,
+    each looked up when it names a record (a chain of two to six calls), then one reply that says
+    what each step did."""
+    used: set = set()
+    steps = [rng.choice(STEPS)(t, rng, used) for _ in range(rng.choice((2, 2, 3)))]
+    clauses = [c for c, _ in steps]
+    cap = lambda s: s[0].upper() + s[1:]  # noqa: E731
+    style = rng.randrange(4)
+    if style == 0:
+        body = cap(", then ".join(clauses)) + "."
+    elif style == 1:
+        body = " ".join(f"{w} {c}." for w, c in zip(("First,", "Then", "Finally,") if len(clauses) == 3
+                                                       else ("First,", "Then"), clauses))
+    elif style == 2:
+        body = ("Two things:" if len(clauses) == 2 else "A few things:") + "\n" + "\n".join(f"{i + 1}. {cap(c)}." for i, c in enumerate(clauses))
+    else:
+        body = cap(", ".join(clauses[:-1]) + " and " + clauses[-1]) + "."
+    t.user(polite(rng, body) if style != 2 else body)
+    done = [run() for _, run in steps]
+    t.reply("Done: " + "; ".join(s for s, _ in done) + ".", *[f for _, f in done])
+
+
 PATTERNS = {"lookup_act": (p_lookup_act, 4), "lookup_answer": (p_lookup_answer, 3), "conditional": (p_conditional, 2),
             "parallel": (p_parallel, 2), "parallel_create": (p_parallel_create, 1), "chain_message": (p_chain_message, 2),
             "clarify": (p_clarify, 2), "direct_get": (p_direct_get, 1), "not_found": (p_not_found, 1), "error": (p_error, 1),
             "irrelevant": (p_irrelevant, 2), "offtopic": (p_offtopic, 2), "direct_create": (p_direct_create, 2), "delete": (p_delete, 1),
             "followup": (p_followup, 2)}
+# Patterns outside the default mix, drawn only when named (`examples(..., patterns=...)`): adding one
+# to PATTERNS would change every draw of `examples(n, seed)`, and the shipped agent's recorded data
+# rebuilds from those draws byte for byte (tests/train/test_agent_data.py).
+CHAINS = {"sequence": (p_sequence, 1)}
 
 
 # ---- verification ------------------------------------------------------------------------
@@ -544,7 +661,7 @@ def transcript(rng: random.Random, pattern: str | None = None) -> tuple[World, T
     name = pattern or rng.choices(names, weights=[PATTERNS[n][1] for n in names])[0]
     w = make_world(rng)
     t = Transcript(w)
-    PATTERNS[name][0](t, rng)
+    {**PATTERNS, **CHAINS}[name][0](t, rng)
     problems = verify(t.start, t)
     if problems:
         raise AssertionError(f"{name}: {problems}")
@@ -570,16 +687,22 @@ def messages_of(w: World, t: Transcript, bundle=None) -> list[dict]:
     return out
 
 
-def examples(n: int, seed: int = 0) -> list:
-    """`n` verified agent conversations (seeded, deterministic), patterns mixed by weight."""
+def examples(n: int, seed: int = 0, patterns: tuple[str, ...] | None = None) -> list:
+    """`n` verified agent conversations (seeded, deterministic), patterns mixed by weight; `patterns`
+    names the ones to draw from (default: PATTERNS, the default mix; CHAINS only when named)."""
     from macaronic.harness import load_bundle
     from macaronic.datagen.examples import Example
 
     bundle = load_bundle()
-    rng = random.Random(f"agent-engine:{seed}")
+    table = {**PATTERNS, **CHAINS}
+    unknown = [p for p in patterns or () if p not in table]
+    if unknown:
+        raise ValueError(f"unknown agent patterns {unknown}; choose from {sorted(table)}")
+    rng = random.Random(f"agent-engine:{seed}" if patterns is None else f"agent-engine:{seed}:{','.join(patterns)}")
 
     def one():
-        w, t, name = transcript(rng)
+        pattern = None if patterns is None else rng.choices(patterns, weights=[table[p][1] for p in patterns])[0]
+        w, t, name = transcript(rng, pattern)
         return Example(tuple(messages_of(w, t, bundle)), "agent", f"engine/agent/{name}/{w.domain.noun}")
 
     return draw_verified(n, one, "the agent engine")

@@ -236,6 +236,17 @@ def agent_engine_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
+def agent_chains_examples(n: int, seed: int = 0) -> list[Example]:
+    """`agent_engine_examples` with one in four replaced by the engine's chained requests (`CHAINS`:
+    two or three things asked in one message, done one call after another, each looked up first)."""
+    from macaronic.datagen.agent import CHAINS, examples
+
+    k = n // 4
+    out = agent_engine_examples(n - k, seed) + examples(k, seed, tuple(CHAINS))
+    random.Random(f"chains:{seed}").shuffle(out)
+    return out
+
+
 def agent_functions_examples(n: int, seed: int = 0) -> list[Example]:
     """The function-tool engine (`macaronic.datagen.functions`: calculators and converters; a call
     when a listed tool computes what is asked, none when only its neighbours are listed; half the
@@ -342,6 +353,7 @@ def genui_example(t) -> Example:
 
 GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route": route_examples, "agent": agent_examples,
               "agent_grounded": agent_grounded_examples, "agent_engine": agent_engine_examples,
+              "agent_engine_chains": agent_chains_examples,
               "agent_functions": agent_functions_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples,
               "coding_engine": coding_engine_examples, "genui": genui_examples,
