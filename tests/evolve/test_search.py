@@ -92,6 +92,10 @@ def test_archive_keeps_dominated_members_and_they_can_parent():
     # a pair the gate rejected against this champion parents after every other member
     assert archive.parents(ms, "champ", {}, 2, frozenset({"side"})) == ["champ", "dom"]
     assert archive.parents(ms, "champ", {}, 3, frozenset({"side"})) == ["champ", "dom", "side"]
+    # a pair whose files are gone (a workdir restored from a checkpoint without adapter weights)
+    # never parents, and still holds its place in the front
+    assert archive.parents(ms, "champ", {}, 3, absent=frozenset({"side"})) == ["champ", "dom"]
+    assert "side" in {m.pair_id for m in archive.front(ms)}
 
 
 def test_what_a_change_reaches():

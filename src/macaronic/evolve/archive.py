@@ -59,12 +59,14 @@ def best_per_suite(ms: list[Member]) -> dict[str, str]:
 
 
 def parents(ms: list[Member], champion: str, children: dict[str, int], n: int = 2,
-            refuted: frozenset[str] = frozenset()) -> list[str]:
+            refuted: frozenset[str] = frozenset(), absent: frozenset[str] = frozenset()) -> list[str]:
     """The champion first, then up to n-1 archived pairs (front members first, then the rest) by
     mean dev score / (1 + children); harmful members never parent. Pairs the gate rejected
     against this champion (`refuted`) come after every other member: they can still parent, once
-    the archive has nothing else (a child of theirs would mostly re-claim a refuted gain)."""
-    pool = [m for m in ms if m.pair_id != champion and m.verdict != "harmful"]
+    the archive has nothing else (a child of theirs would mostly re-claim a refuted gain). Pairs
+    whose files are gone (`absent`: a workdir restored from a checkpoint that keeps no adapter
+    weights) keep their place in the front but never parent."""
+    pool = [m for m in ms if m.pair_id != champion and m.verdict != "harmful" and m.pair_id not in absent]
     on_front = {m.pair_id for m in front(ms)}
     pool.sort(key=lambda m: (m.pair_id in refuted, m.pair_id not in on_front,
                              -m.mean / (1 + children.get(m.pair_id, 0)), m.pair_id))

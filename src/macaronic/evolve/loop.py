@@ -366,7 +366,10 @@ class Run:
             for sc in self.lin.screens():
                 children[sc["parent_id"]] = children.get(sc["parent_id"], 0) + 1
             members = archive.members(self.lin.screens(), self.references())
-            chosen = archive.parents(members, champ.id, children, self.budget.parents, refuted)
+            absent = frozenset(m.pair_id for m in members if m.pair_id != champ.id and not self._present(m.pair_id))
+            if absent:
+                self.hooks.log(f"gen {g}: {len(absent)} archived pairs cannot parent: their files are missing or changed")
+            chosen = archive.parents(members, champ.id, children, self.budget.parents, refuted, absent)
             for i, pid in enumerate(chosen):
                 keep = len(chosen) - 1 - i  # one slot at least for each later parent
                 if len(cands) >= self.budget.candidates - keep and i > 0 or len(cands) >= self.budget.candidates:
@@ -437,6 +440,13 @@ class Run:
             self.lin.move_alias("champion", child.id, f"accepted in generation {g}", key=f"gen-{g}:champion")
         self.hooks.log(f"gen {g}: {report['decision']}" + (f" (failed: {', '.join(report['failed_rules'])})"
                                                            if report["failed_rules"] else ""))
+
+    def _present(self, pid: str) -> bool:
+        """Whether a lineage pair's files are all on disk as recorded (a parent must be)."""
+        try:
+            return not self.lin.pair(pid).verify()
+        except (KeyError, TypeError, ValueError):  # not in this lineage, or a manifest that no longer reads
+            return False
 
     def build(self, c, out: Path, g: int) -> PairManifest:
         if (out / "pair.json").exists():
