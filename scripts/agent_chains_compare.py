@@ -1,0 +1,92 @@
+"""The chained-request agent of 2026-12-05 (eighth session; docs/LOG.md, issue 36) against the shipped
+agent, forced, greedy, 256 tokens. The shipped agent's rows are its committed ones from the same kind
+of box (a 2-core AVX2 EPYC) at the same settings: multi_turn_base first 20 served int4
+(`bfcl-qwen-mt-preamble-after-20.json`, the current tool listing), the single-turn categories fp32
+(`bfcl-qwen-agent-functions-cand-*.json`, the rows it was shipped on). The new rows came from
+(`runs/agent-chains/out`: scripts/agent_chains_warm.py's command):
+
+    MACARONIC_QUANT=int4 MACARONIC_DTYPE=bfloat16 OMP_NUM_THREADS=2 macaronic probe bfcl \\
+      --categories multi_turn_base --limit 20 --models agent --max-tokens 256 \\
+      --adapter-dir runs/agent-chains/out --json docs/bench/external/bfcl-qwen-agent-chains-mt-20.json
+    MACARONIC_QUANT=none MACARONIC_DTYPE=float32 OMP_NUM_THREADS=2 macaronic probe bfcl \\
+      --categories simple,multiple,parallel,parallel_multiple --limit 20 --models agent \\
+      --adapter-dir runs/agent-chains/out --json docs/bench/external/bfcl-qwen-agent-chains-4x20.json
+    ... --categories irrelevance --limit 40 ... --json docs/bench/external/bfcl-qwen-agent-chains-irr.json
+
+    .venv/bin/python scripts/agent_chains_compare.py
+
+Multi-turn: the package's checker passes a problem only when every turn leaves the backends as the
+ground truth does. Beside it, over the user turns with ground-truth calls: the turns whose calls name
+a function the ground truth calls ("right tool"), the share of the ground truth's distinct functions
+the turn called ("recall"), the turns with two or more steps, and the turns with no call. Intervals:
+paired bootstrap over turns (not independent within a problem: a rough guide) or items.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from macaronic.contract.stats import paired_bootstrap
+
+EXT = Path("docs/bench/external")
+MT_NEW, MT_OLD = EXT / "bfcl-qwen-agent-chains-mt-20.json", EXT / "bfcl-qwen-mt-preamble-after-20.json"
+SINGLE = {"simple": "4x20", "multiple": "4x20", "parallel": "4x20", "parallel_multiple": "4x20", "irrelevance": "irr"}
+
+
+def _rows(path: Path, cat: str, model: str = "agent") -> list[dict]:
+    return json.loads(path.read_text())["categories"][cat]["rows"][model]
+
+
+def _names(calls: list[str]) -> set[str]:
+    return {m.group(1) for c in calls if (m := re.match(r"\s*([\w.]+)\(", c))}
+
+
+def _turns(path: Path, gold: dict) -> dict:
+    out = {}
+    for r in _rows(path, "multi_turn_base"):
+        for k, steps in enumerate(r["turns"]):
+            want = _names(gold[r["id"]][k])
+            if not want:
+                continue
+            got = _names([c for s in steps for c in s])
+            out[(r["id"], k)] = {"passed": float(r["passed"]), "right": float(bool(want & got)),
+                                 "recall": len(want & got) / len(want), "chained": float(len(steps) >= 2),
+                                 "none": float(not steps)}
+    return out
+
+
+def _cell(new: list[float], old: list[float]) -> str:
+    d, ci = paired_bootstrap(new, old)
+    return f"{sum(new) / len(new):.3f} against {sum(old) / len(old):.3f} ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
+
+
+def main() -> None:
+    from macaronic.suites import bfcl
+
+    gold = {p["id"]: p["ground_truth"] for p in bfcl.problems("multi_turn_base", limit=20)}
+    new, old = _turns(MT_NEW, gold), _turns(MT_OLD, gold)
+    keys = sorted(old)
+    assert keys == sorted(new)
+    probs = lambda t: {pid: v["passed"] for (pid, _), v in t.items()}  # noqa: E731
+    print(f"multi_turn_base, first 20: problems passed {int(sum(probs(new).values()))} / 20 against "
+          f"{int(sum(probs(old).values()))} / 20; over {len(keys)} turns with ground-truth calls, new against shipped:")
+    print("\n| measure | chained agent against the shipped agent |\n|---|---|")
+    for m in ("right", "recall", "chained", "none"):
+        print(f"| {m} | {_cell([new[k][m] for k in keys], [old[k][m] for k in keys])} |")
+    print("\n| category | chained agent against the shipped agent (items) |\n|---|---|")
+    together_new, together_old = [], []
+    for cat, f in SINGLE.items():
+        a = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-agent-chains-{f}.json", cat)}
+        b = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-agent-functions-cand-{f}.json", cat)}
+        ids = sorted(a)
+        assert ids == sorted(b), cat
+        together_new += [a[i] for i in ids]
+        together_old += [b[i] for i in ids]
+        print(f"| {cat} ({len(ids)}) | {_cell([a[i] for i in ids], [b[i] for i in ids])} |")
+    print(f"| all ({len(together_new)}) | {_cell(together_new, together_old)} |")
+
+
+if __name__ == "__main__":
+    main()
