@@ -6,6 +6,10 @@ shuffled, written to OUT. The shipped agent makes one call a turn where BFCL's m
 truth chains two to four; the engine's default mix has few chains longer than two calls.
 
     .venv/bin/python scripts/agent_chains_warm.py runs/agent-chains/data.jsonl --chains 160 --replay 240
+    # sha256 e840af16…; measured by scripts/agent_chains_compare.py, not shipped (parallel_multiple
+    # fell from 0.750 to 0.400: every chained step made one call). Next to try (not run yet): the
+    # `together` pattern too (independent lookups made together, then the writes together):
+    #   ... --chains 160 --patterns sequence,together --replay 240
     .venv/bin/macaronic train agent --data runs/agent-chains/data.jsonl --base qwen2.5-coder-0.5b \\
       --out runs/agent-chains/out --mode turn --rank 8 --steps 100 --batch 4 --lr 2e-4 --max-turn 768 \\
       --save-every 10 --threads 2 --seed 0 \\
@@ -28,6 +32,8 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--chains", type=int, default=160, help="chained-request examples")
     ap.add_argument("--seed", type=int, default=0, help="the agent engine's seed")
+    ap.add_argument("--patterns", default="sequence",
+                    help=f"comma-separated chained patterns, of {', '.join(CHAINS)} (the run of record: sequence)")
     ap.add_argument("--replay", type=int, default=240, help="rows drawn (seeded) from the shipped agent's training file")
     a = ap.parse_args()
     src = recorded_data(shipped_adapters_dir("qwen2.5-coder-0.5b") / "agent")
@@ -37,7 +43,10 @@ def main() -> None:
     if a.replay > len(replay):
         ap.error(f"--replay {a.replay}: {src.name} holds {len(replay)} rows")
     random.Random("replay:chains").shuffle(replay)
-    rows = [e.to_dict() for e in examples(a.chains, a.seed, tuple(CHAINS))] + replay[:a.replay]
+    patterns = tuple(a.patterns.split(","))
+    if not set(patterns) <= set(CHAINS):
+        ap.error(f"--patterns {a.patterns}: choose from {', '.join(CHAINS)}")
+    rows = [e.to_dict() for e in examples(a.chains, a.seed, patterns)] + replay[:a.replay]
     random.Random(0).shuffle(rows)
     with open(a.out, "w") as f:
         f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in rows)

@@ -112,10 +112,29 @@ def test_a_request_of_several_steps_is_a_chain_done_in_order_and_a_step_left_out
         assert agent.verify(start, t2)
     assert seen > 30
     assert "sequence" not in agent.PATTERNS  # the default mix (and the shipped agent's data) is unchanged
-    rows = agent.examples(12, seed=1, patterns=tuple(agent.CHAINS))
+    rows = agent.examples(12, seed=1, patterns=("sequence",))
     assert {e.source.split("/")[2] for e in rows} == {"sequence"}
     with pytest.raises(ValueError, match="unknown agent patterns"):
         agent.examples(1, patterns=("nope",))
+
+
+def test_the_same_requests_with_independent_calls_made_together():
+    rng = random.Random(12)
+    seen = together = 0
+    for _ in range(80):
+        try:
+            start, t, _ = agent.transcript(rng, "together")
+        except agent.Skip:
+            continue
+        seen += 1
+        calls = _calls(t)
+        assert agent.verify(start, t) == [] and len(t.turns) == 1
+        # lookups first (searches together, then gets together), the writes last, all in one message
+        phase = lambda ops: "search" if ops == {"search"} else "get" if ops == {"get"} else "write"  # noqa: E731
+        phases = [phase({op for op, n in start.names.items() if f'"{n}"' in m["content"]}) for m in calls]
+        assert phases == [p for p in ("search", "get", "write") if p in phases]  # each once, in this order
+        together += any(m["content"].count("<tool_call>") >= 2 for m in calls)
+    assert seen > 40 and together > seen / 2
 
 
 def test_examples_encode_under_the_served_prompt(sample, tiny_dirs):

@@ -449,7 +449,18 @@ def p_followup(t: Transcript, rng: random.Random) -> None:
     t.reply(f"Done: {r[d.key]} now has {f.said} {vtext(v)}.", r[d.key])
 
 
-def _step_create(t: Transcript, rng: random.Random, used: set):
+@dataclass
+class Step:
+    """One thing a chained request asks for: its clause, the record it names (looked up first by its
+    key; `full`: every field needed, a get after an ids-only search), and `act(rid, shown)` -> (the
+    call to make or None, `done(result)` -> (what the reply says, the fact it must state))."""
+    clause: str
+    record: dict | None
+    full: bool
+    act: object
+
+
+def _step_create(t: Transcript, rng: random.Random, used: set) -> Step:
     w, d = t.world, t.world.domain
     pool = [k for k in d.keys if w.find(k) is None and k not in used]
     if not pool:
@@ -461,14 +472,14 @@ def _step_create(t: Transcript, rng: random.Random, used: set):
     parts = " and ".join(f"{f.said} {said_value(f, vals[f.name], rng, t)}" for f in fs)
     clause = rng.choice((f"add a new {d.noun} {k} with {parts}", f"create the {d.noun} '{k}' ({parts})"))
 
-    def run():
-        res = t.call(("create", {"key": k, **{f.name: w.arg(f, vals[f.name]) for f in fs}}))[0]
+    def act(rid, shown):
         t.changes.extend(("created", k, n, v) for n, v in vals.items())
-        return f"I created {k} ({res['id']})", res["id"]
-    return clause, run
+        return ("create", {"key": k, **{f.name: w.arg(f, vals[f.name]) for f in fs}}), \
+            lambda res: (f"I created {k} ({res['id']})", res["id"])
+    return Step(clause, None, False, act)
 
 
-def _step_update(t: Transcript, rng: random.Random, used: set):
+def _step_update(t: Transcript, rng: random.Random, used: set) -> Step:
     w, d = t.world, t.world.domain
     r = pick(w, rng, lambda x: live(w)(x) and x[d.key] not in used)
     used.add(r[d.key])
@@ -478,29 +489,26 @@ def _step_update(t: Transcript, rng: random.Random, used: set):
     clause = rng.choice((f"set the {f.said} of {name_of(d, r[d.key], rng)} to {said}",
                          f"change {r[d.key]}'s {f.said} to {said}"))
 
-    def run():
-        rid = lookup(t, r)
-        t.call(("update", {"id": rid, f.name: w.arg(f, v)}))
+    def act(rid, shown):
         t.changes.append((rid, f.name, v))
-        return f"I set the {f.said} of {r[d.key]} to {vtext(v)}", r[d.key]
-    return clause, run
+        return ("update", {"id": rid, f.name: w.arg(f, v)}), \
+            lambda res: (f"I set the {f.said} of {r[d.key]} to {vtext(v)}", r[d.key])
+    return Step(clause, r, False, act)
 
 
-def _step_delete(t: Transcript, rng: random.Random, used: set):
+def _step_delete(t: Transcript, rng: random.Random, used: set) -> Step:
     w, d = t.world, t.world.domain
     r = pick(w, rng, lambda x: live(w)(x) and x[d.key] not in used)
     used.add(r[d.key])
     clause = rng.choice((f"delete {name_of(d, r[d.key], rng)}", f"remove {name_of(d, r[d.key], rng)}"))
 
-    def run():
-        rid = lookup(t, r)
-        t.call(("delete", {"id": rid}))
+    def act(rid, shown):
         t.changes.append(("deleted", rid))
-        return f"I deleted {r[d.key]} ({rid})", r[d.key]
-    return clause, run
+        return ("delete", {"id": rid}), lambda res: (f"I deleted {r[d.key]} ({rid})", r[d.key])
+    return Step(clause, r, False, act)
 
 
-def _step_answer(t: Transcript, rng: random.Random, used: set):
+def _step_answer(t: Transcript, rng: random.Random, used: set) -> Step:
     w, d = t.world, t.world.domain
     r = pick(w, rng, lambda x: x[d.key] not in used)
     used.add(r[d.key])
@@ -508,13 +516,13 @@ def _step_answer(t: Transcript, rng: random.Random, used: set):
     clause = rng.choice((f"tell me the {f.said} of {name_of(d, r[d.key], rng)}",
                          f"look up the {f.said} of {name_of(d, r[d.key], rng)}"))
 
-    def run():
-        v = read(t, r)[w.params[f.name]]
-        return f"the {f.said} of {r[d.key]} is {vtext(v)}", vtext(v)
-    return clause, run
+    def act(rid, shown):
+        v = vtext(shown[w.params[f.name]])
+        return None, lambda res: (f"the {f.said} of {r[d.key]} is {v}", v)
+    return Step(clause, r, True, act)
 
 
-def _step_message(t: Transcript, rng: random.Random, used: set):
+def _step_message(t: Transcript, rng: random.Random, used: set) -> Step:
     w, d = t.world, t.world.domain
     if not d.owner:
         raise Skip("no owner field")
@@ -526,26 +534,23 @@ def _step_message(t: Transcript, rng: random.Random, used: set):
     clause = rng.choice((f"let the {of.said} of {name_of(d, r[d.key], rng)} know that {news}",
                          f"tell whoever is the {of.said} for {r[d.key]} that {news}"))
 
-    def run():
-        to = read(t, r)[w.params[of.name]]
+    def act(rid, shown):
+        to = shown[w.params[of.name]]
         text = f"About {r[d.key]}: {news[0].upper() + news[1:]}."
         t.derived.add(json.dumps(text))
-        t.call(("message", {"to": to, "text": text}))
         t.changes.append(("sent", to))
-        return f"I messaged {to} about {r[d.key]}", to
-    return clause, run
+        return ("message", {"to": to, "text": text}), lambda res: (f"I messaged {to} about {r[d.key]}", to)
+    return Step(clause, r, True, act)
 
 
 STEPS = (_step_create, _step_update, _step_delete, _step_answer, _step_message)
 
 
-def p_sequence(t: Transcript, rng: random.Random) -> None:
-    """One request that asks for two or three different things in order; done one after another,
-    each looked up when it names a record (a chain of two to six calls), then one reply that says
-    what each step did."""
+def _chained_request(t: Transcript, rng: random.Random) -> list[Step]:
+    """Two or three steps on different records, asked in one message (four phrasings)."""
     used: set = set()
     steps = [rng.choice(STEPS)(t, rng, used) for _ in range(rng.choice((2, 2, 3)))]
-    clauses = [c for c, _ in steps]
+    clauses = [x.clause for x in steps]
     cap = lambda s: s[0].upper() + s[1:]  # noqa: E731
     style = rng.randrange(4)
     if style == 0:
@@ -554,11 +559,52 @@ def p_sequence(t: Transcript, rng: random.Random) -> None:
         body = " ".join(f"{w} {c}." for w, c in zip(("First,", "Then", "Finally,") if len(clauses) == 3
                                                        else ("First,", "Then"), clauses))
     elif style == 2:
-        body = ("Two things:" if len(clauses) == 2 else "A few things:") + "\n" + "\n".join(f"{i + 1}. {cap(c)}." for i, c in enumerate(clauses))
+        body = ("Two things:" if len(clauses) == 2 else "A few things:") + "\n" + \
+            "\n".join(f"{i + 1}. {cap(c)}." for i, c in enumerate(clauses))
     else:
         body = cap(", ".join(clauses[:-1]) + " and " + clauses[-1]) + "."
     t.user(polite(rng, body) if style != 2 else body)
-    done = [run() for _, run in steps]
+    return steps
+
+
+def p_sequence(t: Transcript, rng: random.Random) -> None:
+    """One request that asks for two or three different things in order; done one after another,
+    each looked up when it names a record (a chain of two to six calls, one a step), then one reply
+    that says what each step did."""
+    steps = _chained_request(t, rng)
+    done = []
+    for x in steps:
+        rid = shown = None
+        if x.record is not None:
+            shown = read(t, x.record) if x.full else None
+            rid = shown["id"] if shown else lookup(t, x.record)
+        call, finish = x.act(rid, shown)
+        done.append(finish(t.call(call)[0] if call else None))
+    t.reply("Done: " + "; ".join(s for s, _ in done) + ".", *[f for _, f in done])
+
+
+def p_together(t: Transcript, rng: random.Random) -> None:
+    """The same requests, the independent calls made together: every lookup in one step (the gets
+    after an ids-only search in the next), then every write in one step, then one reply."""
+    w, d = t.world, t.world.domain
+    steps = _chained_request(t, rng)
+    named = [x for x in steps if x.record is not None]
+    rids, shown = {}, {}
+    if named:
+        found = t.call(*[("search", {"query": x.record[d.key]}) for x in named])
+        for x, res in zip(named, found):
+            hit = next(h for h in res["results"] if h["id"] == x.record["id"])
+            rids[id(x)] = hit["id"]
+            if x.full and not w.summary_search:
+                shown[id(x)] = hit
+        need = [x for x in named if x.full and w.summary_search]
+        if need:
+            for x, res in zip(need, t.call(*[("get", {"id": rids[id(x)]}) for x in need])):
+                shown[id(x)] = res
+    acts = [x.act(rids.get(id(x)), shown.get(id(x))) for x in steps]
+    calls = [c for c, _ in acts if c]
+    results = iter(t.call(*calls) if calls else [])
+    done = [finish(next(results) if c else None) for c, finish in acts]
     t.reply("Done: " + "; ".join(s for s, _ in done) + ".", *[f for _, f in done])
 
 
@@ -570,7 +616,7 @@ PATTERNS = {"lookup_act": (p_lookup_act, 4), "lookup_answer": (p_lookup_answer, 
 # Patterns outside the default mix, drawn only when named (`examples(..., patterns=...)`): adding one
 # to PATTERNS would change every draw of `examples(n, seed)`, and the shipped agent's recorded data
 # rebuilds from those draws byte for byte (tests/train/test_agent_data.py).
-CHAINS = {"sequence": (p_sequence, 1)}
+CHAINS = {"sequence": (p_sequence, 1), "together": (p_together, 1)}
 
 
 # ---- verification ------------------------------------------------------------------------
