@@ -416,3 +416,28 @@ def test_every_operator_kind_gets_a_slot_before_any_gets_a_second(tmp_path):
     assert kinds(seen, n=2) == ["failure_data", "router_refit"]
     assert kinds(seen, n=4) == ["failure_data", "router_refit", "prompt", "failure_data"]
     assert operators.fair([], seen, 3) == []
+
+
+def test_a_pair_whose_files_are_gone_is_not_present_to_parent(tmp_path):
+    """The loop's check behind `absent`: a lineage pair (real SQLite) is present while its files match
+    their ids, and not once an adapter is deleted, as in a workdir restored without weights."""
+    import shutil
+    from types import SimpleNamespace
+
+    from macaronic.engine.config import ModelArgs
+    from macaronic.evolve.loop import Run
+    from macaronic.harness import DEFAULT_BUNDLE
+    from macaronic.pairs import Lineage, PairManifest
+    from macaronic.testing import make_random_adapter, make_tiny_model_dir
+
+    base = make_tiny_model_dir(tmp_path / "base", seed=5)
+    args = ModelArgs.from_dir(base)
+    ads = {r: make_random_adapter(tmp_path / r, args, seed=i, mode="turn", role=r) for i, r in enumerate(["chat", "agent"])}
+    m = PairManifest.build(base, ads, DEFAULT_BUNDLE)
+    with Lineage(tmp_path / "lineage.sqlite") as lin:
+        pid = lin.add_pair(m)
+        run = SimpleNamespace(lin=lin)
+        assert Run._present(run, pid)
+        shutil.rmtree(tmp_path / "agent")
+        assert not Run._present(run, pid)
+        assert not Run._present(run, "0" * 64)  # not in this lineage

@@ -445,7 +445,7 @@ class Run:
         """Whether a lineage pair's files are all on disk as recorded (a parent must be)."""
         try:
             return not self.lin.pair(pid).verify()
-        except (KeyError, TypeError, ValueError):  # not in this lineage, or a manifest that no longer reads
+        except (LookupError, TypeError, ValueError):  # not in this lineage (LineageError), or a manifest that no longer reads
             return False
 
     def build(self, c, out: Path, g: int) -> PairManifest:
