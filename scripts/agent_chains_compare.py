@@ -25,7 +25,6 @@ paired bootstrap over turns (not independent within a problem: a rough guide) or
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from macaronic.contract.stats import paired_bootstrap
@@ -39,24 +38,6 @@ def _rows(path: Path, cat: str, model: str = "agent") -> list[dict]:
     return json.loads(path.read_text())["categories"][cat]["rows"][model]
 
 
-def _names(calls: list[str]) -> set[str]:
-    return {m.group(1) for c in calls if (m := re.match(r"\s*([\w.]+)\(", c))}
-
-
-def _turns(path: Path, gold: dict) -> dict:
-    out = {}
-    for r in _rows(path, "multi_turn_base"):
-        for k, steps in enumerate(r["turns"]):
-            want = _names(gold[r["id"]][k])
-            if not want:
-                continue
-            got = _names([c for s in steps for c in s])
-            out[(r["id"], k)] = {"passed": float(r["passed"]), "right": float(bool(want & got)),
-                                 "recall": len(want & got) / len(want), "chained": float(len(steps) >= 2),
-                                 "none": float(not steps)}
-    return out
-
-
 def _cell(new: list[float], old: list[float]) -> str:
     d, ci = paired_bootstrap(new, old)
     return f"{sum(new) / len(new):.3f} against {sum(old) / len(old):.3f} ({d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}])"
@@ -64,9 +45,10 @@ def _cell(new: list[float], old: list[float]) -> str:
 
 def main() -> None:
     from macaronic.suites import bfcl
+    from macaronic.suites.bfcl import turn_measures
 
     gold = {p["id"]: p["ground_truth"] for p in bfcl.problems("multi_turn_base", limit=20)}
-    new, old = _turns(MT_NEW, gold), _turns(MT_OLD, gold)
+    new, old = (turn_measures(_rows(f, "multi_turn_base"), gold) for f in (MT_NEW, MT_OLD))
     keys = sorted(old)
     assert keys == sorted(new)
     probs = lambda t: {pid: v["passed"] for (pid, _), v in t.items()}  # noqa: E731

@@ -19,10 +19,10 @@ truth chains two to four; the engine's default mix has few chains longer than tw
 from __future__ import annotations
 
 import argparse
-import json
 import random
 
 from macaronic.datagen.agent import CHAINS, examples
+from macaronic.datagen.examples import read_jsonl, write_jsonl
 from macaronic.engine.adapters import recorded_data
 from macaronic.engine.llm import shipped_adapters_dir
 
@@ -39,17 +39,16 @@ def main() -> None:
     src = recorded_data(shipped_adapters_dir("qwen2.5-coder-0.5b") / "agent")
     if src is None:
         ap.error("the shipped agent's training file is not in the package")
-    replay = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+    replay = read_jsonl(src)
     if a.replay > len(replay):
         ap.error(f"--replay {a.replay}: {src.name} holds {len(replay)} rows")
     random.Random("replay:chains").shuffle(replay)
     patterns = tuple(a.patterns.split(","))
     if not set(patterns) <= set(CHAINS):
         ap.error(f"--patterns {a.patterns}: choose from {', '.join(CHAINS)}")
-    rows = [e.to_dict() for e in examples(a.chains, a.seed, patterns)] + replay[:a.replay]
+    rows = examples(a.chains, a.seed, patterns) + replay[:a.replay]
     random.Random(0).shuffle(rows)
-    with open(a.out, "w") as f:
-        f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in rows)
+    write_jsonl(a.out, rows)
     print(f"{a.chains} chained-request examples + {a.replay} replayed from {src.name} -> {a.out}")
 
 

@@ -37,7 +37,6 @@ not independent: read it as a rough one).
 from __future__ import annotations
 
 import json
-import re
 
 EXT = "docs/bench/external/"
 CATS = ("simple", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
@@ -114,24 +113,12 @@ def contract_untouched(path: str = "docs/evolve/run-r1/work/dev.jsonl") -> None:
     print(f"\nrun-r1 dev rows: {n}; with a user turn in a tool session: {hit}")
 
 
-def _names(calls: list[str]) -> set[str]:
-    return {m.group(1) for c in calls if (m := re.match(r"\s*([\w.]+)\(", c))}
-
-
 def turns(label: str, gold: dict) -> dict:
-    """(problem id, turn) -> {passed, right, exact, none} for one row."""
+    """(problem id, turn) -> the per-turn measures of one row (`bfcl.turn_measures`)."""
+    from macaronic.suites.bfcl import turn_measures
+
     file, model = ROWS[label]
-    out = {}
-    for r in json.load(open(EXT + file))["categories"]["multi_turn_base"]["rows"][model]:
-        for k, t in enumerate(r["turns"]):
-            want = gold[r["id"]][k]
-            if not want:
-                continue
-            got = [c for step in t for c in step]
-            g, m = _names(want), _names(got)
-            out[(r["id"], k)] = {"passed": float(r["passed"]), "right": float(bool(g & m)),
-                                 "exact": float(g == m), "none": float(not got)}
-    return out
+    return turn_measures(json.load(open(EXT + file))["categories"]["multi_turn_base"]["rows"][model], gold)
 
 
 def compare() -> None:

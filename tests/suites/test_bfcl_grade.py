@@ -3,7 +3,8 @@ parallel calls match in any order, irrelevance passes only without a call."""
 
 from __future__ import annotations
 
-from macaronic.suites.bfcl import CATEGORIES, MULTI_TURN, execute, grade, grade_multi_turn, problems
+from macaronic.suites.bfcl import (CATEGORIES, MULTI_TURN, called_names, execute, grade, grade_multi_turn, problems,
+                                   turn_measures)
 
 
 def first(allowed: dict) -> dict:
@@ -91,3 +92,14 @@ def test_problems_from_an_offset_are_the_next_batch():
     first = [p["id"] for p in problems("simple", 5)]
     assert [p["id"] for p in problems("simple", 3, offset=2)] == first[2:5]
     assert problems("simple", 5, offset=10_000) == []
+
+
+def test_per_turn_measures_of_multi_turn_rows():
+    gold = {"p": [["cd(folder='a')", "mkdir(dir_name='b')", "mv(source='x', destination='b')"], [], ["ls()"]]}
+    rows = [{"id": "p", "passed": False, "turns": [[["cd(folder='a')"], ["mv(source='x',destination='b')"]],
+                                                     [["ls()"]], []]}]
+    assert called_names(["cd(folder='a')", " os.path.join(a='b')", "not a call"]) == {"cd", "os.path.join"}
+    m = turn_measures(rows, gold)
+    assert set(m) == {("p", 0), ("p", 2)}  # a turn whose ground truth calls nothing is not measured
+    assert m[("p", 0)] == {"passed": 0.0, "right": 1.0, "exact": 0.0, "recall": 2 / 3, "chained": 1.0, "none": 0.0}
+    assert m[("p", 2)] == {"passed": 0.0, "right": 0.0, "exact": 0.0, "recall": 0.0, "chained": 0.0, "none": 1.0}

@@ -25,6 +25,7 @@ import datetime as dt
 import json
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from macaronic.datagen.worlds import DOMAINS, Domain, Field, World, make_world, value_for
 
@@ -147,6 +148,13 @@ def read(t: Transcript, r: dict, query: str | None = None) -> dict:
     return next(x for x in res["results"] if x["id"] == rid)
 
 
+def note_about(t: Transcript, key: str, news: str) -> str:
+    """The text of a message about a record (declared as derived: the request implies it)."""
+    text = f"About {key}: {news[0].upper() + news[1:]}."
+    t.derived.add(json.dumps(text))
+    return text
+
+
 def vtext(v) -> str:
     return str(v).replace("_", " ") if isinstance(v, str) else str(v)
 
@@ -262,9 +270,7 @@ def p_chain_message(t: Transcript, rng: random.Random) -> None:
                                    f"Find the {of.said} of {who} and tell them {news}."))))
     shown = read(t, r)
     to = shown[w.params[of.name]]
-    text = f"About {r[d.key]}: {news[0].upper() + news[1:]}."
-    t.derived.add(json.dumps(text))
-    t.call(("message", {"to": to, "text": text}))
+    t.call(("message", {"to": to, "text": note_about(t, r[d.key], news)}))
     t.changes.append(("sent", to))
     t.reply(f"I messaged {to} about {r[d.key]}.", to)
 
@@ -449,7 +455,7 @@ def p_followup(t: Transcript, rng: random.Random) -> None:
     t.reply(f"Done: {r[d.key]} now has {f.said} {vtext(v)}.", r[d.key])
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: a plan keys its lookups by step
 class Step:
     """One thing a chained request asks for: its clause, the record it names (looked up first by its
     key; `full`: every field needed, a get after an ids-only search), and `act(rid, shown)` -> (the
@@ -457,7 +463,7 @@ class Step:
     clause: str
     record: dict | None
     full: bool
-    act: object
+    act: Callable
 
 
 def _step_create(t: Transcript, rng: random.Random, used: set) -> Step:
@@ -536,10 +542,8 @@ def _step_message(t: Transcript, rng: random.Random, used: set) -> Step:
 
     def act(rid, shown):
         to = shown[w.params[of.name]]
-        text = f"About {r[d.key]}: {news[0].upper() + news[1:]}."
-        t.derived.add(json.dumps(text))
         t.changes.append(("sent", to))
-        return ("message", {"to": to, "text": text}), lambda res: (f"I messaged {to} about {r[d.key]}", to)
+        return ("message", {"to": to, "text": note_about(t, r[d.key], news)}), lambda res: (f"I messaged {to} about {r[d.key]}", to)
     return Step(clause, r, True, act)
 
 
@@ -594,14 +598,14 @@ def p_together(t: Transcript, rng: random.Random) -> None:
         found = t.call(*[("search", {"query": x.record[d.key]}) for x in named])
         for x, res in zip(named, found):
             hit = next(h for h in res["results"] if h["id"] == x.record["id"])
-            rids[id(x)] = hit["id"]
+            rids[x] = hit["id"]
             if x.full and not w.summary_search:
-                shown[id(x)] = hit
+                shown[x] = hit
         need = [x for x in named if x.full and w.summary_search]
         if need:
-            for x, res in zip(need, t.call(*[("get", {"id": rids[id(x)]}) for x in need])):
-                shown[id(x)] = res
-    acts = [x.act(rids.get(id(x)), shown.get(id(x))) for x in steps]
+            for x, res in zip(need, t.call(*[("get", {"id": rids[x]}) for x in need])):
+                shown[x] = res
+    acts = [x.act(rids.get(x), shown.get(x)) for x in steps]
     calls = [c for c, _ in acts if c]
     results = iter(t.call(*calls) if calls else [])
     done = [finish(next(results) if c else None) for c, finish in acts]

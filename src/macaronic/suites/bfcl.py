@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 import types
 import uuid
@@ -114,6 +115,30 @@ def grade(category: str, problem: dict, calls: list[tuple[str, dict]]) -> dict:
 def call_strings(calls: list[tuple[str, dict]]) -> list[str]:
     """(name, arguments) as the call strings the package executes and grades (`name(k=repr(v), ...)`)."""
     return [f"{name}({','.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in calls]
+
+
+def called_names(calls: list[str]) -> set[str]:
+    """The function names in call strings (`cd(folder='x')` -> `cd`)."""
+    return {m.group(1) for c in calls if (m := re.match(r"\s*([\w.]+)\(", c))}
+
+
+def turn_measures(rows: list[dict], gold: dict[str, list[list[str]]]) -> dict[tuple[str, int], dict]:
+    """Per-turn measures of multi-turn rows (as `probe bfcl` writes them: id, passed, turns = per user
+    turn, per step, the call strings) over the turns whose ground truth (`gold`: id -> per turn, its
+    call strings) calls something: (id, turn) -> passed (the problem's), right (a ground-truth function
+    called), exact (the same set of functions), recall (the share of the ground truth's functions
+    called), chained (two or more steps), none (no call). The checker grades only whole problems,
+    which small models rarely pass; these say what moved in between."""
+    out = {}
+    for r in rows:
+        for k, steps in enumerate(r["turns"]):
+            if not gold[r["id"]][k]:
+                continue
+            want, got = called_names(gold[r["id"]][k]), called_names([c for s in steps for c in s])
+            out[(r["id"], k)] = {"passed": float(r["passed"]), "right": float(bool(want & got)),
+                                 "exact": float(want == got), "recall": len(want & got) / max(1, len(want)),
+                                 "chained": float(len(steps) >= 2), "none": float(not steps)}
+    return out
 
 
 def execute(problem: dict, calls: list[str], row: str) -> list[str]:
