@@ -45,10 +45,9 @@ def _cell(new: list[float], old: list[float]) -> str:
 
 def main() -> None:
     from macaronic.suites import bfcl
-    from macaronic.suites.bfcl import turn_measures
 
     gold = {p["id"]: p["ground_truth"] for p in bfcl.problems("multi_turn_base", limit=20)}
-    new, old = (turn_measures(_rows(f, "multi_turn_base"), gold) for f in (MT_NEW, MT_OLD))
+    new, old = (bfcl.turn_measures(_rows(f, "multi_turn_base"), gold) for f in (MT_NEW, MT_OLD))
     keys = sorted(old)
     assert keys == sorted(new)
     probs = lambda t: {pid: v["passed"] for (pid, _), v in t.items()}  # noqa: E731
