@@ -195,6 +195,22 @@ def test_tool_schema_keywords_a_grammar_cannot_enforce_are_checked_after_decodin
             "type": "json_schema", "json_schema": {"name": "x", "schema": tags["function"]["parameters"]}})
 
 
+def test_a_number_in_a_call_ends_at_its_fifteenth_digit(client):
+    c, script = client  # the float noise small models write into arguments: the grammar cuts it
+    area = {"type": "function", "function": {"name": "set_area", "parameters": {
+        "type": "object", "properties": {"area": {"type": "number"}, "unit": {"enum": ["m2", "ft2"]}},
+        "required": ["area", "unit"], "additionalProperties": False}}}
+    script.replies["agent"] = '<tool_call>{"name": "set_area", "arguments": {"area": 100.00000000000001, "unit": "m2"}}</tool_call>'
+    r = c.chat.completions.create(model="agent", messages=HI, tools=[area], max_tokens=160, temperature=0)
+    raw = r.choices[0].message.tool_calls[0].function.arguments
+    number = raw.split('"area": ')[1].split(",")[0].split("}")[0]
+    assert sum(ch.isdigit() for ch in number.split("e")[0].split("E")[0]) <= 15, raw
+    assert json.loads(raw)["area"] != 100.00000000000001
+    script.replies["agent"] = '<tool_call>{"name": "set_area", "arguments": {"area": 12.75, "unit": "m2"}}</tool_call>'
+    r = c.chat.completions.create(model="agent", messages=HI, tools=[area], max_tokens=160, temperature=0)
+    assert json.loads(r.choices[0].message.tool_calls[0].function.arguments) == {"area": 12.75, "unit": "m2"}
+
+
 def test_streamed_calls_arrive_as_deltas_with_arguments_as_they_decode(client):
     c, script = client
     script.replies["agent"] = ('Setting it. <tool_call>{"name": "set_level", "arguments": {"level": "high"}}</tool_call>'
@@ -234,3 +250,24 @@ def test_responses_stream_function_call_items_with_argument_deltas(client):
     final = events[-1].response
     calls = [o for o in final.output if o.type == "function_call"]
     assert [(o.id, o.call_id) for o in calls] == [(added[0].item.id, added[0].item.call_id)]
+
+
+def test_the_number_bound_rewrites_xgrammars_plain_number_rule():
+    import xgrammar as xgr
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    from macaronic.serve.structured import bounded_numbers
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
+              "required": ["x", "n"], "additionalProperties": False}
+    plain = str(xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, separators=(", ", ": "),
+                                             strict_mode=True))
+    bounded = bounded_numbers(plain)
+    assert bounded != plain  # xgrammar still writes the rule the bound replaces: a changed xgrammar fails here
+    grammar = xgr.Grammar.from_ebnf(bounded)
+    for x in ("0", "-0.5", "12.75", "100.000000000000", "123456789012345", "0.00000000000001", "-5.5e-06", "3E+2"):
+        assert accepts(grammar, f'{{"n": 7, "x": {x}}}'), x
+    for x in ("100.00000000000001", "1234567890123456", "0.000000000000001", "05", "1.", ".5"):
+        assert not accepts(grammar, f'{{"n": 7, "x": {x}}}'), x
+    assert accepts(grammar, '{"n": 12345678901234567890, "x": 1}')  # integers keep xgrammar's rule
+    assert bounded_numbers("root ::= \"a\"") == "root ::= \"a\""  # no such rule: unchanged

@@ -46,6 +46,12 @@ CHECKED_AFTER = {"uniqueItems", "multipleOf", "not", "if", "then", "else", "depe
 MAX_SCHEMA_BYTES = 8 << 20
 MAX_SCHEMA_DEPTH = 64
 CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes them
+# A JSON number in a call's arguments holds at most this many digits before its exponent: float64's
+# exact decimal precision. A small model writes Python's float noise into arguments
+# (`100.00000000000001`, `300000.00000000015`, `0.0100000000000000025625625...`); the grammar ends
+# such a number at its 15th digit, where the noise begins. Integers ("type": "integer") and numbers
+# with bounds (which xgrammar already writes with at most 6 decimals) keep xgrammar's own rules.
+NUMBER_DIGITS = 15
 
 
 class StructureError(ValueError):
@@ -199,6 +205,28 @@ def parameters_of(tool: dict) -> dict:
     return {"type": "object", "properties": {}} if params in (None, {}) else params
 
 
+_NUMBER_INT = 'basic_number_2 ::= (("0") | ([1-9] [0-9]*))'  # xgrammar's plain number, integer part
+_NUMBER_FRACTION = 'basic_number_3 ::= ("" | ("." basic_number_digits{1, -1}))'  # ... and its fraction
+
+
+def bounded_numbers(ebnf: str, digits: int = NUMBER_DIGITS) -> str:
+    """xgrammar's EBNF for a JSON schema with its plain number rule bounded to `digits` digits in
+    all (integer part and fraction, the exponent aside). EBNF without xgrammar's rule is returned
+    as it is."""
+    if _NUMBER_INT not in ebnf or _NUMBER_FRACTION not in ebnf:
+        return ebnf
+
+    def fraction(room: int) -> str:
+        return f'("" | ("." basic_number_digits{{1, {room}}}))' if room else '""'
+
+    alts = [f'("0" {fraction(digits - 1)})']
+    for k in range(1, digits + 1):  # k digits before the point, the first not 0
+        more = f" basic_number_digits{{{k - 1}, {k - 1}}}" if k > 1 else ""
+        alts.append(f"([1-9]{more} {fraction(digits - k)})")
+    return (ebnf.replace(_NUMBER_INT, f"basic_number_2 ::= ({' | '.join(alts)})")
+            .replace(_NUMBER_FRACTION, 'basic_number_3 ::= ("")'))
+
+
 def call_tag(tool: dict) -> dict:
     """One structural tag: the call's fixed head, its arguments under the tool's schema, its tail."""
     import xgrammar as xgr
@@ -206,8 +234,8 @@ def call_tag(tool: dict) -> dict:
     name = tool["function"]["name"]
     args = json.dumps(sorted_schema(parameters_of(tool)))
     try:
-        ebnf = str(xgr.Grammar.from_json_schema(args, any_whitespace=False, separators=(", ", ": "),
-                                                strict_mode=True))
+        ebnf = bounded_numbers(str(xgr.Grammar.from_json_schema(args, any_whitespace=False,
+                                                                separators=(", ", ": "), strict_mode=True)))
     except Exception as e:
         raise StructureError(f"tools: the parameters of {name!r} cannot be compiled: {str(e).splitlines()[0]}",
                              "tools") from None
