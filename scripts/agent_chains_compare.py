@@ -24,13 +24,14 @@ paired bootstrap over turns (not independent within a problem: a rough guide) or
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from macaronic.contract.stats import paired_bootstrap
 
 EXT = Path("docs/bench/external")
-MT_NEW, MT_OLD = EXT / "bfcl-qwen-agent-chains-mt-20.json", EXT / "bfcl-qwen-mt-preamble-after-20.json"
+MT_OLD = EXT / "bfcl-qwen-mt-preamble-after-20.json"
 SINGLE = {"simple": "4x20", "multiple": "4x20", "parallel": "4x20", "parallel_multiple": "4x20", "irrelevance": "irr"}
 
 
@@ -44,23 +45,38 @@ def _cell(new: list[float], old: list[float]) -> str:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--new", default="agent-chains", help="stem of the new rows: bfcl-qwen-STEM-{mt-20,4x20,irr}.json")
+    ap.add_argument("--old", default="agent-functions-cand",
+                    help="stem of the single-turn rows compared against (the multi-turn rows are the shipped agent's)")
+    a = ap.parse_args()
     from macaronic.suites import bfcl
 
+    mt_new = EXT / f"bfcl-qwen-{a.new}-mt-20.json"
+    if mt_new.exists():
+        _multi_turn(bfcl, mt_new)
+    _single(a.new, a.old)
+
+
+def _multi_turn(bfcl, mt_new: Path) -> None:
     gold = {p["id"]: p["ground_truth"] for p in bfcl.problems("multi_turn_base", limit=20)}
-    new, old = (bfcl.turn_measures(_rows(f, "multi_turn_base"), gold) for f in (MT_NEW, MT_OLD))
+    new, old = (bfcl.turn_measures(_rows(f, "multi_turn_base"), gold) for f in (mt_new, MT_OLD))
     keys = sorted(old)
     assert keys == sorted(new)
     probs = lambda t: {pid: v["passed"] for (pid, _), v in t.items()}  # noqa: E731
     print(f"multi_turn_base, first 20: problems passed {int(sum(probs(new).values()))} / 20 against "
           f"{int(sum(probs(old).values()))} / 20; over {len(keys)} turns with ground-truth calls, new against shipped:")
-    print("\n| measure | chained agent against the shipped agent |\n|---|---|")
+    print("\n| measure | new against the shipped agent |\n|---|---|")
     for m in ("right", "recall", "chained", "none"):
         print(f"| {m} | {_cell([new[k][m] for k in keys], [old[k][m] for k in keys])} |")
-    print("\n| category | chained agent against the shipped agent (items) |\n|---|---|")
+
+
+def _single(new_stem: str, old_stem: str) -> None:
+    print(f"\n| category | {new_stem} against {old_stem} (items) |\n|---|---|")
     together_new, together_old = [], []
     for cat, f in SINGLE.items():
-        a = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-agent-chains-{f}.json", cat)}
-        b = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-agent-functions-cand-{f}.json", cat)}
+        a = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-{new_stem}-{f}.json", cat)}
+        b = {r["id"]: float(r["passed"]) for r in _rows(EXT / f"bfcl-qwen-{old_stem}-{f}.json", cat)}
         ids = sorted(a)
         assert ids == sorted(b), cat
         together_new += [a[i] for i in ids]

@@ -265,9 +265,11 @@ def test_the_number_bound_rewrites_xgrammars_plain_number_rule():
     bounded = bounded_numbers(plain)
     assert bounded != plain  # xgrammar still writes the rule the bound replaces: a changed xgrammar fails here
     grammar = xgr.Grammar.from_ebnf(bounded)
-    for x in ("0", "-0.5", "12.75", "100.000000000000", "123456789012345", "0.00000000000001", "-5.5e-06", "3E+2"):
+    for x in ("0", "-0.5", "12.75", "100.000000000000", "123456789012345", "0.00000000000001", "-5.5e-06", "3E+2",
+              "1.60217663e-19", "6.02e23", "12345678901234.5", "1.5e-308"):
         assert accepts(grammar, f'{{"n": 7, "x": {x}}}'), x
-    for x in ("100.00000000000001", "1234567890123456", "0.000000000000001", "05", "1.", ".5"):
+    for x in ("100.00000000000001", "1234567890123456", "0.000000000000001", "05", "1.", ".5",
+              "0.01000000000000e-06", "123456789012345e2", "1e1000"):
         assert not accepts(grammar, f'{{"n": 7, "x": {x}}}'), x
     assert accepts(grammar, '{"n": 12345678901234567890, "x": 1}')  # integers keep xgrammar's rule
     assert bounded_numbers("root ::= \"a\"") == "root ::= \"a\""  # no such rule: unchanged

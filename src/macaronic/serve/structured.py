@@ -49,7 +49,8 @@ CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes 
 # A JSON number in a call's arguments holds at most this many digits before its exponent: float64's
 # exact decimal precision. A small model writes Python's float noise into arguments
 # (`100.00000000000001`, `300000.00000000015`, `0.0100000000000000025625625...`); the grammar ends
-# such a number at its 15th digit, where the noise begins. Integers ("type": "integer") and numbers
+# such a number at its 15th digit, where the noise begins, with no exponent after it (cut short,
+# the model would carry the noise into one: `0.01000000000000e-0600...`). Integers ("type": "integer") and numbers
 # with bounds (which xgrammar already writes with at most 6 decimals) keep xgrammar's own rules.
 NUMBER_DIGITS = 15
 
@@ -205,26 +206,34 @@ def parameters_of(tool: dict) -> dict:
     return {"type": "object", "properties": {}} if params in (None, {}) else params
 
 
-_NUMBER_INT = 'basic_number_2 ::= (("0") | ([1-9] [0-9]*))'  # xgrammar's plain number, integer part
-_NUMBER_FRACTION = 'basic_number_3 ::= ("" | ("." basic_number_digits{1, -1}))'  # ... and its fraction
+_NUMBER_INT = 'basic_number_2 ::= (("0") | ([1-9] [0-9]*))'  # xgrammar's plain number: integer part,
+_NUMBER_FRACTION = 'basic_number_3 ::= ("" | ("." basic_number_digits{1, -1}))'  # fraction,
+_NUMBER_EXPONENT = 'basic_number_5 ::= ("" | ([eE] basic_number_4 basic_number_digits{1, -1}))'  # exponent
 
 
 def bounded_numbers(ebnf: str, digits: int = NUMBER_DIGITS) -> str:
-    """xgrammar's EBNF for a JSON schema with its plain number rule bounded to `digits` digits in
-    all (integer part and fraction, the exponent aside). EBNF without xgrammar's rule is returned
-    as it is."""
-    if _NUMBER_INT not in ebnf or _NUMBER_FRACTION not in ebnf:
+    """xgrammar's EBNF for a JSON schema with its plain number rule bounded: at most `digits` digits
+    before the exponent (integer part and fraction), and a number that used them all ends there (no
+    exponent after a mantissa cut short; an exponent has at most 3 digits, float64's range). EBNF
+    without xgrammar's rules is returned as it is."""
+    if any(rule not in ebnf for rule in (_NUMBER_INT, _NUMBER_FRACTION, _NUMBER_EXPONENT)):
         return ebnf
+    exp = '("" | ([eE] basic_number_4 basic_number_digits{1, 3}))'
 
-    def fraction(room: int) -> str:
-        return f'("" | ("." basic_number_digits{{1, {room}}}))' if room else '""'
+    def tail(room: int) -> str:  # what may follow an integer part that leaves `room` digits
+        if room == 0:
+            return '""'
+        alts = [exp, f'("." basic_number_digits{{{room}, {room}}})']  # a full mantissa ends the number
+        if room > 1:
+            alts.insert(1, f'("." basic_number_digits{{1, {room - 1}}} {exp})')
+        return f"({' | '.join(alts)})"
 
-    alts = [f'("0" {fraction(digits - 1)})']
+    alts = [f'("0" {tail(digits - 1)})']
     for k in range(1, digits + 1):  # k digits before the point, the first not 0
         more = f" basic_number_digits{{{k - 1}, {k - 1}}}" if k > 1 else ""
-        alts.append(f"([1-9]{more} {fraction(digits - k)})")
+        alts.append(f"([1-9]{more} {tail(digits - k)})")
     return (ebnf.replace(_NUMBER_INT, f"basic_number_2 ::= ({' | '.join(alts)})")
-            .replace(_NUMBER_FRACTION, 'basic_number_3 ::= ("")'))
+            .replace(_NUMBER_FRACTION, 'basic_number_3 ::= ("")').replace(_NUMBER_EXPONENT, 'basic_number_5 ::= ("")'))
 
 
 def call_tag(tool: dict) -> dict:
