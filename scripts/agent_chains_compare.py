@@ -15,6 +15,13 @@ of box (a 2-core AVX2 EPYC) at the same settings: multi_turn_base first 20 serve
 
     .venv/bin/python scripts/agent_chains_compare.py
 
+The ninth session's rows: the `together` agent (`runs/agent-together/out`, the same commands with
+`agent-together` in the file names) and the shipped agent rerun under the tool grammar's bounded
+numbers (`--models agent` without `--adapter-dir`, `bfcl-qwen-agent-bound-{4x20,irr}.json`):
+
+    .venv/bin/python scripts/agent_chains_compare.py --new agent-together --old agent-bound
+    .venv/bin/python scripts/agent_chains_compare.py --new agent-bound --old agent-functions-cand
+
 Multi-turn: the package's checker passes a problem only when every turn leaves the backends as the
 ground truth does. Beside it, over the user turns with ground-truth calls: the turns whose calls name
 a function the ground truth calls ("right tool"), the share of the ground truth's distinct functions

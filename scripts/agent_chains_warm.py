@@ -7,9 +7,11 @@ truth chains two to four; the engine's default mix has few chains longer than tw
 
     .venv/bin/python scripts/agent_chains_warm.py runs/agent-chains/data.jsonl --chains 160 --replay 240
     # sha256 e840af16…; measured by scripts/agent_chains_compare.py, not shipped (parallel_multiple
-    # fell from 0.750 to 0.400: every chained step made one call). Next to try (not run yet): the
-    # `together` pattern too (independent lookups made together, then the writes together):
-    #   ... --chains 160 --patterns sequence,together --replay 240
+    # fell from 0.750 to 0.400: every chained step made one call). The ninth session's run, with the
+    # `together` pattern too (independent lookups made together, then the writes together), same
+    # training command with runs/agent-together: also not shipped (all 120 single-turn −0.033):
+    #   ... runs/agent-together/data.jsonl --chains 160 --patterns sequence,together --replay 240
+    #   # sha256 4a156222…
     .venv/bin/macaronic train agent --data runs/agent-chains/data.jsonl --base qwen2.5-coder-0.5b \\
       --out runs/agent-chains/out --mode turn --rank 8 --steps 100 --batch 4 --lr 2e-4 --max-turn 768 \\
       --save-every 10 --threads 2 --seed 0 \\
