@@ -50,8 +50,9 @@ CALL_SEPARATOR = "\n"  # between consecutive calls, as format_tool_calls writes 
 # exact decimal precision. A small model writes Python's float noise into arguments
 # (`100.00000000000001`, `300000.00000000015`, `0.0100000000000000025625625...`); the grammar ends
 # such a number at its 15th digit, where the noise begins, with no exponent after it (cut short,
-# the model would carry the noise into one: `0.01000000000000e-0600...`). Integers ("type": "integer") and numbers
-# with bounds (which xgrammar already writes with at most 6 decimals) keep xgrammar's own rules.
+# the model would carry the noise into one: `0.01000000000000e-0600...`). Integers ("type":
+# "integer") and numbers with bounds (which xgrammar already writes with at most 6 decimals) keep
+# xgrammar's own rules.
 NUMBER_DIGITS = 15
 
 
