@@ -57,15 +57,15 @@ def main() -> None:
     ap.add_argument("--old", default="agent-functions-cand",
                     help="stem of the single-turn rows compared against (the multi-turn rows are the shipped agent's)")
     a = ap.parse_args()
-    from macaronic.suites import bfcl
-
     mt_new = EXT / f"bfcl-qwen-{a.new}-mt-20.json"
     if mt_new.exists():
-        _multi_turn(bfcl, mt_new)
+        _multi_turn(mt_new)
     _single(a.new, a.old)
 
 
-def _multi_turn(bfcl, mt_new: Path) -> None:
+def _multi_turn(mt_new: Path) -> None:
+    from macaronic.suites import bfcl
+
     gold = {p["id"]: p["ground_truth"] for p in bfcl.problems("multi_turn_base", limit=20)}
     new, old = (bfcl.turn_measures(_rows(f, "multi_turn_base"), gold) for f in (mt_new, MT_OLD))
     keys = sorted(old)
