@@ -37,7 +37,8 @@ def score(request: dict, result) -> dict:
     row = {"id": request["id"], "raw_valid": raw.valid, "served_valid": served.valid, "closed": fixes,
            "fallback": "fallback_text_card" in fixes, "finish_reason": result.finish_reason,
            "tokens": result.usage.get("completion_tokens"), "components": sorted(used),
-           "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3)}
+           "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3),
+           "content": result.content}
     if request.get("shows"):
         text = shown_text(served.obj) if served.valid and isinstance(served.obj, dict) else ""
         missing = [v for v in request["shows"] if v.lower() not in text]
