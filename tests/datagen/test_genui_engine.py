@@ -55,8 +55,8 @@ def test_disjoint_from_the_genui_suite_and_the_hand_written_requests(sample):
     requests = {e.messages[-2]["content"].strip().lower() for e in sample}
     assert not requests & suite_prompts
     assert not set(genui.FORMS) & set(suite.FORMS)  # form kinds are the engine's own
-    probe = " ".join(r["text"].lower() for r in json.loads(
-        resources.files("macaronic").joinpath("data/genui_requests.json").read_text())["requests"])
+    probe = " ".join(r["text"].lower() for name in ("genui_requests.json", "genui_requests_2.json") for r in json.loads(
+        resources.files("macaronic").joinpath(f"data/{name}").read_text())["requests"])
     pools = " ".join(map(str, (suite.PEOPLE, suite.MEETINGS, suite.CITIES, suite.PRODUCTS, suite.TASKS,
                                suite.TOPPINGS))).lower()
     values = {v for _, fields in genui.RECORDS.values() for _, pool in fields for v in pool}
@@ -76,3 +76,56 @@ def test_genui_engine_generator_mixes_in_the_suite_train_split():
     ex = build("genui_engine", 20, 0)
     assert sum(e.source.startswith("engine/genui/") for e in ex) == 15
     assert all(e.source.startswith(("engine/genui/", "genui/")) for e in ex)
+
+
+def _probe_shows() -> set[str]:
+    out = set()
+    for name in ("genui_requests.json", "genui_requests_2.json"):
+        for r in json.loads(resources.files("macaronic").joinpath(f"data/{name}").read_text())["requests"]:
+            out |= {v.lower() for v in r.get("shows", [])}
+    return out
+
+
+@pytest.fixture(scope="module")
+def open_sample():
+    return genui.examples(300, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS), open_values=True)
+
+
+def test_the_open_engine_names_drawn_labels_redraws_numbers_and_leaves_the_closed_engines_alone(open_sample):
+    closed = genui.examples(40, seed=1, intents=tuple(genui.INTENTS))
+    assert [e.to_dict() for e in closed] == [e.to_dict() for e in genui.examples(40, seed=1, intents=tuple(genui.INTENTS))]
+    assert not genui._OPEN.get()  # the flag does not outlive the call
+    assert {e.source.split("/")[2] for e in open_sample} == {*genui.INTENTS, *genui.OPEN_INTENTS}
+    labels = {label.lower() for label in genui.all_labels()}
+    usual = {"submit", "send", "register", "apply", "save", "continue", "book", "vote", "call", "email", "message"}
+    usual |= {a.lower() for pair in genui.ANSWERS for a in pair} | {b.lower() for m in genui.MEDIA.values() for b in m[3]}
+    usual |= {b.lower() for b, _ in genui.NOTICES.values()}
+    drawn = 0
+    for e in open_sample:
+        card = json.loads(e.messages[-1]["content"])
+        for m in card["a2ui"]:
+            for comp in (m.get("surfaceUpdate") or {}).get("components", []):
+                if "Button" in comp["component"]:
+                    child = comp["component"]["Button"]["child"]
+                    text = next(c["component"]["Text"]["text"]["literalString"] for m2 in card["a2ui"]
+                                for c in (m2.get("surfaceUpdate") or {}).get("components", []) if c["id"] == child)
+                    if text.lower() in labels - usual:
+                        drawn += 1
+                        assert text.lower() in e.messages[-2]["content"].lower()  # a drawn label is always named
+    assert drawn > 60
+    stats = [e.messages[-2]["content"] for e in open_sample if e.source.endswith("/stats")]
+    import re
+
+    fixed = {n for vals in genui.STATS.values() for _, v in vals for n in re.findall(r"\d+", v)}
+    seen = {n for s in stats for n in re.findall(r"\d+", s)}
+    assert len(seen - fixed) > 10  # numbers were redrawn
+
+
+def test_the_open_engines_labels_options_and_requests_share_no_value_with_the_hand_written_sets(open_sample):
+    shows = _probe_shows()
+    assert not shows & {label.lower() for label in genui.all_labels()}
+    assert not shows & {o.lower() for _, pool in genui.QUESTIONS.values() for o in pool}
+    specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
+    for e in open_sample:
+        request = e.messages[-2]["content"].lower()
+        assert not [v for v in specific if v in request], request

@@ -21,6 +21,7 @@ card. Only verified examples are kept. Knows nothing about models or training.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 import re
@@ -138,12 +139,73 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:24] or "x"
 
 
+# ---- the open engine (`genui_engine_open`, 2026-12-06) -----------------------------------
+# Under `examples(..., open_values=True)` a button the request names carries, three times in five, a
+# label drawn from a few hundred (a verb alone or with an object), and a record's numbers and codes
+# are redrawn half the time, so a card copies what the request says instead of recalling a label
+# or value it saw in training. Off (the default), no intent draws anything more from its rng, so
+# `genui_engine` and `genui_engine_wide` rebuild the data they recorded.
+_OPEN = contextvars.ContextVar("genui_open", default=False)
+LABEL_VERBS = ("Confirm", "Renew", "Track", "Reorder", "Pause", "Resume", "Upload", "Share", "Join", "Archive",
+               "Restore", "Publish", "Preview", "Export", "Print", "Invite", "Follow", "Claim", "Redeem", "Donate",
+               "Enroll", "Schedule", "Reschedule", "Add", "Edit", "Copy", "Open", "Finish", "Begin", "Play",
+               "Skip", "Retry", "Report", "Order", "Register", "Upgrade", "Activate", "Unlock", "Verify",
+               "Assign", "Notify", "Sign", "Accept", "Hold", "Release", "Approve", "Publish", "Rename", "Compare",
+               "Extend", "Transfer", "Refill", "Sync", "Scan", "Rate", "Tip", "Split", "Close", "Reopen", "Pin")
+LABEL_OBJECTS = ("order", "plan", "seat", "draft", "photo", "note", "trip", "file", "booking", "payment", "session",
+                 "spot", "slot", "request", "changes", "details", "code", "invite", "entry", "profile", "route",
+                 "shift", "loan", "device", "parcel", "reading", "score", "goal", "budget", "story", "room", "team")
+LABEL_PHRASES = ("Next", "Done", "Continue", "Proceed", "Go", "Let's go", "Count me in", "Looks good", "Not now",
+                 "Maybe later", "Try again", "Start over", "Show me", "Notify me", "Sign me up", "Got it",
+                 "Go to checkout", "See all", "Learn more", "Keep going", "I'm in", "Place order", "Pay later",
+                 "Add to cart", "Add to calendar", "Check in", "Check out", "Top up", "Log out", "Opt out")
+
+
+def all_labels() -> list[str]:
+    """Every label the open engine can draw (the disjointness test reads it)."""
+    return sorted({*LABEL_VERBS, *LABEL_PHRASES, *(f"{v} {o}" for v in LABEL_VERBS for o in LABEL_OBJECTS)})
+
+
+def open_label(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.45:
+        return f"{rng.choice(LABEL_VERBS)} {rng.choice(LABEL_OBJECTS)}"
+    return rng.choice(LABEL_PHRASES) if r < 0.7 else rng.choice(LABEL_VERBS)
+
+
+def _label(rng: random.Random, usual: str) -> str:
+    """The label of a button the request names: `usual`, or under the open engine three in five a drawn one."""
+    if not _OPEN.get() or rng.random() >= 0.6:
+        return usual
+    return open_label(rng)
+
+
+def _a(word: str) -> str:
+    return ("an " if word.lstrip("'")[0].lower() in "aeiou" else "a ") + word
+
+
+def _named(rng: random.Random, label: str) -> str:
+    """A button named in a request: bare, or quoted under the open engine one time in three."""
+    return f"'{label}'" if _OPEN.get() and rng.random() < 0.33 else label
+
+
+def _fresh(rng: random.Random, v: str) -> str:
+    """Under the open engine, half the time `v` with its times, digit runs and code letters redrawn."""
+    if not _OPEN.get() or rng.random() < 0.5 or not any(ch.isdigit() for ch in v):
+        return v
+    v = re.sub(r"\b\d{1,2}:\d{2}\b", lambda m: f"{rng.randint(0, 23):02d}:{rng.choice((5, 10, 20, 35, 40, 55)):02d}", v)
+    v = re.sub(r"(?<![:\d])\d+(?![:\d])", lambda m: str(rng.randint(1, 9)) + "".join(
+        str(rng.randint(0, 9)) for _ in m.group()[1:]), v)
+    return re.sub(r"\b[A-Z]{2,3}(?=[- ]?\d)", lambda m: "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ")
+                                                            for _ in m.group()), v)
+
+
 # ---- intents ------------------------------------------------------------------------------
 
 def info_card(rng, c: Card):
     kind = rng.choice(sorted(RECORDS))
     title_t, fields = RECORDS[kind]
-    vals = [(label, rng.choice(pool)) for label, pool in fields]
+    vals = [(label, _fresh(rng, rng.choice(pool))) for label, pool in fields]
     title = title_t.format(**{f"v{i}": v for i, (_, v) in enumerate(vals)})
     named = ", ".join(f"{label.lower()} {v}" for label, v in vals)
     req = rng.choice((f"a card for my {kind}: {named}", f"a {kind} card showing {named}",
@@ -163,9 +225,9 @@ def form(rng, c: Card):
         named = f"'{label}'" if ftype == "checkbox" or " " in label and rng.random() < 0.5 else label.lower()
         part = f"{named} {w}" + (f" ({', '.join(o.lower() for o in opts)})" if opts else "")
         parts.append(("an " if part[0].lower() in "aeiou" else "a ") + part)
-    button = rng.choice(("Submit", "Send", "Register", "Apply"))
+    button = _label(rng, rng.choice(("Submit", "Send", "Register", "Apply")))
     kind_a = ("an " if kind[0].lower() in "aeiou" else "a ") + kind
-    button_a = ("an " if button[0].lower() in "aeiou" else "a ") + button
+    button_a = _a(_named(rng, button))
     req = rng.choice((f"{kind_a} form with " + ", ".join(parts) + f" and {button_a} button",
                       f"{kind_a} form: " + "; ".join(parts) + f"; plus {button_a} button",
                       f"a form for {kind_a} that has " + ", ".join(parts) + f", and {button_a} button at the bottom"))
@@ -221,15 +283,19 @@ def settings(rng, c: Card):
     listed = ", ".join(f"{label.lower()} ({lo} to {hi}, now {v})" for label, lo, hi, v in now)
     req = rng.choice((f"a settings card with sliders for {listed}", f"sliders to adjust {listed}",
                       f"a card where I can set {listed}, with a Save button"))
+    save = _label(rng, "Save")
+    if save != "Save":  # the open engine names the drawn label
+        req = req.removesuffix(", with a Save button") + f", with {_a(_named(rng, save))} button"
     ids = []
     for i, (label, lo, hi, v) in enumerate(now):
         ids.append(c.add(f"s-{i}", "Slider", label={"literalString": label}, value={"path": f"/settings/{i}"},
                          minValue=lo, maxValue=hi))
     c.card("root", c.column("body", c.text("title", "Settings", "h2"), *ids, "save"))
-    c.button("save", "Save", "save_settings", {_slug(label).replace("-", "_"): f"/settings/{i}" for i, (label, *_) in enumerate(now)},
+    c.button("save", save, "save_settings", {_slug(label).replace("-", "_"): f"/settings/{i}" for i, (label, *_) in enumerate(now)},
              primary=True)
     c.data({str(i): v for i, (_, _, _, v) in enumerate(now)}, "/settings")
-    return req, None, "Adjust and save.", Requirements(("Slider", "Button"), tuple(label for label, *_ in now), ("save_settings",))
+    shown = tuple(label for label, *_ in now) + ((save,) if save != "Save" else ())
+    return req, None, "Adjust and save.", Requirements(("Slider", "Button"), shown, ("save_settings",))
 
 
 def choice(rng, c: Card):
@@ -238,15 +304,19 @@ def choice(rng, c: Card):
     listed = ", ".join(f"{n} {p}" for n, p in opts)
     req = rng.choice((f"let me pick a {kind}: {listed}", f"a card to choose the {kind} ({listed}) with a Continue button",
                       f"options for {kind} - {listed} - and a button to confirm"))
+    go = _label(rng, "Continue")
+    if go != "Continue":
+        req = f"a card to choose the {kind} ({listed}) with {_a(_named(rng, go))} button"
     c.card("root", c.column("body", c.text("title", "Choose a " + kind, "h2"),
                             c.add("pick", "MultipleChoice", selections={"path": "/choice"},
                                   options=[{"label": {"literalString": f"{n} - {p}"}, "value": _slug(n)} for n, p in opts],
                                   maxAllowedSelections=1),
                             "go"))
-    c.button("go", "Continue", "choose_option", primary=True)
+    c.button("go", go, "choose_option", primary=True)
     c.data({"choice": "[]"})
-    return req, None, f"Pick a {kind}.", Requirements(("MultipleChoice", "Button"),
-                                                      tuple(n for n, _ in opts) + tuple(p for _, p in opts), ("choose_option",))
+    return req, None, f"Pick a {kind}.", Requirements(("MultipleChoice", "Button"), tuple(n for n, _ in opts) +
+                                                      tuple(p for _, p in opts) + ((go,) if go != "Continue" else ()),
+                                                      ("choose_option",))
 
 
 def rows_list(rng, c: Card):
@@ -280,21 +350,26 @@ def slot_picker(rng, c: Card):
     req = rng.choice((f"a card to book a {what}: pick a date and a time slot ({listed}), then Book",
                       f"let me choose a day and a slot for my {what} - slots {listed}",
                       f"a {what} booking card with a date picker, slots {listed} and a Book button"))
+    book = _label(rng, "Book")
+    if book != "Book":
+        req = rng.choice((f"a card to book a {what}: pick a date and a time slot ({listed}), then {_named(rng, book)}",
+                          f"a {what} booking card with a date picker, slots {listed} and {_a(_named(rng, book))} button"))
     c.card("root", c.column("body", c.text("title", _cap(what), "h2"),
                             c.add("date", "DateTimeInput", value={"path": "/booking/date"}, enableDate=True, enableTime=False),
                             c.add("slot", "MultipleChoice", selections={"path": "/booking/slot"},
                                   options=[{"label": {"literalString": s}, "value": _slug(s)} for s in slots],
                                   maxAllowedSelections=1),
                             "book"))
-    c.button("book", "Book", "book_slot", {"date": "/booking/date"}, primary=True)
+    c.button("book", book, "book_slot", {"date": "/booking/date"}, primary=True)
     c.data({"date": "", "slot": "[]"}, "/booking")
     return req, None, f"Choose when for your {what}.", Requirements(("DateTimeInput", "MultipleChoice", "Button"),
-                                                                     tuple(slots), ("book_slot",))
+                                                                     tuple(slots) + ((book,) if book != "Book" else ()),
+                                                                     ("book_slot",))
 
 
 def stats(rng, c: Card):
     kind = rng.choice(sorted(STATS))
-    vals = STATS[kind]
+    vals = [(label, _fresh(rng, v)) for label, v in STATS[kind]]
     listed = ", ".join(f"{label.lower()} {v}" for label, v in vals)
     req = rng.choice((f"a stats card for {kind}: {listed}", f"a dashboard tile for the {kind} - {listed}",
                       f"summary numbers for {kind}: {listed}"))
@@ -339,8 +414,8 @@ def media(rng, c: Card):
     comp, noun, items, buttons = MEDIA[kind]
     title, detail = rng.choice(items)
     with_button = rng.random() < 0.6
-    button = rng.choice(buttons)
-    tail = f" and a {button} button" if with_button else ""
+    button = _label(rng, rng.choice(buttons))
+    tail = f" and {_a(_named(rng, button))} button" if with_button else ""
     req = rng.choice((f"a card to play this {kind}: {title} ({detail}){tail}" if comp != "Image" else
                       f"a card showing this {kind}: {title}, {detail}{tail}",
                       f"a {noun} card for the {kind} '{title}' - {detail}{tail}",
@@ -360,7 +435,7 @@ def media(rng, c: Card):
 
 def decision(rng, c: Card):
     kind = rng.choice(sorted(DECISIONS))
-    vals = [(label, rng.choice(pool)) for label, pool in DECISIONS[kind]]
+    vals = [(label, _fresh(rng, rng.choice(pool))) for label, pool in DECISIONS[kind]]
     yes, no = rng.choice(ANSWERS)
     named = ", ".join(f"{label.lower()} {v}" for label, v in vals)
     req = rng.choice((f"a card for this {kind} - {named} - with {yes} and {no} buttons",
@@ -380,6 +455,9 @@ def decision(rng, c: Card):
 def profile(rng, c: Card):
     name, role, email = rng.choice(PROFILES)
     buttons = rng.sample(("Call", "Email", "Message", "Book a visit"), 2)
+    if _OPEN.get() and rng.random() < 0.5:
+        buttons = [open_label(rng), open_label(rng)]
+        buttons = buttons if buttons[0] != buttons[1] else [buttons[0], "Message"]
     req = rng.choice((f"a profile card for {name}, {role}, {email}, with a divider under the name and "
                       f"{buttons[0]} and {buttons[1]} buttons",
                       f"contact card: {name} ({role}), email {email}; a line between the header and the details; "
@@ -398,6 +476,7 @@ def profile(rng, c: Card):
 def notice(rng, c: Card):
     kind = rng.choice(sorted(NOTICES))
     button, text = NOTICES[kind]
+    button = _label(rng, button)
     req = rng.choice((f"a card with a '{button}' button that opens a pop-up with the {kind}: {text}",
                       f"put the {kind} in a modal behind a {button} button. The text: {text}",
                       f"a small card where {button} opens a dialog saying: {text}"))
@@ -409,6 +488,60 @@ def notice(rng, c: Card):
                             c.add("modal", "Modal", entryPointChild="open", contentChild="modal-body")))
     return req, None, f"The {kind} is one tap away.", Requirements(("Modal", "Button"), (button, text))
 
+
+QUESTIONS = {  # topic -> (question, option pool): polls, quizzes and surveys with a named answer button
+    "team outing": ("Where should the team outing go?", ["bowling", "escape room", "karaoke", "mini golf", "picnic", "go-karts"]),
+    "office snacks": ("Which snacks should we stock?", ["dried mango", "pretzels", "granola bars", "rice cakes", "dark chocolate"]),
+    "quiz: colours": ("Which colour do you get by mixing blue and yellow?", ["green", "purple", "orange", "brown"]),
+    "quiz: oceans": ("Which is the largest ocean?", ["Pacific", "Atlantic", "Indian", "Arctic"]),
+    "commute": ("How do you usually get to work?", ["bike", "bus", "train", "walking", "car pool"]),
+    "book club": ("What should we read next?", ["a thriller", "a memoir", "poetry", "science fiction", "a classic"]),
+    "meeting day": ("Which day suits you for the retro?", ["Monday", "Tuesday", "Wednesday", "Friday"]),
+    "newsletter topics": ("Which topics interest you?", ["product news", "tutorials", "events", "job openings"]),
+    "plant type": ("What kind of plant do you want?", ["succulent", "fern", "herb", "flowering", "cactus"]),
+    "feedback source": ("What brought you here today?", ["a podcast", "a colleague", "social media", "a newsletter"]),
+}
+
+
+def question(rng, c: Card):
+    """A poll, quiz or survey question with its options and a named answer button (open engine only)."""
+    topic = rng.choice(sorted(QUESTIONS))
+    q, pool = QUESTIONS[topic]
+    opts = rng.sample(pool, rng.randint(2, min(4, len(pool))))
+    many = rng.random() < 0.3
+    button = open_label(rng) if rng.random() < 0.7 else rng.choice(("Vote", "Submit", "Send"))
+    listed = ", ".join(opts[:-1]) + " or " + opts[-1]
+    pick = (" (pick any)" if many else rng.choice((" (one answer)", "", " - just one"))) if rng.random() < 0.7 else ""
+    named = _named(rng, button)
+    req = rng.choice((f"a poll: {q} Options: {listed}{pick}; then {_a(named)} button",
+                      f"{topic.split(':')[0]} question - {q.lower().rstrip('?')}? choices {', '.join(opts)}{pick}, and {named}",
+                      f"ask {q[0].lower() + q[1:]} with the options {listed}{pick} and {_a(named)} button",
+                      f"a quick survey card: {q} {listed}{pick}. Button: {named}"))
+    act = _slug(button).replace("-", "_")
+    c.card("root", c.column("body", c.text("q", q, "h3"),
+                            c.add("pick", "MultipleChoice", selections={"path": "/answer"},
+                                  options=[{"label": {"literalString": o}, "value": _slug(o)} for o in opts],
+                                  maxAllowedSelections=len(opts) if many else 1),
+                            c.button("go", button, act, primary=True)))
+    c.data({"answer": "[]"})
+    return req, None, "Here is the question.", Requirements(("MultipleChoice", "Button"), (*opts, button), (act,))
+
+
+def named_tabs(rng, c: Card):
+    """Tabs the request names one by one, each with what it says (open engine only)."""
+    kind = rng.choice(sorted(TABS))
+    items = rng.sample(TABS[kind], rng.randint(2, len(TABS[kind])))
+    words = ("two", "three", "four")[len(items) - 2]
+    said = [f"one called {t} that says '{body}'" if rng.random() < 0.5 else f"one named {t} with: {body}" for t, body in items]
+    req = rng.choice((f"{words} tabs please, " + ", ".join(said[:-1]) + " and " + said[-1],
+                      f"tabs named {', '.join(t for t, _ in items)}. " + " ".join(f"{t}: {b}" for t, b in items),
+                      f"{words} tabs - " + "; ".join(f"{t} shows {b}" for t, b in items)))
+    tab_items = [{"title": {"literalString": t}, "child": c.text(f"t-{i}", body, "body")} for i, (t, body) in enumerate(items)]
+    c.card("root", c.add("tabs", "Tabs", tabItems=tab_items))
+    return req, None, "Here are the tabs.", Requirements(("Tabs",), tuple(t for t, _ in items) + (items[0][1],))
+
+
+OPEN_INTENTS = {"question": (question, 3), "named_tabs": (named_tabs, 2)}  # drawn only by the open engine
 
 INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),
            "choice": (choice, 2), "list": (rows_list, 2), "tabs": (tabs, 1), "slot_picker": (slot_picker, 2),
@@ -436,10 +569,11 @@ FIRST_INTENTS = ("info_card", "form", "checklist", "settings", "choice", "list",
 
 
 def card(rng: random.Random, intent: str | None = None, sid: str = "card", intents=None):
+    every = INTENTS | OPEN_INTENTS
     names = list(intents or INTENTS)
-    name = intent or rng.choices(names, weights=[INTENTS[n][1] for n in names])[0]
+    name = intent or rng.choices(names, weights=[every[n][1] for n in names])[0]
     c = Card(sid)
-    request, data, text, req = INTENTS[name][0](rng, c)
+    request, data, text, req = every[name][0](rng, c)
     if data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
         head = re.split(r"[:(]| - | showing ", request)[0].strip()
         request = _ask(rng, head) + "\n\nData:\n" + json.dumps(data, ensure_ascii=False)
@@ -449,14 +583,23 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
     return name, request, reply, req
 
 
-def examples(n: int, seed: int = 0, intents=FIRST_INTENTS) -> list:
-    """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head."""
+def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False) -> list:
+    """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head.
+    `open_values`: the open engine (drawn button labels, redrawn numbers and codes, `OPEN_INTENTS`)."""
+    token = _OPEN.set(open_values)
+    try:
+        return _examples(n, seed, intents)
+    finally:
+        _OPEN.reset(token)
+
+
+def _examples(n: int, seed: int, intents) -> list:
     from macaronic.harness import load_bundle
     from macaronic.prompts import prompt_head
     from macaronic.datagen.examples import Example
 
     head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
-    rng = random.Random(f"genui-engine:{seed}")
+    rng = random.Random(("genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
     out = []
     while len(out) < n:
         name, request, reply, req = card(rng, sid=f"card-{len(out)}", intents=intents)

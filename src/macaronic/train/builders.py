@@ -324,15 +324,15 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
     return out
 
 
-def genui_engine_examples(n: int, seed: int = 0, intents=None) -> list[Example]:
+def genui_engine_examples(n: int, seed: int = 0, intents=None, open_values: bool = False) -> list[Example]:
     """Three in four from the GenUI data engine (`macaronic.datagen.genui`: requests that name values
     and imply components, gold cards verified by schema, integrity and render), one in four from the
     genui suite's train split, shuffled by `seed`. `intents`: the engine's intents to draw from
-    (default: its first nine, `FIRST_INTENTS`)."""
+    (default: its first nine, `FIRST_INTENTS`); `open_values`: the open engine (drawn labels and values)."""
     from macaronic.datagen.genui import FIRST_INTENTS, examples
 
     k = n // 4
-    out = examples(n - k, seed, intents or FIRST_INTENTS) + genui_examples(k, seed)
+    out = examples(n - k, seed, intents or FIRST_INTENTS, open_values) + genui_examples(k, seed)
     random.Random(seed).shuffle(out)
     return out
 
@@ -343,6 +343,14 @@ def genui_engine_wide_examples(n: int, seed: int = 0) -> list[Example]:
     from macaronic.datagen.genui import INTENTS
 
     return genui_engine_examples(n, seed, tuple(INTENTS))
+
+
+def genui_engine_open_examples(n: int, seed: int = 0) -> list[Example]:
+    """The open GenUI engine (2026-12-06): every intent plus polls and named tabs, buttons named with
+    labels drawn from a few hundred, numbers and codes redrawn, so cards copy the request."""
+    from macaronic.datagen.genui import INTENTS, OPEN_INTENTS
+
+    return genui_engine_examples(n, seed, (*INTENTS, *OPEN_INTENTS), open_values=True)
 
 
 def genui_example(t) -> Example:
@@ -357,7 +365,8 @@ GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route
               "agent_functions": agent_functions_examples,
               "coding": coding_examples, "coding_distill": coding_distill_examples,
               "coding_engine": coding_engine_examples, "genui": genui_examples,
-              "genui_engine": genui_engine_examples, "genui_engine_wide": genui_engine_wide_examples}
+              "genui_engine": genui_engine_examples, "genui_engine_wide": genui_engine_wide_examples,
+              "genui_engine_open": genui_engine_open_examples}
 
 
 SAMPLED = ("chat_engine", "coding_engine")  # generators of committed sampled rows: `n=None` gives each row once
