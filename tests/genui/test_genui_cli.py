@@ -98,3 +98,16 @@ def test_the_probe_counts_the_request_values_a_served_card_displays():
     plain = score({k: v for k, v in req.items() if k != "shows"}, result(json.dumps(card)))
     assert "shows" not in plain
     assert summary([row, bad, plain])["shows"] == 0.25 and summary([row, bad, plain])["shows_n"] == 2
+
+
+@pytest.mark.parametrize("which, n", [("1", 62), ("2", 30)])
+def test_the_packaged_request_sets_name_what_they_grade(which, n):
+    from macaronic.genui.probe import load_requests
+
+    known = {"Text", "Image", "Icon", "Video", "AudioPlayer", "Row", "Column", "List", "Card", "Tabs", "Divider",
+             "Modal", "Button", "CheckBox", "TextField", "DateTimeInput", "MultipleChoice", "Slider"}
+    requests = load_requests(which=which)
+    assert len(requests) == n and len({r["id"] for r in requests}) == n
+    for r in requests:
+        assert r["expects"] and set(r["expects"]) <= known, r["id"]
+        assert all(v.lower() in r["text"].lower() for v in r.get("shows", [])), r["id"]  # a value shown is a value named

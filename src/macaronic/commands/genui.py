@@ -17,8 +17,9 @@ from pathlib import Path
 
 PROBE_DOC = """the genui specialist on hand-written requests, through the served harness.
 
-Each request (`macaronic/data/genui_requests.json`, written by hand, not from the task
-templates; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
+Each request (`macaronic/data/genui_requests.json`, 62 written by hand, not from the task
+templates; `--set 2`: `genui_requests_2.json`, 30 more written 2026-12-06 before the open engine's
+adapter was judged; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
 request: whether the raw generation validates (schema + integrity), whether the served card does
 (after the harness closed it), which fixes closing needed, whether it fell back to a text card,
 which of the components a fitting card would use (`expects`) it contains, and which of the
@@ -78,6 +79,8 @@ def probe(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="macaronic genui probe", description=PROBE_DOC,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=Path, default=None, help="JSON {requests: [{id, text, expects}]}")
+    p.add_argument("--set", choices=("1", "2"), default="1",
+                   help="which packaged hand-written set: 1 (62 requests, the default) or 2 (30, written 2026-12-06)")
     p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
     p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
     p.add_argument("--max-tokens", type=int, default=768)
@@ -90,7 +93,7 @@ def probe(argv: list[str]) -> int:
     a = p.parse_args(argv)
     from macaronic.genui.probe import answer_all, load_requests, score, summary
 
-    requests = load_requests(a.requests, a.limit)
+    requests = load_requests(a.requests, a.limit, a.set)
     from macaronic.engine.llm import EngineConfig, load_base_llm
     from macaronic.serve.mol import HarnessConfig, MoL
 

@@ -71,7 +71,9 @@ def summary(rows: list[dict]) -> dict:
             "length_cut": round(sum(r["finish_reason"] == "length" for r in rows) / n, 3)}
 
 
-def load_requests(path=None, limit: int | None = None) -> list[dict]:
-    """The hand-written requests (`macaronic/data/genui_requests.json`), or those of the file at `path`."""
-    src = path.read_text() if path else resources.files("macaronic").joinpath("data/genui_requests.json").read_text()
+def load_requests(path=None, limit: int | None = None, which: str = "1") -> list[dict]:
+    """A packaged hand-written set (`which` 1: `macaronic/data/genui_requests.json`, 2:
+    `genui_requests_2.json`), or the requests of the file at `path`."""
+    name = "genui_requests.json" if which == "1" else f"genui_requests_{which}.json"
+    src = path.read_text() if path else resources.files("macaronic").joinpath(f"data/{name}").read_text()
     return json.loads(src)["requests"][:limit]
