@@ -111,3 +111,23 @@ def test_the_packaged_request_sets_name_what_they_grade(which, n):
     for r in requests:
         assert r["expects"] and set(r["expects"]) <= known, r["id"]
         assert all(v.lower() in r["text"].lower() for v in r.get("shows", [])), r["id"]  # a value shown is a value named
+
+
+def test_rescoring_probe_rows_adopts_strays_once(tmp_path):
+    """scripts/genui_rescore.py: a row whose served card drops a component is re-closed and re-scored;
+    rescoring its output changes nothing (what a probe that already adopted would have written)."""
+    import runpy
+    from pathlib import Path
+
+    rescore = runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts" / "genui_rescore.py"))["rescore"]
+    comps = [{"id": "name", "component": {"TextField": {"label": {"literalString": "Name"}, "text": {"path": "/f/name"}}}},
+             {"id": "go-label", "component": {"Text": {"text": {"literalString": "Submit"}}}},
+             {"id": "go", "component": {"Button": {"child": "go-label", "action": {"name": "send"}}}}]
+    content = json.dumps({"text_response": "t", "a2ui": [{"surfaceUpdate": {"surfaceId": "s", "components": comps}},
+                                                         {"beginRendering": {"surfaceId": "s", "root": "name"}}]})
+    row = {"id": "signup", "raw_valid": True, "closed": [], "finish_reason": "stop", "tokens": 9, "content": content}
+    once = rescore({"rows": [row]}, "1")
+    assert once["rows"][0]["shows"] == 1.0 and once["rows"][0]["closed"] == ["strays_adopted"]
+    assert once["rows"][0]["strays"] == 0 and once["summary"]["dropping"] == 0.0
+    twice = rescore(once, "1")
+    assert twice["rows"] == once["rows"]

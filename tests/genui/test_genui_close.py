@@ -104,3 +104,48 @@ def test_a_valid_card_without_words_is_not_touched():
         {"surfaceUpdate": {"surfaceId": "s", "components": [{"id": "d", "component": {"Divider": {}}}]}},
         {"beginRendering": {"surfaceId": "s", "root": "d"}}]}
     assert validate(card).valid and close_card(card) == (card, [])
+
+
+def _card(components, root):
+    return {"text_response": "t", "a2ui": [{"surfaceUpdate": {"surfaceId": "s", "components": components}},
+                                           {"beginRendering": {"surfaceId": "s", "root": root}}]}
+
+
+def _text(cid, s):
+    return {"id": cid, "component": {"Text": {"text": {"literalString": s}}}}
+
+
+def test_components_the_root_does_not_reach_are_put_under_it():
+    from macaronic.genui.close import stray_components
+    from macaronic.genui.render_html import render_html
+
+    # a form written as three tops, the first made the root: the renderer would draw one field
+    field = lambda cid: {"id": cid, "component": {"TextField": {"label": {"literalString": cid},  # noqa: E731
+                                                                "text": {"path": f"/f/{cid}"}}}}
+    button = {"id": "go", "component": {"Button": {"child": "go-label", "action": {"name": "send"}}}}
+    card = _card([field("name"), field("email"), _text("go-label", "Sign me up"), button], "name")
+    assert validate(card).valid and stray_components(card) == ["email", "go"]
+    assert "Sign me up" not in render_html(card["a2ui"])
+    closed, fixes = close_card(card)
+    assert fixes == ["strays_adopted"] and validate(closed).valid and stray_components(closed) == []
+    drawn = render_html(closed["a2ui"])
+    assert "Sign me up" in drawn and drawn.count("<input") == 2
+
+    # a label written for a button that was never written: shown at the end of the root Card's Column
+    card = _card([_text("title", "Party"), {"id": "body", "component": {"Column": {"children": {"explicitList": ["title"]}}}},
+                  {"id": "root", "component": {"Card": {"child": "body"}}}, _text("save-label", "Save it")], "root")
+    closed, fixes = close_card(card)
+    assert fixes == ["strays_adopted"]
+    body = next(c for c in closed["a2ui"][0]["surfaceUpdate"]["components"] if c["id"] == "body")
+    assert body["component"]["Column"]["children"]["explicitList"] == ["title", "save-label"]
+
+    # a stray that is invalid once drawn (its action sends a list) stays out; the others come in
+    bad = {"id": "cancel", "component": {"Button": {"child": "x-label", "action": {
+        "name": "c", "context": [{"key": "k", "value": {"path": "/pick"}}]}}}}
+    card = _card([_text("title", "Rooms"), {"id": "body", "component": {"Column": {"children": {"explicitList": ["title"]}}}},
+                  _text("x-label", "Cancel"), bad, _text("note", "Book by noon")], "body")
+    card["a2ui"].insert(1, {"dataModelUpdate": {"surfaceId": "s", "contents": [{"key": "pick", "valueString": "[]"}]}})
+    assert validate(card).valid and stray_components(card) == ["cancel", "note"]  # "[]" is a list: sent, invalid
+    closed, fixes = close_card(card)
+    assert fixes == ["strays_adopted"] and validate(closed).valid and stray_components(closed) == ["cancel"]
+    assert "Book by noon" in render_html(closed["a2ui"])

@@ -159,3 +159,43 @@ def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
         assert "".join(deltas[:-1]).startswith('{"text_response":"') and "a2ui" not in "".join(deltas[:-1])
     finally:
         s.stop()
+
+
+def test_a_card_whose_root_misses_components_is_served_with_them(inproc):
+    """A valid card written as several tops (a form whose first field was made the root) would draw
+    one field; the harness puts the other tops under the root, streamed or not."""
+    from macaronic.genui.close import stray_components
+    from macaronic.genui.render_html import render_html
+
+    url, _, script = inproc
+    comps = [{"id": n, "component": {"TextField": {"label": {"literalString": n}, "text": {"path": f"/f/{n}"}}}}
+             for n in ("Name", "Email")]
+    comps += [{"id": "go-label", "component": {"Text": {"text": {"literalString": "Sign me up"}}}},
+              {"id": "go", "component": {"Button": {"child": "go-label", "action": {"name": "send"}}}}]
+    written = {"text_response": "Here is the form.", "a2ui": [{"surfaceUpdate": {"surfaceId": "s", "components": comps}},
+                                                              {"beginRendering": {"surfaceId": "s", "root": "Name"}}]}
+    assert validate(written).valid and stray_components(written) == ["Email", "go"]
+    script.replies["genui"] = json.dumps(written, separators=(",", ":"))
+    c = client(url)
+    ask = [{"role": "user", "content": "a sign-up form"}]
+    r = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024)
+    card = json.loads(r.choices[0].message.content)
+    assert validate(card).valid and stray_components(card) == []
+    assert "Sign me up" in render_html(card["a2ui"]) and "strays_adopted" in r.model_extra["macaronic"]["genui"]["closed"]
+    streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model="genui", messages=ask, max_tokens=1024, stream=True) if ch.choices)
+    assert json.loads(streamed) == card
+    # written with an escape the served form spells otherwise: the stream still adds up to the served card
+    script.replies["genui"] = json.dumps({**written, "text_response": "Caf\u00e9 sign-up"}, separators=(",", ":"))
+    assert "\\u00e9" in script.replies["genui"]
+    for kw in ({}, {"stream": True}):
+        reply = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024, **kw)
+        text = reply.choices[0].message.content if not kw else "".join(
+            ch.choices[0].delta.content or "" for ch in reply if ch.choices)
+        assert json.loads(text)["text_response"] == "Caf\u00e9 sign-up" and stray_components(json.loads(text)) == []
+    # a whole card, nothing to close, written with escapes: streamed, it is the text the card wrote
+    script.replies["genui"] = json.dumps({**card, "text_response": "Caf\u00e9 sign-up"}, separators=(",", ":"))
+    whole = c.chat.completions.create(model="genui", messages=ask, max_tokens=1024).choices[0].message.content
+    streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model="genui", messages=ask, max_tokens=1024, stream=True) if ch.choices)
+    assert streamed == whole == script.replies["genui"]

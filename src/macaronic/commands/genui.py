@@ -83,6 +83,8 @@ def probe(argv: list[str]) -> int:
                    help="which packaged hand-written set: 1 (62 requests, the default) or 2 (30, written 2026-12-06)")
     p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
     p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
+    p.add_argument("--no-adopt", action="store_true",
+                   help="leave out the components a card's root does not reach, as the renderer would (comparison row)")
     p.add_argument("--max-tokens", type=int, default=768)
     p.add_argument("--limit", type=int, default=None, help="only the first N requests")
     p.add_argument("--base", default=None, help="a registered base (default: the default base), with its specialists")
@@ -100,7 +102,8 @@ def probe(argv: list[str]) -> int:
     t0 = time.perf_counter()
     llm = load_base_llm(a.base, a.adapter_dir, EngineConfig.from_env(max_batch=max(1, min(16, len(requests)))))
     try:
-        mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False))
+        mol = MoL.from_llm(llm, config=HarnessConfig(constrain=not a.no_constraints, summaries=False,
+                                                       adopt_strays=not a.no_adopt))
         results = asyncio.run(answer_all(mol, requests, a.max_tokens))
     finally:
         llm.close()

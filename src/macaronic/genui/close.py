@@ -12,7 +12,10 @@ smallest offending piece the validator points at, one error at a time:
 - a message the schema rejects -> that message;
 - nothing left to show -> one Text card carrying the reply's text;
 - a valid card that shows no words at all (only empty containers) after closing -> the reply's
-  own `text_response` as a Text at the top of its root.
+  own `text_response` as a Text at the top of its root;
+- a valid card with components its root does not reach (the renderer would drop them: a second
+  top-level component, a button label no button holds) -> those tops put under the root, at the end
+  of its Column or in a new Column with it (`strays_adopted`).
 
 A v0.9 card (`genui/v09.py`) is closed by the same rules on its flat components (`fix_one_v09`).
 It never invents content: the only text it adds is the reply's own `text_response`. Knows the validator's error paths and the
@@ -37,9 +40,10 @@ MAX_STEPS = 256
 FALLBACK_SURFACE = "main"
 
 
-def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
+def close_card(obj: Any, text: str = "", adopt: bool = True) -> tuple[dict, list[str]]:
     """A valid `{text_response, a2ui}` card from `obj` (parsed, maybe partial) and the list of
-    fixes applied (empty when it was valid already)."""
+    fixes applied (empty when it was valid already). `adopt=False`: components the root does not
+    reach stay out (the renderer drops them)."""
     fixes: list[str] = []
     card = envelope(obj, text, fixes)
     is_v09 = v09.is_v09(card["a2ui"])  # a v0.9 card is closed as v0.9 (same rules, flat components)
@@ -49,6 +53,15 @@ def close_card(obj: Any, text: str = "") -> tuple[dict, list[str]]:
         if result.valid and is_v09 and fixes and not any("updateComponents" in m for m in card["a2ui"]):
             break  # closed down to nothing to show
         if result.valid:
+            kept: list[str] = []
+            for sid in stray_components(card) if adopt and not is_v09 else []:  # valid, but it would draw without them
+                trial = copy.deepcopy(card)
+                adopt_strays(trial, [*kept, sid])
+                if validate(trial).valid:  # a stray that is invalid once drawn stays out
+                    kept.append(sid)
+            if kept:
+                adopt_strays(card, kept)
+                fixes.append("strays_adopted")
             if fixes and not shows_words(card) and card["text_response"].strip():
                 worded = with_text(card)
                 if worded is not None and validate(worded).valid:
@@ -138,24 +151,76 @@ def surface_of(msgs: list[dict], path: str) -> str | None:
                  if isinstance(b, dict) and isinstance(b.get("surfaceId"), str)), None)
 
 
+def surface_entries(msgs: list[dict], sid: str) -> list[dict]:
+    return [e for msg in msgs if isinstance(msg.get("surfaceUpdate"), dict)
+            and msg["surfaceUpdate"].get("surfaceId") == sid
+            for e in msg["surfaceUpdate"].get("components") or [] if isinstance(e, dict)]
+
+
+def named_by(entry: dict) -> list[str]:
+    """The ids a component names as its children (child, a modal's two, a list, a template, tabs)."""
+    props = component_props(entry)
+    if not isinstance(props, dict):
+        return []
+    out = [props[k] for k in REF_KEYS if isinstance(props.get(k), str)]
+    children = props.get("children")
+    if isinstance(children, dict):
+        out += [c for c in children.get("explicitList") or [] if isinstance(c, str)]
+        tpl = children.get("template")
+        if isinstance(tpl, dict) and isinstance(tpl.get("componentId"), str):
+            out.append(tpl["componentId"])
+    out += [t["child"] for t in props.get("tabItems") or [] if isinstance(t, dict) and isinstance(t.get("child"), str)]
+    return out
+
+
+def stray_components(card: dict) -> list[str]:
+    """Components of a surface that its root does not reach, so the renderer would drop them: the
+    tops other than the root (what they hold comes along when a top is adopted)."""
+    out = []
+    for msg in card.get("a2ui") or []:
+        begin = msg.get("beginRendering") if isinstance(msg, dict) else None
+        if not isinstance(begin, dict) or not isinstance(begin.get("surfaceId"), str):
+            continue
+        entries = surface_entries(card["a2ui"], begin["surfaceId"])
+        named = {c for e in entries for c in named_by(e)}
+        out += [e["id"] for e in entries if isinstance(e.get("id"), str) and e["id"] not in named
+                and e["id"] != begin.get("root")]
+    return out
+
+
+def adopt_strays(card: dict, only: list[str] | None = None) -> None:
+    """Put each surface's stray tops (those in `only`, default all) under its root: at the end of the
+    root's Column (or of the Column a root Card holds), else in a new Column holding the root and
+    them, in the order written."""
+    msgs = card["a2ui"]
+    for begin in [m["beginRendering"] for m in msgs if isinstance(m.get("beginRendering"), dict)]:
+        sid = begin.get("surfaceId")
+        entries = surface_entries(msgs, sid)
+        named = {c for e in entries for c in named_by(e)}
+        strays = [e["id"] for e in entries if isinstance(e.get("id"), str) and e["id"] not in named
+                  and e["id"] != begin.get("root") and (only is None or e["id"] in only)]
+        if not strays:
+            continue
+        by_id = {e.get("id"): e for e in entries}
+        target = by_id.get(begin.get("root"))
+        if target is not None and "Card" in (target.get("component") or {}):
+            target = by_id.get(component_props(target).get("child"))
+        children = component_props(target).get("children") if target is not None and "Column" in (target.get("component") or {}) else None
+        if isinstance(children, dict) and isinstance(children.get("explicitList"), list):
+            children["explicitList"].extend(strays)
+            continue
+        update = next(m["surfaceUpdate"] for m in msgs if isinstance(m.get("surfaceUpdate"), dict)
+                      and m["surfaceUpdate"].get("surfaceId") == sid)
+        new = next(f"adopted{i or ''}" for i in range(len(by_id) + 2) if f"adopted{i or ''}" not in by_id)
+        update["components"].append({"id": new, "component": {"Column": {"children": {"explicitList": [begin["root"], *strays]}}}})
+        begin["root"] = new
+
+
 def set_root(msgs: list[dict], sid: str) -> bool:
     """Point the surface's beginRendering (added if missing) at its first unreferenced component."""
-    entries = [e for msg in msgs if isinstance(msg.get("surfaceUpdate"), dict)
-               and msg["surfaceUpdate"].get("surfaceId") == sid
-               for e in msg["surfaceUpdate"].get("components") or [] if isinstance(e, dict)]
+    entries = surface_entries(msgs, sid)
     ids = [e.get("id") for e in entries if isinstance(e.get("id"), str)]
-    named = set()
-    for e in entries:
-        props = component_props(e)
-        if not isinstance(props, dict):
-            continue
-        named.update(props[k] for k in REF_KEYS if isinstance(props.get(k), str))
-        children = props.get("children")
-        if isinstance(children, dict):
-            named.update(c for c in children.get("explicitList") or [] if isinstance(c, str))
-            tpl = children.get("template")
-            if isinstance(tpl, dict) and isinstance(tpl.get("componentId"), str):
-                named.add(tpl["componentId"])
+    named = {c for e in entries for c in named_by(e)}
     roots = [i for i in ids if i not in named]
     if not roots:
         return False

@@ -6,7 +6,8 @@ templates; or `--requests FILE`) is one turn forced to `genui`, answered concurr
 request: whether the raw generation validates (schema + integrity), whether the served card does
 (after the harness closed it), which fixes closing needed, whether it fell back to a text card,
 which of the components a fitting card would use (`expects`) it contains, and which of the
-values the request gives (`shows`) the rendered card displays. `--no-constraints`
+values the request gives (`shows`) the rendered card displays, and how many components the card's
+root does not reach (`strays`: the renderer drops them). `--no-constraints`
 answers without grammars or closing, the comparison row. Writes JSON; prints a summary.
 """
 
@@ -30,17 +31,20 @@ def components_of(card: dict) -> set[str]:
 def score(request: dict, result) -> dict:
     from macaronic.genui.output import parse_genui_output
 
+    from macaronic.genui.close import stray_components
+
     raw = parse_genui_output(result.text)
     served = parse_genui_output(result.content or "")
-    used = components_of(served.obj) if served.valid and isinstance(served.obj, dict) else set()
+    ok = served.valid and isinstance(served.obj, dict)
+    used = components_of(served.obj) if ok else set()
     fixes = (result.genui or {}).get("closed") or []
     row = {"id": request["id"], "raw_valid": raw.valid, "served_valid": served.valid, "closed": fixes,
            "fallback": "fallback_text_card" in fixes, "finish_reason": result.finish_reason,
            "tokens": result.usage.get("completion_tokens"), "components": sorted(used),
            "coverage": round(len(used & set(request["expects"])) / len(request["expects"]), 3),
-           "content": result.content}
+           "strays": len(stray_components(served.obj)) if ok else 0, "content": result.content}
     if request.get("shows"):
-        text = shown_text(served.obj) if served.valid and isinstance(served.obj, dict) else ""
+        text = shown_text(served.obj) if ok else ""
         missing = [v for v in request["shows"] if v.lower() not in text]
         row |= {"shows": round(1 - len(missing) / len(request["shows"]), 3), "not_shown": missing}
     return row
@@ -67,6 +71,7 @@ def summary(rows: list[dict]) -> dict:
     shows = [r["shows"] for r in rows if "shows" in r]
     return {"n": n, "raw_valid": mean("raw_valid"), "served_valid": mean("served_valid"),
             "fallback": mean("fallback"), "coverage": mean("coverage"),
+            "dropping": round(sum(r.get("strays", 0) > 0 for r in rows) / n, 3),
             "shows": round(sum(shows) / len(shows), 3) if shows else None, "shows_n": len(shows),
             "length_cut": round(sum(r["finish_reason"] == "length" for r in rows) / n, 3)}
 

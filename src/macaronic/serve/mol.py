@@ -89,6 +89,7 @@ class HarnessConfig:
     summaries: bool = True  # the summary hop for full-mode adapters
     max_tokens_limit: int = 4096
     constrain: bool = True  # decode tool calls, response_format and GenUI cards under their grammar
+    adopt_strays: bool = True  # a card's components its root does not reach go under it (genui/close.py)
     loop_cut: tuple[int, int] | None = (32, 64)  # (max period, min span) in tokens; None: never cut loops
     budgets: Budgets = Budgets()  # what one request's schemas and grammar may cost
 
@@ -539,8 +540,9 @@ class MoL:
         """Text deltas (str) of the answer, with tools `CallDelta`s as calls decode, then one TurnResult.
         Closing early cancels the generation. `parallel_tool_calls=False`: at most one call.
         `a2ui_version`: the A2UI version the client renders; a card in another version than the
-        specialist writes (v0.8) is converted when whole: while it decodes only its text_response
-        streams, already in the served form (`convert.streamed_head`), then the rest of the served card.
+        specialist writes (v0.8) is converted when whole. A card (converted, or closed under
+        constraints) streams only its text_response while it decodes, already in the served form
+        (`convert.streamed_head`), then the rest of the served card.
         `raw`: no harness at all (engine-only serving): the messages as given, `model` must name
         an adapter or the base, no routing, parsing or memory (a `response_format` still applies)."""
         if raw:
@@ -555,7 +557,9 @@ class MoL:
         msgs, route, sp, view, structure, parse_calls, call_tools = await self.prepare(
             messages, tools, model, sampling, tool_choice, response_format, parallel_tool_calls)
         gen: Generation | None = None
-        converted = output_of(route.specialist) == "card" and a2ui_version != "0.8"  # streamed once converted
+        # a card streams its text_response as it decodes and the rest once served: converted to another
+        # version, or closed (the closer may change a card that decoded whole, genui/close.py)
+        converted = output_of(route.specialist) == "card" and (a2ui_version != "0.8" or self.config.constrain)
         buf, sent, hold, shown = "", 0, converted, ""  # shown: what went out of a converted card
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
@@ -572,7 +576,8 @@ class MoL:
                         yield piece
                     continue
                 if hold:
-                    if converted and (head := streamed_head(buf)).startswith(shown) and len(head) > len(shown):
+                    head = streamed_head(buf) if converted else ""  # v0.8: only what the card wrote (its own escapes)
+                    if head.startswith(shown) and len(head) > len(shown) and (a2ui_version != "0.8" or buf.startswith(head)):
                         yield head[len(shown):]
                         shown = head
                     continue
@@ -692,10 +697,12 @@ class MoL:
 
             out = parse_genui_output(text)
             genui = out.to_dict()
-            if self.config.constrain and not out.valid:  # integrity and the token cap: close it (genui/close.py)
-                from macaronic.genui.close import card_text, close_card
+            from macaronic.genui.close import card_text, close_card, stray_components
 
-                closed, fixes = close_card(out.obj, text)
+            strays = self.config.adopt_strays and out.valid and isinstance(out.obj, dict) and stray_components(out.obj)
+            if self.config.constrain and (not out.valid or strays):  # integrity, the token cap, dropped parts: close it
+
+                closed, fixes = close_card(out.obj, text, self.config.adopt_strays)
                 content = card_text(closed)
                 genui = {**genui, "valid": True, "errors": [], "closed": fixes, "raw_errors": out.validation.errors,
                          "text_response": closed["text_response"], "a2ui": closed["a2ui"]}
