@@ -55,7 +55,9 @@ def parser() -> argparse.ArgumentParser:
                      "requests of two or three steps done call after call), agent_functions (calculator and converter tools: "
                      "a call when a listed tool computes what is asked, none when only its neighbours are), coding, coding_distill, coding_engine (the base's passing replies to generated problems, train sample-coding), genui, genui_engine (requests that name values, "
                      "cards verified by schema, integrity and render; a quarter genui; the first nine intents), "
-                     "genui_engine_wide (the same over every intent: media, decisions, profiles, modals too) "
+                     "genui_engine_wide (the same over every intent: media, decisions, profiles, modals too), "
+                     "genui_engine_open (that, with button labels drawn from about 2,000, numbers and codes redrawn, "
+                     "polls and named tabs) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")
