@@ -415,7 +415,8 @@ def media(rng, c: Card):
     title, detail = rng.choice(items)
     with_button = rng.random() < 0.6
     button = _label(rng, rng.choice(buttons))
-    tail = f" and {_a(_named(rng, button))} button" if with_button else ""
+    # the closed engines keep their recorded "a" before every label (their manifests rebuild)
+    tail = (f" and {_a(_named(rng, button)) if _OPEN.get() else 'a ' + button} button") if with_button else ""
     req = rng.choice((f"a card to play this {kind}: {title} ({detail}){tail}" if comp != "Image" else
                       f"a card showing this {kind}: {title}, {detail}{tail}",
                       f"a {noun} card for the {kind} '{title}' - {detail}{tail}",
