@@ -129,3 +129,12 @@ def test_the_open_engines_labels_options_and_requests_share_no_value_with_the_ha
     for e in open_sample:
         request = e.messages[-2]["content"].lower()
         assert not [v for v in specific if v in request], request
+
+
+def test_the_open_engines_measured_data_rebuilds():
+    """The 400 rows the open engine's adapter trained on (docs/LOG.md 2026-12-06, not shipped) rebuild
+    from the generator, count and seed the LOG names."""
+    from macaronic.datagen.examples import manifest_hash
+    from macaronic.train.builders import build
+
+    assert manifest_hash(build("genui_engine_open", 400, 1, base="qwen2.5-coder-0.5b")).startswith("3b36d6e00064ca3f")
