@@ -10,6 +10,7 @@ running the probe again.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from types import SimpleNamespace
@@ -30,7 +31,7 @@ def rescore(src: dict, which: str) -> dict:
                                                         finish_reason=row["finish_reason"],
                                                         usage={"completion_tokens": row["tokens"]}))
         rows.append(new | {"raw_valid": row["raw_valid"]})
-    return {**src, "rescored": f"scripts/genui_rescore.py (closing of {__import__('datetime').date.today()})",
+    return {**src, "rescored": f"scripts/genui_rescore.py (closing of {datetime.date.today()})",
             "summary": summary(rows), "rows": rows}
 
 

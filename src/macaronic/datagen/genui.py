@@ -141,7 +141,8 @@ def _slug(s: str) -> str:
 
 # ---- the open engine (`genui_engine_open`, 2026-12-06) -----------------------------------
 # Under `examples(..., open_values=True)` a button the request names carries, three times in five, a
-# label drawn from a few hundred (a verb alone or with an object), and a record's numbers and codes
+# label drawn from about 2,000 (`all_labels`: a verb alone or with an object, a short phrase; "Publish"
+# is listed twice and stays so, as the recorded data drew it), and a record's numbers and codes
 # are redrawn half the time, so a card copies what the request says instead of recalling a label
 # or value it saw in training. Off (the default), no intent draws anything more from its rng, so
 # `genui_engine` and `genui_engine_wide` rebuild the data they recorded.

@@ -173,18 +173,20 @@ def named_by(entry: dict) -> list[str]:
     return out
 
 
+def surface_strays(entries: list[dict], root: Any) -> list[str]:
+    """The tops of one surface's components other than its root, in the order written."""
+    named = {c for e in entries for c in named_by(e)}
+    return [e["id"] for e in entries if isinstance(e.get("id"), str) and e["id"] not in named and e["id"] != root]
+
+
 def stray_components(card: dict) -> list[str]:
     """Components of a surface that its root does not reach, so the renderer would drop them: the
     tops other than the root (what they hold comes along when a top is adopted)."""
     out = []
     for msg in card.get("a2ui") or []:
         begin = msg.get("beginRendering") if isinstance(msg, dict) else None
-        if not isinstance(begin, dict) or not isinstance(begin.get("surfaceId"), str):
-            continue
-        entries = surface_entries(card["a2ui"], begin["surfaceId"])
-        named = {c for e in entries for c in named_by(e)}
-        out += [e["id"] for e in entries if isinstance(e.get("id"), str) and e["id"] not in named
-                and e["id"] != begin.get("root")]
+        if isinstance(begin, dict) and isinstance(begin.get("surfaceId"), str):
+            out += surface_strays(surface_entries(card["a2ui"], begin["surfaceId"]), begin.get("root"))
     return out
 
 
@@ -196,9 +198,7 @@ def adopt_strays(card: dict, only: list[str] | None = None) -> None:
     for begin in [m["beginRendering"] for m in msgs if isinstance(m.get("beginRendering"), dict)]:
         sid = begin.get("surfaceId")
         entries = surface_entries(msgs, sid)
-        named = {c for e in entries for c in named_by(e)}
-        strays = [e["id"] for e in entries if isinstance(e.get("id"), str) and e["id"] not in named
-                  and e["id"] != begin.get("root") and (only is None or e["id"] in only)]
+        strays = [i for i in surface_strays(entries, begin.get("root")) if only is None or i in only]
         if not strays:
             continue
         by_id = {e.get("id"): e for e in entries}

@@ -29,9 +29,8 @@ def components_of(card: dict) -> set[str]:
 
 
 def score(request: dict, result) -> dict:
-    from macaronic.genui.output import parse_genui_output
-
     from macaronic.genui.close import stray_components
+    from macaronic.genui.output import parse_genui_output
 
     raw = parse_genui_output(result.text)
     served = parse_genui_output(result.content or "")
