@@ -78,9 +78,9 @@ def test_genui_engine_generator_mixes_in_the_suite_train_split():
     assert all(e.source.startswith(("engine/genui/", "genui/")) for e in ex)
 
 
-def _probe_shows() -> set[str]:
+def _probe_shows(names=("genui_requests.json", "genui_requests_2.json")) -> set[str]:
     out = set()
-    for name in ("genui_requests.json", "genui_requests_2.json"):
+    for name in names:
         for r in json.loads(resources.files("macaronic").joinpath(f"data/{name}").read_text())["requests"]:
             out |= {v.lower() for v in r.get("shows", [])}
     return out
@@ -138,3 +138,64 @@ def test_the_open_engines_measured_data_rebuilds():
     from macaronic.train.builders import build
 
     assert manifest_hash(build("genui_engine_open", 400, 1, base="qwen2.5-coder-0.5b")).startswith("3b36d6e00064ca3f")
+
+
+@pytest.fixture(scope="module")
+def compose_sample():
+    return genui.examples(300, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS), open_values=True, compose=True)
+
+
+def _card_components(e) -> list[dict]:
+    card = json.loads(e.messages[-1]["content"])
+    return [c for m in card["a2ui"] for c in (m.get("surfaceUpdate") or {}).get("components", [])]
+
+
+def test_the_composing_engine_adds_named_parts_to_any_intent_and_leaves_the_open_engine_alone(compose_sample):
+    again = genui.examples(300, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS), open_values=True, compose=True)
+    assert [e.to_dict() for e in again] == [e.to_dict() for e in compose_sample]
+    assert not genui._COMPOSE.get()  # the flag does not outlive the call
+    opened = genui.examples(40, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS), open_values=True)
+    assert not any(c["id"].startswith("x0-") for e in opened for c in _card_components(e))
+    composed = [e for e in compose_sample if any(c["id"].startswith("x0-") for c in _card_components(e))]
+    assert 0.4 < len(composed) / len(compose_sample) < 0.6  # three in five of the engine's three in four
+    hosts = {e.source.split("/")[2] for e in composed}
+    assert {"info_card", "stats", "media", "checklist", "named_tabs"} <= hosts  # intents that never had the part
+    kinds = {next(iter(c["component"])) for e in composed for c in _card_components(e) if c["id"].startswith("x")}
+    assert {"Button", "TextField", "CheckBox", "Row"} <= kinds
+    for e in composed:
+        request = e.messages[-2]["content"]
+        comps = _card_components(e)
+        texts = {c["id"]: c["component"]["Text"]["text"].get("literalString") for c in comps if "Text" in c["component"]}
+        for c in comps:
+            if c["id"].startswith("x") and "Button" in c["component"]:
+                label = texts[c["component"]["Button"]["child"]]
+                assert label in request and label.lower() not in genui.HELD_OUT
+            if c["id"].startswith("x") and "CheckBox" in c["component"]:
+                assert c["component"]["CheckBox"]["label"]["literalString"] in request
+        # every added part hangs under the root: nothing is left for the closer to adopt
+        from macaronic.genui.close import stray_components
+
+        card = json.loads(e.messages[-1]["content"])
+        assert not stray_components(card)
+
+
+# Values of the third hand-written set (written blind to the engine) that the engines' pools hold by
+# coincidence (the second from the first two sets), each with where: the composing engine's requests may
+# contain these and no others.
+KNOWN_SET3 = {"09:00": "a return time of the engine's car-rental record",
+              "14:05": "a time the open engine draws when it redraws a record's times (any hour, six minutes)"}
+
+
+def test_the_composing_engine_shares_no_value_with_the_hand_written_sets(compose_sample):
+    import re
+
+    shows = _probe_shows() | _probe_shows(("genui_requests_3.json",))
+    drawn = {label.lower() for label in genui.all_labels()} - genui.HELD_OUT
+    assert not shows & drawn
+    assert not shows & {label.lower() for label in genui.all_extras()}
+    specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
+    seen = set()
+    for e in compose_sample:
+        request = e.messages[-2]["content"].lower()
+        seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
+    assert seen <= set(KNOWN_SET3), seen - set(KNOWN_SET3)

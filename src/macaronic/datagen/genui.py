@@ -22,6 +22,7 @@ card. Only verified examples are kept. Knows nothing about models or training.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import random
 import re
@@ -168,10 +169,14 @@ def all_labels() -> list[str]:
 
 
 def open_label(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.45:
-        return f"{rng.choice(LABEL_VERBS)} {rng.choice(LABEL_OBJECTS)}"
-    return rng.choice(LABEL_PHRASES) if r < 0.7 else rng.choice(LABEL_VERBS)
+    while True:
+        r = rng.random()
+        if r < 0.45:
+            label = f"{rng.choice(LABEL_VERBS)} {rng.choice(LABEL_OBJECTS)}"
+        else:
+            label = rng.choice(LABEL_PHRASES) if r < 0.7 else rng.choice(LABEL_VERBS)
+        if not (_COMPOSE.get() and label.lower() in HELD_OUT):  # the open engine draws once, as it recorded
+            return label
 
 
 def _label(rng: random.Random, usual: str) -> str:
@@ -545,6 +550,88 @@ def named_tabs(rng, c: Card):
 
 OPEN_INTENTS = {"question": (question, 3), "named_tabs": (named_tabs, 2)}  # drawn only by the open engine
 
+
+# ---- the composing engine (`genui_engine_compose`, 2026-12-06) -------------------------------
+# The open engine's intents are fixed combinations: an info card never has a button, a settings card
+# always the same one. Asked for a record card "with a Change delivery button", or a slider and a
+# comment box "and a Send feedback button", adapters trained on them leave the extra part out. Under
+# `examples(..., compose=True)` three cards in five also get what the request adds to any intent:
+# one or two named buttons, a text field (named, or a comment box) or a named checkbox, placed at
+# the end of the card's body. Off (the default), nothing more is drawn.
+_COMPOSE = contextvars.ContextVar("genui_compose", default=False)
+# Labels of the open engine that the third hand-written set (written blind to the engine) also shows:
+# the composing engine never draws them.
+HELD_OUT = {"add to cart", "share"}
+FIELD_LABELS = ("Delivery notes", "Reason", "Your question", "Promo code", "Nickname", "Phone number", "Room number",
+                "Dietary needs", "Seat preference", "Extra requests", "Gift message", "Reference", "Team name",
+                "Pickup point", "Licence plate", "Best time to call", "Coupon", "Middle name", "Floor", "Order note")
+FIELD_WORDS = (("comment box", "Comment", "longText"), ("notes field", "Notes", "longText"),
+               ("message box", "Message", "longText"), ("box for questions", "Questions", "longText"))
+CHECK_LABELS = ("Remind me the day before", "Send me a copy", "Keep me posted", "Mark as urgent", "Repeat every week",
+                "Save as my default", "Share with the team", "Add to favourites", "Hide from others", "Notify by text",
+                "Pin to top", "Include a receipt", "Make it private", "Auto-renew", "Large print", "Text me updates")
+
+
+def all_extras() -> list[str]:
+    """Every field and checkbox label the composing engine can add (the disjointness test reads it)."""
+    return sorted({*FIELD_LABELS, *(label for _, label, _ in FIELD_WORDS), *CHECK_LABELS})
+
+
+def _extra(rng, c: Card, i: int, kind: str):
+    """One part the request adds: (its noun phrase, component ids, components, values shown, data)."""
+    if kind == "button":
+        labels = [open_label(rng) for _ in range(1 if rng.random() < 0.7 else 2)]
+        if len(set(labels)) < len(labels):
+            labels = labels[:1]
+        ids = [c.button(f"x{i}-b{j}", label, _slug(label).replace("-", "_") or "go") for j, label in enumerate(labels)]
+        named = [_named(rng, label) for label in labels]
+        phrase = f"{_a(named[0])} button" if len(named) == 1 else rng.choice(
+            (f"{named[0]} and {named[1]} buttons", f"two buttons, {named[0]} and {named[1]}",
+             f"buttons for {named[0]} and {named[1]}"))
+        return phrase, [ids[0] if len(ids) == 1 else c.row(f"x{i}-row", *ids)], ["Button"], labels, {}
+    if kind == "field":
+        if rng.random() < 0.5:
+            word, label, ftype = rng.choice(FIELD_WORDS)
+            phrase, shown = _a(word), []
+        else:
+            label, ftype = rng.choice(FIELD_LABELS), "shortText"
+            phrase, shown = rng.choice((f"{_a(label)} field", f"a field for {label}", f"a '{label}' box")), [label]
+        key = _slug(label).replace("-", "_")
+        c.add(f"x{i}-field", "TextField", label={"literalString": label}, text={"path": f"/extra/{key}"}, textFieldType=ftype)
+        return phrase, [f"x{i}-field"], ["TextField"], shown, {key: ""}
+    label = rng.choice(CHECK_LABELS)
+    key = _slug(label).replace("-", "_")
+    phrase = rng.choice((f"a '{label}' checkbox", f"a tick box for {label}", f"a checkbox that says {label}"))
+    c.add(f"x{i}-check", "CheckBox", label={"literalString": label}, value={"path": f"/extra/{key}"})
+    return phrase, [f"x{i}-check"], ["CheckBox"], [label], {key: False}
+
+
+def compose(rng, c: Card, request: str, req: Requirements) -> tuple[str, Requirements]:
+    """Add one or two parts to a drawn card and its request (the composing engine)."""
+    kinds = [rng.choices(("button", "field", "check"), weights=(6, 2, 2))[0]]
+    if rng.random() < 0.35:
+        kinds.append(rng.choice([k for k in ("button", "field", "check") if k != kinds[0]]))
+    phrases, ids, comps, shown, data = [], [], [], [], {}
+    for i, kind in enumerate(kinds):
+        p, cids, cs, vs, d = _extra(rng, c, i, kind)
+        phrases.append(p), ids.extend(cids), comps.extend(cs), shown.extend(vs), data.update(d)
+    said = " and ".join(phrases)
+    if request.rstrip()[-1:] in ".?!":
+        request = request.rstrip() + rng.choice((f" Add {said}.", f" Also {said}, please.", f" Include {said} too."))
+    else:
+        request += rng.choice((f" and {said}", f", with {said}", f". Add {said}", f", plus {said}", f" - also {said}"))
+    root = next(x["component"]["Card"] for x in c.components if x["id"] == "root")
+    body = next((x["component"]["Column"] for x in c.components if x["id"] == root["child"] and "Column" in x["component"]),
+                None)
+    if body is not None:
+        body["children"]["explicitList"] += ids
+    else:
+        root["child"] = c.column("main", root["child"], *ids)
+    if data:
+        c.data(data, "/extra")
+    return request, dataclasses.replace(req, components=tuple(dict.fromkeys((*req.components, *comps))),
+                                        values=(*req.values, *shown))
+
 INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),
            "choice": (choice, 2), "list": (rows_list, 2), "tabs": (tabs, 1), "slot_picker": (slot_picker, 2),
            "stats": (stats, 2), "media": (media, 2), "decision": (decision, 2), "profile": (profile, 1),
@@ -578,21 +665,27 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
     request, data, text, req = every[name][0](rng, c)
     if data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
         head = re.split(r"[:(]| - | showing ", request)[0].strip()
+        if _COMPOSE.get() and rng.random() < 0.6:
+            head, req = compose(rng, c, head, req)
         request = _ask(rng, head) + "\n\nData:\n" + json.dumps(data, ensure_ascii=False)
+    elif _COMPOSE.get() and rng.random() < 0.6:
+        request, req = compose(rng, c, request, req)
+        request = _ask(rng, request)
     else:
         request = _ask(rng, request)
     reply = json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":"))
     return name, request, reply, req
 
 
-def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False) -> list:
+def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False, compose: bool = False) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head.
-    `open_values`: the open engine (drawn button labels, redrawn numbers and codes, `OPEN_INTENTS`)."""
-    token = _OPEN.set(open_values)
+    `open_values`: the open engine (drawn button labels, redrawn numbers and codes, `OPEN_INTENTS`);
+    `compose`: the composing engine (named buttons, fields and checkboxes added to any intent)."""
+    token, token2 = _OPEN.set(open_values), _COMPOSE.set(compose)
     try:
         return _examples(n, seed, intents)
     finally:
-        _OPEN.reset(token)
+        _OPEN.reset(token), _COMPOSE.reset(token2)
 
 
 def _examples(n: int, seed: int, intents) -> list:
@@ -601,7 +694,7 @@ def _examples(n: int, seed: int, intents) -> list:
     from macaronic.datagen.examples import Example
 
     head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
-    rng = random.Random(("genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
+    rng = random.Random(("genui-compose:" if _COMPOSE.get() else "genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
     out = []
     while len(out) < n:
         name, request, reply, req = card(rng, sid=f"card-{len(out)}", intents=intents)
