@@ -199,3 +199,12 @@ def test_the_composing_engine_shares_no_value_with_the_hand_written_sets(compose
         request = e.messages[-2]["content"].lower()
         seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
     assert seen <= set(KNOWN_SET3), seen - set(KNOWN_SET3)
+
+
+def test_the_composing_engines_measured_data_rebuilds():
+    """The 400 rows the composing engine's adapter trained on (docs/LOG.md 2026-12-06, eleventh
+    session) rebuild from the generator, count and seed the LOG names."""
+    from macaronic.datagen.examples import manifest_hash
+    from macaronic.train.builders import build
+
+    assert manifest_hash(build("genui_engine_compose", 400, 1, base="qwen2.5-coder-0.5b")).startswith("a199060c4d9a77aa")

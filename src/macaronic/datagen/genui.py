@@ -611,11 +611,10 @@ def compose(rng, c: Card, request: str, req: Requirements) -> tuple[str, Require
     kinds = [rng.choices(("button", "field", "check"), weights=(6, 2, 2))[0]]
     if rng.random() < 0.35:
         kinds.append(rng.choice([k for k in ("button", "field", "check") if k != kinds[0]]))
-    phrases, ids, comps, shown, data = [], [], [], [], {}
-    for i, kind in enumerate(kinds):
-        p, cids, cs, vs, d = _extra(rng, c, i, kind)
-        phrases.append(p), ids.extend(cids), comps.extend(cs), shown.extend(vs), data.update(d)
-    said = " and ".join(phrases)
+    parts = [_extra(rng, c, i, kind) for i, kind in enumerate(kinds)]
+    said = " and ".join(p[0] for p in parts)
+    ids, comps, shown = (sum((p[k] for p in parts), []) for k in (1, 2, 3))
+    data = {k: v for p in parts for k, v in p[4].items()}
     if request.rstrip()[-1:] in ".?!":
         request = request.rstrip() + rng.choice((f" Add {said}.", f" Also {said}, please.", f" Include {said} too."))
     else:
@@ -685,7 +684,8 @@ def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = F
     try:
         return _examples(n, seed, intents)
     finally:
-        _OPEN.reset(token), _COMPOSE.reset(token2)
+        _OPEN.reset(token)
+        _COMPOSE.reset(token2)
 
 
 def _examples(n: int, seed: int, intents) -> list:
