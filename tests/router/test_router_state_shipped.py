@@ -189,3 +189,28 @@ def test_hand_scaling_datasets_keep_the_writer_split():
     assert all(e["label"].endswith(".lab") for e in modded)
     with pytest.raises(ValueError, match="4, 40 or 400"):
         scaling_dataset(10, data="hand")
+
+
+def test_refitting_only_the_adapter_parts_keeps_the_bare_base_parts_byte_for_byte(splits, tmp_path):
+    """`route fit --adapters-only`: after a specialist changes, only the Arrow prototypes (from its
+    weights), their temperature and the band table are refitted; the same adapters give the same state."""
+    from macaronic.router import Router
+    from macaronic.router.data import data_hash
+    from macaronic.router.shipped import refit_adapter_parts
+    from macaronic.testing.router_fakes import ROLE_KEYWORDS, FakeBackbone
+
+    data = (splits["train"], splits["dev"])
+    fitted = Router.fit(FakeBackbone(), *data, data_hash=data_hash(*data))
+    fitted.save(tmp_path / "s")
+    same = refit_adapter_parts(FakeBackbone(), tmp_path / "s", fitted.bundle, data=data)
+    assert same.state.id == fitted.state.id
+    moved = {**ROLE_KEYWORDS, "genui": ("table", "layout", "button", "slider", "panel", "dashboard", "toggle")}
+    changed = refit_adapter_parts(FakeBackbone(keywords=moved), tmp_path / "s", fitted.bundle, data=data)
+    changed.save(tmp_path / "c")
+    for name in ("embedding.npz", "probe.npz", "head.npz"):
+        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "s" / name).read_bytes(), name
+    k = changed.state.arrow.routes.index("genui")
+    assert not np.allclose(changed.state.arrow.prototypes[k], fitted.state.arrow.prototypes[k])
+    assert np.array_equal(changed.state.arrow.center, fitted.state.arrow.center)
+    with pytest.raises(ValueError, match="routing data changed"):
+        refit_adapter_parts(FakeBackbone(), tmp_path / "s", fitted.bundle, data=(splits["train"][1:], splits["dev"]))

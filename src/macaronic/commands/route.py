@@ -4,7 +4,7 @@
       reads JSON lines {"messages": [...]} on stdin, writes one JSON line per input:
       {"role", "confidence", "probs", "policy", "ms", "reason"}
   macaronic route bench --json FILE [--markdown FILE] [--quick] [--tiny]
-  macaronic route fit [--out DIR] [--check] [--tiny]
+  macaronic route fit [--out DIR] [--check] [--adapters-only] [--tiny]
       fit on the shipped routing data (template + hand-written train/dev) and save the state;
       default --out is the shipped state of --base (specialists/router, specialists/<base>/router); --check refits into a temporary
       directory and compares it byte for byte with the state at --out
@@ -119,14 +119,26 @@ def fit(args) -> int:
 
     bundle = _bundle(args.bundle)
     cache = FeatureCache(args.cache, bundle, fit_config(llm, bundle))
-    router = fit_state(llm, bundle, threads=args.threads, log=log, features=cache.pooled,
-                       head_cache=cache.head)
+    command = "macaronic route fit"
+    if args.adapters_only:
+        from macaronic.router.shipped import refit_adapter_parts
+
+        try:
+            router = refit_adapter_parts(llm, out, bundle, threads=args.threads, log=log, features=cache.pooled,
+                                         head_cache=cache.head)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"macaronic route fit: {e}", file=sys.stderr)
+            return 2
+        command += " --adapters-only"
+    else:
+        router = fit_state(llm, bundle, threads=args.threads, log=log, features=cache.pooled,
+                           head_cache=cache.head)
     cache.save()
     if not args.check:
-        print(write_shipped(router, out, args.threads))
+        print(write_shipped(router, out, args.threads, command))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        state_id = write_shipped(router, tmp, args.threads)
+        state_id = write_shipped(router, tmp, args.threads, command)
         names = sorted(p.name for p in Path(tmp).iterdir())
         _, mismatch, errors = filecmp.cmpfiles(tmp, out, names, shallow=False)
     print(state_id)
@@ -167,6 +179,10 @@ def main(argv: list[str]) -> int:
     f.add_argument("--check", action="store_true", help="refit and compare byte for byte with --out")
     f.add_argument("--threads", type=int, default=1, help="torch threads while fitting (default 1)")
     f.add_argument("--cache", help="request features from an earlier run (route bench --cache format)")
+    f.add_argument("--adapters-only", action="store_true",
+                   help="after a specialist changed: refit only what its weights give (the Arrow prototypes, their "
+                        "temperature, the band table) into the state at --out; the head, probe, embedding and fast "
+                        "stage keep their bytes")
     for s in (c, b, f):
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")

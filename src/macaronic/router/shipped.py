@@ -5,7 +5,9 @@ Each registered base can have its own: `specialists/router/` for SmolLM2-135M,
 addressed, bound to the base fingerprint and the adapter ids it was fitted with) and
 `provenance.json` (the command, thread count and library versions that produced it; not part
 of the id). `macaronic route fit` (scripts/fit_router) rebuilds it from the shipped routing data
-at a fixed thread count; the same inputs give the same bytes. Serving and `route classify` load
+at a fixed thread count; the same inputs give the same bytes; `route fit --adapters-only` refits only
+what the specialists' weights give (the Arrow prototypes, their temperature, the band table) after a
+specialist changes. Serving and `route classify` load
 it as is and never fit: a state that does not match the backbone is refused with the reason.
 """
 
@@ -123,14 +125,60 @@ def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, lo
         torch.set_num_threads(before)
 
 
-def write_shipped(router, out: str | Path, threads: int = FIT_THREADS) -> str:
+def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: int = FIT_THREADS, log=None,
+                        features=None, head_cache=None, data: tuple[list[dict], list[dict]] | None = None):
+    """The state at `state_dir` with only what is computed from the specialists' weights refitted for
+    this backbone's adapters: the Arrow prototypes (from the adapter weights; the centre of the training
+    features kept), their temperature and the cascade's band table (both on the dev turns). The head,
+    probe, embedding and fast stage read the bare base and keep their bytes, so a changed specialist
+    needs no full refit. Refused when the routing data (default: the shipped data; `data` = (train,
+    dev)) changed since the state was fitted."""
+    import torch
+
+    from macaronic.router.arrow import ArrowPolicy
+    from macaronic.router.data import data_hash, router_fit_data
+    from macaronic.router.router import Router, training_pairs
+    from macaronic.router.state import RouterState
+
+    if bundle is None:
+        from macaronic.harness import load_bundle
+
+        bundle = load_bundle()
+    old = RouterState.load(state_dir)
+    train, dev = data or router_fit_data()
+    if old.binding.get("data") != data_hash(train, dev):
+        raise ValueError(f"the routing data changed since {state_dir} was fitted: refit all of it (macaronic route fit)")
+    if old.arrow is None:
+        raise ValueError(f"{state_dir} has no Arrow prototypes: nothing is computed from the specialists' weights")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        router = Router(backbone, bundle, None, fit_config(backbone, bundle))
+        dev_texts, dev_labels = training_pairs(dev)
+        if log:
+            log(f"refitting the adapter-derived parts on {len(dev)} dev turns at {threads} threads")
+        Xd = router.embed(dev_texts, {} if features is None else features)
+        arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], Xd.shape[1],
+                                          center=old.arrow.center).calibrate(Xd, dev_labels)
+        kept = {k: getattr(old, k) for k in ("embedding", "probe", "head", "fast")}
+        router.state = RouterState(**kept, arrow=arrow)
+        if old.bands is not None:
+            router.state = RouterState(**kept, arrow=arrow, bands=router.fit_bands(
+                dev_texts, dev_labels, features, {} if head_cache is None else head_cache))
+        router.state = router.state.bind(backbone, old.binding.get("data"))
+        return router
+    finally:
+        torch.set_num_threads(before)
+
+
+def write_shipped(router, out: str | Path, threads: int = FIT_THREADS, command: str = "macaronic route fit") -> str:
     import numpy
     import sklearn
     import torch
 
     out = Path(out)
     state_id = router.save(out)
-    prov = {"state_id": state_id, "command": "macaronic route fit", "torch_threads": threads,
+    prov = {"state_id": state_id, "command": command, "torch_threads": threads,
             "torch": torch.__version__, "numpy": numpy.__version__, "sklearn": sklearn.__version__,
             "machine": platform.machine(),
             "bands": router.state.bands.rows() if router.state.bands is not None else None,
