@@ -161,18 +161,19 @@ class _Contract:
 
 def test_shipped_qwen_genui_data_rebuilds_as_recorded():
     """The default base's GenUI specialist was trained on the GenUI data engine's examples (2026-12-04,
-    the first nine intents), then warm-started on every intent (2026-12-05): both recorded data
-    manifests rebuild from the generator, count and seed they name."""
+    the first nine intents), warm-started on every intent (2026-12-05), then on the composing engine
+    (2026-12-06): every recorded data manifest rebuilds from the generator, count and seed it names."""
     from macaronic.datagen.examples import manifest_hash
     from macaronic.engine.llm import shipped_adapters_dir
     from macaronic.train.builders import build
 
     meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "genui" / "macaronic.json").read_text())
-    assert meta["data"]["source"] == "generator:genui_engine_wide"  # 2026-12-05: every intent, warm-started
-    seed = meta["training"]["config"].get("seed", 0)
-    assert manifest_hash(build("genui_engine_wide", meta["data"]["examples"], seed, base="qwen2.5-coder-0.5b")) == \
-        meta["data"]["manifest_sha256"]
-    init = meta["training"]["init"]  # the adapter it started from: the first engine's nine intents
-    assert init["data"]["source"] == "generator:genui_engine"
-    assert manifest_hash(build("genui_engine", init["data"]["examples"], init["config"]["seed"],
-                               base="qwen2.5-coder-0.5b")) == init["data"]["manifest_sha256"]
+    record, chain = meta, []
+    while record is not None:
+        data, config = record["data"], (record["training"] if "training" in record else record)["config"]
+        generator = data["source"].removeprefix("generator:")
+        assert manifest_hash(build(generator, data["examples"], config.get("seed", 0), base="qwen2.5-coder-0.5b")) == \
+            data["manifest_sha256"], generator
+        chain.append(generator)
+        record = (record["training"] if "training" in record else record).get("init")
+    assert chain == ["genui_engine_compose", "genui_engine_wide", "genui_engine"]
