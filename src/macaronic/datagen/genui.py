@@ -17,6 +17,9 @@ needed) and renders it: every required component type, value and action must be 
 card. Only verified examples are kept. Knows nothing about models or training.
 
     examples(n, seed) -> list[Example]     # `macaronic train genui --generator genui_engine`
+
+`open_values=True` is the open engine (drawn button labels, redrawn numbers and codes, polls and named
+tabs); `compose=True` the composing engine (named buttons, fields and checkboxes added to any intent).
 """
 
 from __future__ import annotations
@@ -630,6 +633,7 @@ def compose(rng, c: Card, request: str, req: Requirements) -> tuple[str, Require
         c.data(data, "/extra")
     return request, dataclasses.replace(req, components=tuple(dict.fromkeys((*req.components, *comps))),
                                         values=(*req.values, *shown))
+
 
 INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checklist, 2), "settings": (settings, 2),
            "choice": (choice, 2), "list": (rows_list, 2), "tabs": (tabs, 1), "slot_picker": (slot_picker, 2),
