@@ -157,7 +157,7 @@ def test_the_composing_engine_adds_named_parts_to_any_intent_and_leaves_the_open
     opened = genui.examples(40, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS), open_values=True)
     assert not any(c["id"].startswith("x0-") for e in opened for c in _card_components(e))
     composed = [e for e in compose_sample if any(c["id"].startswith("x0-") for c in _card_components(e))]
-    assert 0.4 < len(composed) / len(compose_sample) < 0.6  # three in five of the engine's three in four
+    assert 0.4 < len(composed) / len(compose_sample) < 0.6  # three in five drawn (0.597 in this sample)
     hosts = {e.source.split("/")[2] for e in composed}
     assert {"info_card", "stats", "media", "checklist", "named_tabs"} <= hosts  # intents that never had the part
     kinds = {next(iter(c["component"])) for e in composed for c in _card_components(e) if c["id"].startswith("x")}

@@ -13,6 +13,7 @@ it as is and never fit: a state that does not match the backbone is refused with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 from pathlib import Path
@@ -98,12 +99,23 @@ def fit_config(backbone, bundle):
     return RouterConfig.from_dict({**bundle.router, **options})
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """Fit at a fixed torch thread count (the same inputs give the same bytes), then restore it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, log=None,
               data: tuple[list[dict], list[dict]] | None = None, features=None, head_cache=None):
     """A router fitted on the shipped routing data (or `data` = (train, dev)), deterministically
     (fixed torch threads); `config` defaults to `fit_config`."""
-    import torch
-
     from macaronic.router.data import data_hash, router_fit_data
     from macaronic.router.router import Router
 
@@ -113,16 +125,12 @@ def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, lo
 
             bundle = load_bundle()
         config = fit_config(backbone, bundle)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _torch_threads(threads):
         train, dev = data or router_fit_data()
         if log:
             log(f"fitting on {len(train)} train / {len(dev)} dev turns at {threads} threads")
         return Router.fit(backbone, train, dev, bundle, config, features=features, head_cache=head_cache,
                           data_hash=data_hash(train, dev))
-    finally:
-        torch.set_num_threads(before)
 
 
 def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: int = FIT_THREADS, log=None,
@@ -133,8 +141,6 @@ def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: i
     probe, embedding and fast stage read the bare base and keep their bytes, so a changed specialist
     needs no full refit. Refused when the routing data (default: the shipped data; `data` = (train,
     dev)) changed since the state was fitted."""
-    import torch
-
     from macaronic.router.arrow import ArrowPolicy
     from macaronic.router.data import data_hash, router_fit_data
     from macaronic.router.router import Router, training_pairs
@@ -150,9 +156,7 @@ def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: i
         raise ValueError(f"the routing data changed since {state_dir} was fitted: refit all of it (macaronic route fit)")
     if old.arrow is None:
         raise ValueError(f"{state_dir} has no Arrow prototypes: nothing is computed from the specialists' weights")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _torch_threads(threads):
         router = Router(backbone, bundle, None, fit_config(backbone, bundle))
         dev_texts, dev_labels = training_pairs(dev)
         if log:
@@ -167,8 +171,6 @@ def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: i
                 dev_texts, dev_labels, features, {} if head_cache is None else head_cache))
         router.state = router.state.bind(backbone, old.binding.get("data"))
         return router
-    finally:
-        torch.set_num_threads(before)
 
 
 def write_shipped(router, out: str | Path, threads: int = FIT_THREADS, command: str = "macaronic route fit") -> str:
