@@ -40,6 +40,16 @@ def test_warm_start_copies_the_adapter_and_continues(tiny_base, tiny_data, tmp_p
     assert _history(warm)[0]["loss"] < _history(first)[0]["loss"] - 0.3
     meta = json.loads((warm / "macaronic.json").read_text())
     assert meta["training"]["config"]["init_adapter"] == str(first)
+    # the starting adapter's own record comes along, so the chain of data manifests rebuilds
+    first_meta = json.loads((first / "macaronic.json").read_text())
+    init = meta["training"]["init"]
+    assert init["data"] == first_meta["data"] and init["steps_done"] == 8 and init["config"]["steps"] == 8
+    assert init["git_commit"] == first_meta["git_commit"] and "init" not in init
+
+    again = tmp_path / "again"  # a warm start from a warm start nests both records
+    assert _train(tiny_base, tiny_data, again, steps=1, extra=("--init-adapter", str(warm))) == 0
+    chain = json.loads((again / "macaronic.json").read_text())["training"]["init"]
+    assert chain["path"] == str(warm) and chain["steps_done"] == 1 and chain["init"] == init
 
 
 def test_warm_start_rejects_another_rank(tiny_base, tiny_data, tmp_path, capsys):

@@ -7,6 +7,7 @@ training itself.
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
 import time
@@ -46,6 +47,28 @@ def versions() -> dict:
     return out
 
 
+INIT_CONFIG = ("autocast", "batch", "lr", "max_turn", "rank", "seed", "steps")
+
+
+def init_record(adapter_dir: str | Path) -> dict:
+    """What a warm start began from: the starting adapter's own record (its data manifest, the config
+    that made it, and, nested under `init`, what it began from), so the chain of data rebuilds."""
+    path = Path(adapter_dir)
+    record: dict = {"path": str(adapter_dir)}
+    meta_file = path / "macaronic.json"
+    if not meta_file.is_file():
+        return record
+    meta = json.loads(meta_file.read_text())
+    training = meta.get("training") or {}
+    config = training.get("config") or {}
+    record.update({"config": {k: config[k] for k in INIT_CONFIG if k in config},
+                   **{k: meta[k] for k in ("created", "data", "git_commit") if k in meta},
+                   "steps_done": training.get("steps_done")})
+    if training.get("init"):
+        record["init"] = training["init"]
+    return record
+
+
 def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: dict, history: list[dict],
                   extra: dict | None = None) -> Path:
     """Save the LoRA (cfg.save_dtype) with PEFT-loadable config and provenance metadata."""
@@ -69,7 +92,8 @@ def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: d
                      "steps_done": len(history) and history[-1]["step"],
                      "final_loss": sum(h["loss"] for h in last) / max(1, len(last)),
                      "first_loss": history[0]["loss"] if history else None,
-                     "seconds": round(sum(h["seconds"] for h in history), 1)},
+                     "seconds": round(sum(h["seconds"] for h in history), 1),
+                     **({"init": init_record(cfg.init_adapter)} if getattr(cfg, "init_adapter", None) else {})},
         "versions": versions(),
         "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
