@@ -86,7 +86,7 @@ KNOWN_DEV = {"genui": {"genui/form"}}
 # locally by `train sample-chat`) to the chat engine's prompts: the prompts are what is checked.
 @pytest.mark.parametrize("generator", ["chat_engine", "agent", "agent_engine", "agent_engine_chains", "agent_functions", "coding", "coding_engine",
                                        "genui", "genui_engine", "genui_engine_wide", "genui_engine_open",
-                                       "genui_engine_compose"])
+                                       "genui_engine_compose", "genui_engine_mix"])
 def test_training_generators_hold_no_contract_dev_or_test_instance(current, generator):
     """An instance is what the model is asked: a training user message equal (normalized) to a dev or
     test task's text is that task trained on. (Containment flags one-word chat tasks, "Thanks!", in any

@@ -58,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
                      "genui_engine_wide (the same over every intent: media, decisions, profiles, modals too), "
                      "genui_engine_open (that, with button labels drawn from about 2,000, numbers and codes redrawn, "
                      "polls and named tabs), genui_engine_compose (that, three cards in five with the named buttons, text "
-                     "fields or checkboxes the request adds to any intent) "
+                     "fields or checkboxes the request adds to any intent), genui_engine_mix (that, with widgets of two to "
+                     "four controls and a named button, some in other languages, and lists drawn as Lists) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")

@@ -19,7 +19,8 @@ card. Only verified examples are kept. Knows nothing about models or training.
     examples(n, seed) -> list[Example]     # `macaronic train genui --generator genui_engine`
 
 `open_values=True` is the open engine (drawn button labels, redrawn numbers and codes, polls and named
-tabs); `compose=True` the composing engine (named buttons, fields and checkboxes added to any intent).
+tabs); `compose=True` the composing engine (named buttons, fields and checkboxes added to any intent);
+`mix=True` with both, the mixing engine (widgets of several controls, lists as Lists, other languages).
 """
 
 from __future__ import annotations
@@ -336,9 +337,11 @@ def rows_list(rng, c: Card):
                       f"my {kind} in a neat list: {listed}"))
     rows = [c.row(f"row-{i}", c.text(f"a-{i}", a, "body"), c.text(f"b-{i}", b, "caption"), distribution="spaceBetween")
             for i, (a, b) in enumerate(items)]
+    if _MIX.get():  # the mixing engine: a list asked for is a List (its rows explicit), nothing more drawn
+        rows = [c.add("items", "List", children={"explicitList": rows}, direction="vertical")]
     c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), *rows))
     return req, {kind: [{"name": a, "detail": b} for a, b in items]}, f"Your {kind}.", \
-        Requirements(("Card", "Row"), tuple(a for a, _ in items) + tuple(b for _, b in items))
+        Requirements(("Card", "List" if _MIX.get() else "Row"), tuple(a for a, _ in items) + tuple(b for _, b in items))
 
 
 def tabs(rng, c: Card):
@@ -641,6 +644,314 @@ INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checkli
            "notice": (notice, 1)}
 
 
+# ---- the mixing engine (`genui_engine_mix`, 2026-12-06, twelfth session) --------------------------
+# The composing engine's cards are one intent plus a part or two. Asked for a widget that strings
+# several controls together ("rate it 1-5 with a slider, a text box for what could be better, and a
+# 'Send' button"), a list asked for as a list, or a card in German or French, adapters trained on it
+# leave parts out, answer a list with Rows, and drop the buttons of a request that is not in English.
+# Under `examples(..., mix=True)` (the composing engine plus this) the engine also draws: `widget`, two
+# to four controls (slider, single choice, named or comment text field, date picker, named checkbox)
+# in the order the request names them, under a title that names what it is for, sometimes a quoted
+# line to show, and a named button; `item_list`, a list of items (with a detail, or a checkbox each)
+# asked in many shapes (inline, one per line, pasted as CSV) and drawn as a List; and three in ten
+# `widget`s in German, French, Spanish, Italian, Portuguese or Dutch, their labels in that language
+# (nothing English is composed onto them). A widget is composed onto by nothing (it names its own
+# button), and its request gets no English opener when it is not English. A list of the older `list`
+# intent is a List too. Off (the default), nothing here is drawn.
+_MIX = contextvars.ContextVar("genui_mix", default=False)
+
+SUBJECTS = {  # what a widget is for -> names it is for (shown in its title)
+    "feedback": ["the Knife Skills evening", "Tuesday's Python meetup", "the harbour boat tour", "Workshop 4: Clay Glazes",
+                 "the Year 9 parents' evening", "the Marlow Street pop-up"],
+    "sign-up": ["the Ashgrove 10K", "Friday Board Games", "the Cedar Hall choir", "Junior Fencing (U12)",
+                "the litter-pick on Canal Walk", "Saturday Repair Café"],
+    "booking": ["Studio 3 at Brightwork", "the Elm Court tennis court", "Dr. Amara Nwosu", "the quiet room on level 5",
+                "the Hollis Lane allotment shed", "the van from Kipling Hire"],
+    "log": ["Ines's violin practice", "the sourdough starter", "Rufus's walks", "the greenhouse tomatoes",
+            "my bench press", "the rain barrel"],
+    "check-in": ["the night shift on Ward 6", "Camp Larchwood's second night", "Flat 4B's inspection", "the Thursday stand-up",
+                 "the evening study hall", "Bay 12 at the depot"],
+    "RSVP": ["Teodora's leaving drinks", "the Okafor-Lind wedding", "Grandpa Wil's 80th", "the Hanami picnic",
+             "the Q2 kickoff at Dockside", "Jun and Priya's housewarming"],
+}
+SLIDER_POOL = [("Effort", 1, 10), ("Mood", 1, 5), ("How busy", 0, 100), ("Spice level", 0, 5), ("Confidence", 1, 7),
+               ("Sleep quality", 1, 10), ("Noise", 0, 10), ("Pace", 1, 9), ("Soreness", 0, 10), ("Hours", 0, 12),
+               ("Group size", 2, 20), ("Rating", 1, 5), ("Budget (EUR)", 50, 500), ("Water (glasses)", 0, 12)]
+CHOICE_POOL = [("Size", ["Small", "Regular", "Large"]), ("Format", ["In person", "Online", "Hybrid"]),
+               ("Level", ["Starter", "Improver", "Advanced"]), ("Meal", ["Veggie", "Fish", "Chicken", "Vegan"]),
+               ("Urgency", ["Whenever", "This week", "Today"]), ("Reply", ["Count me in", "Not sure yet", "Can't come"]),
+               ("Surface", ["Clay", "Grass", "Hard court"]), ("Shift", ["Early", "Late", "Night"]),
+               ("Colour", ["Sage", "Rust", "Ink blue"]), ("Weather", ["Sunny", "Overcast", "Drizzle", "Storm"]),
+               ("Where", ["Gym", "Park", "Pool"]), ("Mode", ["Walk", "Cycle", "Drive"]), ("Room", ["Lounge", "Loft", "Cellar"]),
+               ("Outcome", ["Passed", "Needs work", "Failed"]), ("Length", ["20 min", "40 min", "75 min"])]
+FIELD_POOL = ("Allergies", "Emergency contact", "Distance (km)", "Topic", "Attendee name", "Weight (kg)", "Shoe size",
+              "Table number", "Badge ID", "Guest of", "Plate number", "Song request", "Temperature reading",
+              "Parent's phone", "What went well")
+LINES = ("Doors open at 18:30", "Bring your own racket", "Replies close on Friday at noon", "Parking is behind the hall",
+         "Wear shoes you can get muddy", "Ask for Hamid at the desk", "Masks optional", "Lunch is on us",
+         "Entry code 4417 at the side gate", "Quiet hours start at 22:00")
+DATE_WORDS = ("a date picker", "pick a date", "a date and time", "the date", "a when (date)", "a date field")
+
+
+def _slider_words(rng, label, lo, hi):
+    low = label.lower()
+    return rng.choice((f"a slider for {low} ({lo}-{hi})", f"{low} on a slider from {lo} to {hi}",
+                       f"{low} slider {lo}-{hi}", f"rate {low} {lo} to {hi} with a slider"))
+
+
+def _choice_words(rng, label, opts):
+    return rng.choice((f"pick one of {' / '.join(opts)}", f"{label.lower()}: {', '.join(opts[:-1])} or {opts[-1]}",
+                       f"choose {label.lower()} ({', '.join(opts)})", f"{_a(label.lower())} choice - {', '.join(opts)}"))
+
+
+def _field_words(rng, label):
+    return rng.choice((f"{_a(label)} field", f"a box for {label}", f"{label} input", f"a text field '{label}'"))
+
+
+def _check_words(rng, label):
+    return rng.choice((f"a checkbox '{label}'", f"tick box: {label}", f"a checkbox that says {label}"))
+
+
+def _button_words(rng, label):
+    return rng.choice((f"a button '{label}'", f"{_a(label)} button", f"a button that says {label}", f"button: {label}",
+                       f"{label} at the bottom (button)"))
+
+
+WIDGET_LANGS = {  # language -> words and pools of a widget asked in it
+    "de": {"ask": ("Bitte ein kleines Formular für {n}: ", "Kannst du mir ein Widget für {n} bauen? ", "Formular für {n} - "),
+           "slider": "ein Schieberegler für {l} ({a} bis {b})", "choice": "Auswahl {l}: {o}", "or": " oder ",
+           "field": "ein Feld für {l}", "date": "ein Datum", "check": "ein Kästchen „{l}“", "button": "ein Button „{l}“",
+           "and": " und ",
+           "names": ["die Töpferwerkstatt Holm", "den Lauftreff Südpark", "Herrn Albers", "die Hausversammlung"],
+           "sliders": [("Zufriedenheit", 1, 5), ("Lautstärke", 0, 10)],
+           "choices": [("Kurs", ["Anfänger", "Fortgeschritten", "Profi"]), ("Essen", ["Vegetarisch", "Fleisch", "Fisch"])],
+           "fields": ["Name", "Telefonnummer", "Bemerkung"], "checks": ["Erinnerung per SMS", "Newsletter abonnieren"],
+           "buttons": ["Anmelden", "Absenden", "Übernehmen", "Jetzt buchen", "Ablehnen"]},
+    "fr": {"ask": ("Je voudrais un petit formulaire pour {n} : ", "Peux-tu faire une carte pour {n} ? ", "Formulaire pour {n} - "),
+           "slider": "un curseur pour {l} (de {a} à {b})", "choice": "choix {l} : {o}", "or": " ou ",
+           "field": "un champ {l}", "date": "une date", "check": "une case « {l} »", "button": "un bouton « {l} »",
+           "and": " et ",
+           "names": ["l'atelier vélo Rayon Vert", "la chorale Saint-Roch", "Mme Duval", "la brocante du quartier"],
+           "sliders": [("Satisfaction", 1, 5), ("Difficulté", 1, 10)],
+           "choices": [("Niveau", ["Débutant", "Moyen", "Expert"]), ("Créneau", ["Matin", "Après-midi", "Soir"])],
+           "fields": ["Prénom", "Téléphone", "Commentaire"], "checks": ["Me rappeler la veille", "Recevoir la lettre"],
+           "buttons": ["Valider", "C'est parti", "Réserver", "Annuler", "Je participe"]},
+    "es": {"ask": ("Hazme un formulario para {n}: ", "¿Puedes crear una tarjeta para {n}? ", "Formulario para {n} - "),
+           "slider": "un deslizador para {l} (de {a} a {b})", "choice": "elige {l}: {o}", "or": " o ",
+           "field": "un campo {l}", "date": "una fecha", "check": "una casilla «{l}»", "button": "un botón «{l}»",
+           "and": " y ",
+           "names": ["el taller de cerámica Barro", "la peña ciclista Norte", "la doctora Ruiz", "la fiesta del barrio"],
+           "sliders": [("Satisfacción", 1, 5), ("Dolor", 0, 10)],
+           "choices": [("Turno", ["Mañana", "Tarde", "Noche"]), ("Talla", ["Pequeña", "Mediana", "Grande"])],
+           "fields": ["Nombre", "Teléfono", "Comentarios"], "checks": ["Avisarme por correo", "Acepto las normas"],
+           "buttons": ["Mandar", "Reservar", "Guardar", "Apuntarme", "Listo"]},
+    "it": {"ask": ("Mi fai un modulo per {n}? ", "Vorrei una scheda per {n}: ", "Modulo per {n} - "),
+           "slider": "un cursore per {l} (da {a} a {b})", "choice": "scegli {l}: {o}", "or": " o ",
+           "field": "un campo {l}", "date": "una data", "check": "una casella «{l}»", "button": "un pulsante «{l}»",
+           "and": " e ",
+           "names": ["il corso di vela Libeccio", "la palestra Aurora", "il dottor Sala", "la cena di classe"],
+           "sliders": [("Soddisfazione", 1, 5), ("Fatica", 1, 10)],
+           "choices": [("Livello", ["Base", "Intermedio", "Avanzato"]), ("Orario", ["Mattina", "Pomeriggio", "Sera"])],
+           "fields": ["Nome", "Cellulare", "Note"], "checks": ["Ricordamelo", "Iscrivimi alla newsletter"],
+           "buttons": ["Invia", "Fatto", "Conferma", "Salva", "Partecipo"]},
+    "pt": {"ask": ("Faz-me um formulário para {n}: ", "Podes criar um cartão para {n}? ", "Formulário para {n} - "),
+           "slider": "um controle deslizante para {l} (de {a} a {b})", "choice": "escolha {l}: {o}", "or": " ou ",
+           "field": "um campo {l}", "date": "uma data", "check": "uma caixa «{l}»", "button": "um botão «{l}»",
+           "and": " e ",
+           "names": ["a aula de surf Maré Alta", "o clube de leitura Pessoa", "a Dra. Sousa", "o arraial da rua"],
+           "sliders": [("Satisfação", 1, 5), ("Energia", 1, 10)],
+           "choices": [("Nível", ["Iniciante", "Médio", "Avançado"]), ("Turno", ["Manhã", "Tarde", "Noite"])],
+           "fields": ["Nome", "Telemóvel", "Observações"], "checks": ["Lembrar-me na véspera", "Aceito os termos"],
+           "buttons": ["Enviar", "Marcar", "Guardar", "Inscrever-me", "Concluir"]},
+    "nl": {"ask": ("Maak een formulier voor {n}: ", "Kun je een kaart maken voor {n}? ", "Formulier voor {n} - "),
+           "slider": "een schuifregelaar voor {l} ({a} tot {b})", "choice": "kies {l}: {o}", "or": " of ",
+           "field": "een veld {l}", "date": "een datum", "check": "een vinkje „{l}”", "button": "een knop „{l}”",
+           "and": " en ",
+           "names": ["de fietsclub Zuidwester", "het buurthuis De Linde", "mevrouw Jansen", "de schoolreis"],
+           "sliders": [("Tevredenheid", 1, 5), ("Drukte", 0, 10)],
+           "choices": [("Niveau", ["Starter", "Gevorderd", "Expert"]), ("Dagdeel", ["Ochtend", "Middag", "Avond"])],
+           "fields": ["Voornaam", "Telefoon", "Opmerking"], "checks": ["Herinner mij", "Nieuwsbrief ontvangen"],
+           "buttons": ["Versturen", "Aanmelden", "Opslaan", "Boeken", "Bevestigen"]},
+}
+
+
+def _widget_parts(rng, lang: dict | None):
+    """Two to four controls, each (kind, words in the request, label, options or range)."""
+    kinds = rng.sample(("slider", "choice", "field", "date", "check"), rng.randint(2, 4 if lang is None else 3))
+    parts = []
+    for kind in kinds:
+        if kind == "slider":
+            label, lo, hi = rng.choice(lang["sliders"] if lang else SLIDER_POOL)
+            words = lang["slider"].format(l=label, a=lo, b=hi) if lang else _slider_words(rng, label, lo, hi)
+            parts.append(("slider", words, label, (lo, hi)))
+        elif kind == "choice":
+            label, opts = rng.choice(lang["choices"] if lang else CHOICE_POOL)
+            opts = opts if len(opts) <= 3 else rng.sample(opts, 3)
+            words = lang["choice"].format(l=label, o=", ".join(opts[:-1]) + lang["or"] + opts[-1]) if lang \
+                else _choice_words(rng, label, opts)
+            parts.append(("choice", words, label, opts))
+        elif kind == "field":
+            if lang is None and rng.random() < 0.35:
+                word, label, _ = rng.choice(FIELD_WORDS)
+                parts.append(("long", _a(word), label, None))
+            else:
+                label = rng.choice(lang["fields"] if lang else FIELD_POOL)
+                parts.append(("field", lang["field"].format(l=label) if lang else _field_words(rng, label), label, None))
+        elif kind == "date":
+            parts.append(("date", lang["date"] if lang else rng.choice(DATE_WORDS), "Date", None))
+        else:
+            label = rng.choice(lang["checks"] if lang else CHECK_LABELS)
+            parts.append(("check", lang["check"].format(l=label) if lang else _check_words(rng, label), label, None))
+    return parts
+
+
+def widget(rng, c: Card):
+    """Two to four controls in the order the request names them, a title naming what it is for, a named
+    button, sometimes a quoted line to show; three in ten in another language (mixing engine only)."""
+    code = rng.choice(sorted(WIDGET_LANGS)) if rng.random() < 0.3 else None
+    lang = WIDGET_LANGS.get(code)
+    if lang:
+        name, what = rng.choice(lang["names"]), None
+        button = rng.choice(lang["buttons"])
+    else:
+        what = rng.choice(sorted(SUBJECTS))
+        name = rng.choice(SUBJECTS[what])
+        button = open_label(rng)
+    parts = _widget_parts(rng, lang)
+    line = rng.choice(LINES) if lang is None and rng.random() < 0.25 else None
+    if lang:
+        said = [w for _, w, _, _ in parts] + [lang["button"].format(l=button)]
+        req = rng.choice(lang["ask"]).format(n=name) + ", ".join(said[:-1]) + lang["and"] + said[-1]
+        title = name
+    else:
+        said = [w for _, w, _, _ in parts] + [_button_words(rng, button)]
+        head = rng.choice((f"{_a(what)} widget for {name}", f"{what} form for {name}", f"quick {what} thing for {name}",
+                           f"a card for {what} - {name}"))
+        if line:
+            said.insert(rng.randint(0, len(said) - 1), f"show '{line}' " + rng.choice(("at the top", "under the title",
+                                                                                       "somewhere visible")))
+        style = rng.random()
+        if style < 0.5:
+            body = ", ".join(said[:-1]) + (", and " if rng.random() < 0.5 else " and ") + said[-1]
+            req = f"{head}: {body}" if rng.random() < 0.6 else f"{head} with {body}"
+        elif style < 0.75:
+            req = f"{head}\n" + "\n".join(f"- {s.removeprefix('and ')}" for s in said)
+        else:
+            req = f"{head}. " + ". ".join(_cap(s.removeprefix("and ")) for s in said)
+        title = f"{_cap(what)}: {name}"
+    ids, comps, values, data = [], [], [name, button], {}
+    if line:
+        ids.append(c.text("line", line, "body"))
+        values.append(line)
+    for i, (kind, _, label, extra) in enumerate(parts):
+        key = f"w{i}"
+        if kind == "slider":
+            ids.append(c.add(f"w-{i}", "Slider", label={"literalString": label}, value={"path": f"/widget/{key}"},
+                             minValue=extra[0], maxValue=extra[1]))
+            comps.append("Slider"), values.append(label)
+            data[key] = extra[0]
+        elif kind == "choice":
+            ids.append(c.column(f"w-{i}", c.text(f"w-{i}-label", label, "caption"),
+                                c.add(f"w-{i}-input", "MultipleChoice", selections={"path": f"/widget/{key}"},
+                                      options=[{"label": {"literalString": o}, "value": _slug(o)} for o in extra],
+                                      maxAllowedSelections=1)))
+            comps.append("MultipleChoice"), values.extend(extra)
+            data[key] = "[]"
+        elif kind in ("field", "long"):
+            ids.append(c.add(f"w-{i}", "TextField", label={"literalString": label}, text={"path": f"/widget/{key}"},
+                             textFieldType="longText" if kind == "long" else "shortText"))
+            comps.append("TextField")
+            values += [label] if kind == "field" else []
+            data[key] = ""
+        elif kind == "date":
+            ids.append(c.add(f"w-{i}", "DateTimeInput", value={"path": f"/widget/{key}"}, enableDate=True, enableTime=False))
+            comps.append("DateTimeInput")
+            data[key] = ""
+        else:
+            ids.append(c.add(f"w-{i}", "CheckBox", label={"literalString": label}, value={"path": f"/widget/{key}"}))
+            comps.append("CheckBox"), values.append(label)
+            data[key] = False
+    act = _slug(button).replace("-", "_") or "send"
+    c.card("root", c.column("body", c.text("title", title, "h3"), *ids,
+                            c.button("go", button, act, {k: f"/widget/{k}" for k, v in data.items() if v != "[]"},
+                                     primary=True)))
+    c.data(data, "/widget")
+    reply = {"de": "Hier ist das Formular.", "fr": "Voici le formulaire.", "es": "Aquí está el formulario.",
+             "it": "Ecco il modulo.", "pt": "Aqui está o formulário.", "nl": "Hier is het formulier."}.get(code, "Here it is.")
+    return req, None, reply, Requirements(tuple(dict.fromkeys((*comps, "Button"))), tuple(values), (act,))
+
+
+ITEM_LISTS = {  # kind -> (detail name or None, [(item, detail)])
+    "to-do list": (None, [("Renew the bike lock code", ""), ("Email Coach Barros", ""), ("Print the seating plan", ""),
+                          ("Buy AAA batteries", ""), ("Return the ladder to Gus", ""), ("Book the MOT", "")]),
+    "shopping list": ("qty", [("Rye flour", "2 bags"), ("Chickpeas", "3 tins"), ("Limes", "6"), ("Tortillas", "1 pack"),
+                              ("Halloumi", "2 blocks"), ("Kitchen roll", "4 rolls")]),
+    "contacts": ("phone", [("Noor Saleh", "0161 555 0142"), ("Bram de Wit", "+31 6 5550 1288"), ("Keiko Arai", "555-0199"),
+                           ("Dev Malhotra", "07700 900461"), ("Ruth Ekwueme", "555-0123")]),
+    "recent orders": ("status", [("#A-7781", "Dispatched"), ("#A-7794", "Packing"), ("#A-7802", "Arrived"),
+                                 ("#A-7815", "Refunded"), ("#A-7820", "Awaiting payment")]),
+    "agenda": ("time", [("Welcome and coffee", "08:45"), ("Budget review", "10:15"), ("Site walk", "11:30"),
+                        ("Lunch at Fennel & Fig", "12:40"), ("Vendor demos", "14:10"), ("Wrap-up", "16:20")]),
+    "playlist": ("artist", [("Pink + White", "Frank Ocean"), ("Retrograde", "James Blake"), ("Midnight City", "M83"),
+                            ("Holocene", "Bon Iver"), ("Let It Happen", "Tame Impala")]),
+    "search results": ("price", [("Walnut desk, 120 cm", "£189"), ("Oak desk, 140 cm", "£245"), ("Standing desk frame", "£310"),
+                                 ("Pine desk, 100 cm", "£99")]),
+    "chores": (None, [("Descale the kettle", ""), ("Water the ferns", ""), ("Fold the laundry", ""), ("Bleed the radiators", ""),
+                      ("Wipe the hob", "")]),
+    "homework": ("due", [("Maths sheet 12", "Mon"), ("French verbs", "Wed"), ("Volcano model", "Fri"), ("Read ch. 9", "Thu")]),
+}
+OWNERS = ("Ava", "Mateo", "the Bishop family", "Team Kestrel", "Grandma Rosa", "Flat 2", "Yusuf", "our book club")
+
+
+def item_list(rng, c: Card):
+    """A list of items asked for as a list (inline, one per line, or pasted CSV), drawn as a List: rows
+    of item and detail, or a checkbox per item (mixing engine only)."""
+    kind = rng.choice(sorted(ITEM_LISTS))
+    detail, pool = ITEM_LISTS[kind]
+    items = rng.sample(pool, rng.randint(3, min(5, len(pool))))
+    checks = detail is None or rng.random() < 0.15
+    owner = rng.choice(OWNERS) if rng.random() < 0.4 else None
+    of = f" for {owner}" if owner else ""
+    shown = [(a, b) for a, b in items] if detail and not checks else [(a, "") for a, _ in items]
+    if detail and rng.random() < 0.2 and not checks:
+        req = f"show this as a list{of}:\nitem,{detail}\n" + "\n".join(f"{a},{b}" for a, b in items)
+    elif rng.random() < 0.5:
+        lines = "\n".join(f"- {a}" + (f" ({b})" if b else "") for a, b in shown)
+        req = rng.choice((f"{kind}{of} as a list:\n{lines}", f"a list card, {kind}{of}\n{lines}",
+                          f"show my {kind}{of} in a list\n{lines}"))
+    else:
+        inline = "; ".join(f"{a}" + (f" - {b}" if b else "") for a, b in shown)
+        req = rng.choice((f"a list of my {kind}{of}: {inline}", f"list view for the {kind}{of} - {inline}",
+                          f"{kind} list{of}: {inline}"))
+    if checks:
+        req += rng.choice((" (with checkboxes)", ", each with a checkbox", " - tickable", "\ncheckboxes please"))
+        rows = [c.add(f"it-{i}", "CheckBox", label={"literalString": a}, value={"path": f"/items/{i}"})
+                for i, (a, _) in enumerate(shown)]
+        c.data({str(i): False for i in range(len(shown))}, "/items")
+    else:
+        rows = [c.row(f"it-{i}", c.text(f"it-{i}-a", a, "body"), c.text(f"it-{i}-b", b, "caption"),
+                      distribution="spaceBetween") for i, (a, b) in enumerate(shown)]
+    title = _cap(kind) + (f" - {owner}" if owner else "")
+    c.card("root", c.column("body", c.text("title", title, "h3"),
+                            c.add("items", "List", children={"explicitList": rows}, direction="vertical")))
+    values = [a for a, _ in shown] + [b for _, b in shown if b] + ([owner] if owner else [])
+    return req, None, f"Your {kind}.", Requirements(("List", "CheckBox") if checks else ("List",), tuple(values))
+
+
+MIX_INTENTS = {"widget": (widget, 5), "item_list": (item_list, 3)}  # drawn only by the mixing engine
+
+
+def all_mix_values() -> list[str]:
+    """Every label, name and item the mixing engine can draw (the disjointness test reads it)."""
+    out = {n for names in SUBJECTS.values() for n in names} | {label for label, *_ in SLIDER_POOL} | set(FIELD_POOL)
+    out |= {o for _, opts in CHOICE_POOL for o in opts} | {label for label, _ in CHOICE_POOL} | set(LINES) | set(OWNERS)
+    out |= {x for _, pool in ITEM_LISTS.values() for pair in pool for x in pair if x}
+    for lang in WIDGET_LANGS.values():
+        out |= {*lang["names"], *lang["fields"], *lang["checks"], *lang["buttons"]}
+        out |= {label for label, *_ in lang["sliders"]} | {o for _, opts in lang["choices"] for o in opts}
+    return sorted(out)
+
+
 # ---- verification and examples ----------------------------------------------------------
 
 def verify(reply: str, req: Requirements) -> list[str]:
@@ -661,11 +972,14 @@ FIRST_INTENTS = ("info_card", "form", "checklist", "settings", "choice", "list",
 
 
 def card(rng: random.Random, intent: str | None = None, sid: str = "card", intents=None):
-    every = INTENTS | OPEN_INTENTS
+    every = INTENTS | OPEN_INTENTS | MIX_INTENTS
     names = list(intents or INTENTS)
     name = intent or rng.choices(names, weights=[every[n][1] for n in names])[0]
     c = Card(sid)
     request, data, text, req = every[name][0](rng, c)
+    if name == "widget":  # the mixing engine's widgets name their own button; in another language, no English opener
+        return name, request if text != "Here it is." else _ask(rng, request), \
+            json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":")), req
     if data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
         head = re.split(r"[:(]| - | showing ", request)[0].strip()
         if _COMPOSE.get() and rng.random() < 0.6:
@@ -680,16 +994,19 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
     return name, request, reply, req
 
 
-def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False, compose: bool = False) -> list:
+def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False, compose: bool = False,
+             mix: bool = False) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head.
     `open_values`: the open engine (drawn button labels, redrawn numbers and codes, `OPEN_INTENTS`);
-    `compose`: the composing engine (named buttons, fields and checkboxes added to any intent)."""
-    token, token2 = _OPEN.set(open_values), _COMPOSE.set(compose)
+    `compose`: the composing engine (named buttons, fields and checkboxes added to any intent);
+    `mix`: the mixing engine (widgets of several controls, lists drawn as Lists, other languages)."""
+    token, token2, token3 = _OPEN.set(open_values), _COMPOSE.set(compose), _MIX.set(mix)
     try:
         return _examples(n, seed, intents)
     finally:
         _OPEN.reset(token)
         _COMPOSE.reset(token2)
+        _MIX.reset(token3)
 
 
 def _examples(n: int, seed: int, intents) -> list:
@@ -698,7 +1015,7 @@ def _examples(n: int, seed: int, intents) -> list:
     from macaronic.datagen.examples import Example
 
     head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
-    rng = random.Random(("genui-compose:" if _COMPOSE.get() else "genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
+    rng = random.Random(("genui-mix:" if _MIX.get() else "genui-compose:" if _COMPOSE.get() else "genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
     out = []
     while len(out) < n:
         name, request, reply, req = card(rng, sid=f"card-{len(out)}", intents=intents)
