@@ -844,7 +844,8 @@ def widget(rng, c: Card):
         ids.append(c.text("line", line, "body"))
         values.append(line)
     for i, (kind, _, label, extra) in enumerate(parts):
-        key = f"w{i}"
+        key = _slug(label).replace("-", "_")  # the data model and the button's context say what each control is
+        key = key if key not in data and key[:1].isalpha() else f"{key}_{i}"
         if kind == "slider":
             ids.append(c.add(f"w-{i}", "Slider", label={"literalString": label}, value={"path": f"/widget/{key}"},
                              minValue=extra[0], maxValue=extra[1]))
