@@ -244,6 +244,11 @@ def test_the_mixing_engine_strings_controls_together_draws_lists_as_lists_and_sp
         assert 2 <= len(controls) <= 4 and kinds.count("Button") == 1  # a widget is composed onto by nothing
         label = next(c["component"]["Text"]["text"]["literalString"] for c in comps if c["id"] == "go-label")
         assert label in request
+        # the controls come in the order the request names them
+        named = [next(iter(c["component"].values()))["label"]["literalString"] for c in comps
+                 if c["id"].startswith("w-") and ("Slider" in c["component"] or "CheckBox" in c["component"])]
+        at = [request.lower().find(x.lower()) for x in named]
+        assert at == sorted(at) and -1 not in at, request
         text = json.loads(e.messages[-1]["content"])["text_response"]
         if text != "Here it is.":  # another language: no English word in the request
             foreign += 1
@@ -263,9 +268,19 @@ KNOWN_SET4 = {"15:00": "a time the open engine draws when it redraws a decision 
               "steps to reproduce": "a field of the engine's bug report form"}
 
 
-def test_the_mixing_engine_shares_no_value_with_the_fourth_set(mix_sample):
+def test_the_mixing_engine_shares_no_value_with_the_fourth_set():
     shows = _probe_shows(("genui_requests_4.json",))
     assert not shows & {v.lower() for v in genui.all_mix_values()}
+    assert not shows & {label.lower() for label in genui.all_extras()}
+    # the open engine's labels the set shows are held out of the mixing engine's draws (its widgets' buttons)
+    assert shows & {label.lower() for label in genui.all_labels()} == genui.MIX_HELD_OUT
+    token = genui._MIX.set(True), genui._COMPOSE.set(True)
+    try:
+        rng = random.Random(0)
+        assert not {genui.open_label(rng).lower() for _ in range(20000)} & genui.MIX_HELD_OUT
+    finally:
+        genui._MIX.reset(token[0])
+        genui._COMPOSE.reset(token[1])
     specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
     from macaronic.train.builders import build
 

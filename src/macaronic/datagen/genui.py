@@ -179,8 +179,8 @@ def open_label(rng: random.Random) -> str:
             label = f"{rng.choice(LABEL_VERBS)} {rng.choice(LABEL_OBJECTS)}"
         else:
             label = rng.choice(LABEL_PHRASES) if r < 0.7 else rng.choice(LABEL_VERBS)
-        if not (_COMPOSE.get() and label.lower() in HELD_OUT):  # the open engine draws once, as it recorded
-            return label
+        if not (_COMPOSE.get() and label.lower() in HELD_OUT) and not (_MIX.get() and label.lower() in MIX_HELD_OUT):
+            return label  # the open engine draws once, as it recorded
 
 
 def _label(rng: random.Random, usual: str) -> str:
@@ -621,7 +621,9 @@ def compose(rng, c: Card, request: str, req: Requirements) -> tuple[str, Require
     said = " and ".join(p[0] for p in parts)
     ids, comps, shown = (sum((p[k] for p in parts), []) for k in (1, 2, 3))
     data = {k: v for p in parts for k, v in p[4].items()}
-    if request.rstrip()[-1:] in ".?!":
+    if _MIX.get() and "\n" in request:  # a list written one item per line: the added parts on a line of their own
+        request = request.rstrip() + "\n" + rng.choice((f"Add {said}.", f"Also {said}, please.", f"Plus {said}."))
+    elif request.rstrip()[-1:] in ".?!":
         request = request.rstrip() + rng.choice((f" Add {said}.", f" Also {said}, please.", f" Include {said} too."))
     else:
         request += rng.choice((f" and {said}", f", with {said}", f". Add {said}", f", plus {said}", f" - also {said}"))
@@ -650,15 +652,17 @@ INTENTS = {"info_card": (info_card, 3), "form": (form, 4), "checklist": (checkli
 # 'Send' button"), a list asked for as a list, or a card in German or French, adapters trained on it
 # leave parts out, answer a list with Rows, and drop the buttons of a request that is not in English.
 # Under `examples(..., mix=True)` (the composing engine plus this) the engine also draws: `widget`, two
-# to four controls (slider, single choice, named or comment text field, date picker, named checkbox)
-# in the order the request names them, under a title that names what it is for, sometimes a quoted
-# line to show, and a named button; `item_list`, a list of items (with a detail, or a checkbox each)
-# asked in many shapes (inline, one per line, pasted as CSV) and drawn as a List; and three in ten
-# `widget`s in German, French, Spanish, Italian, Portuguese or Dutch, their labels in that language
-# (nothing English is composed onto them). A widget is composed onto by nothing (it names its own
-# button), and its request gets no English opener when it is not English. A list of the older `list`
-# intent is a List too. Off (the default), nothing here is drawn.
+# to four controls (slider, single choice, named or comment text field, date picker, named checkbox;
+# two or three in another language) in the order the request names them, under a title that names
+# what it is for, sometimes a quoted line to show, and a named button; `item_list`, a list of items
+# (with a detail, or a checkbox each) asked in many shapes (inline, one per line, pasted as CSV) and
+# drawn as a List; and three in ten `widget`s in German, French, Spanish, Italian, Portuguese
+# (European) or Dutch, their labels in that language. A widget is composed onto by nothing (it names
+# its own button); what is composed onto a list written one item per line goes on a line of its own.
+# A list of the older `list` intent is a List too. Button labels the fourth hand-written set shows
+# (written blind, before this engine) are never drawn here. Off (the default), nothing is drawn.
 _MIX = contextvars.ContextVar("genui_mix", default=False)
+MIX_HELD_OUT = {"pause", "renew", "reschedule", "transfer"}  # the open engine's labels that the fourth set shows
 
 SUBJECTS = {  # what a widget is for -> names it is for (shown in its title)
     "feedback": ["the Knife Skills evening", "Tuesday's Python meetup", "the harbour boat tour", "Workshop 4: Clay Glazes",
@@ -674,9 +678,11 @@ SUBJECTS = {  # what a widget is for -> names it is for (shown in its title)
     "RSVP": ["Teodora's leaving drinks", "the Okafor-Lind wedding", "Grandpa Wil's 80th", "the Hanami picnic",
              "the Q2 kickoff at Dockside", "Jun and Priya's housewarming"],
 }
+SUBJECT_A = {"RSVP": "an RSVP"}
 SLIDER_POOL = [("Effort", 1, 10), ("Mood", 1, 5), ("How busy", 0, 100), ("Spice level", 0, 5), ("Confidence", 1, 7),
                ("Sleep quality", 1, 10), ("Noise", 0, 10), ("Pace", 1, 9), ("Soreness", 0, 10), ("Hours", 0, 12),
-               ("Group size", 2, 20), ("Rating", 1, 5), ("Budget (EUR)", 50, 500), ("Water (glasses)", 0, 12)]
+               ("Group size", 2, 20), ("Rating", 1, 5), ("Budget in EUR", 50, 500), ("Glasses of water", 0, 12)]
+RATED = {"Effort", "Mood", "Spice level", "Confidence", "Sleep quality", "Noise", "Pace", "Soreness", "Rating"}
 CHOICE_POOL = [("Size", ["Small", "Regular", "Large"]), ("Format", ["In person", "Online", "Hybrid"]),
                ("Level", ["Starter", "Improver", "Advanced"]), ("Meal", ["Veggie", "Fish", "Chicken", "Vegan"]),
                ("Urgency", ["Whenever", "This week", "Today"]), ("Reply", ["Count me in", "Not sure yet", "Can't come"]),
@@ -687,21 +693,32 @@ CHOICE_POOL = [("Size", ["Small", "Regular", "Large"]), ("Format", ["In person",
 FIELD_POOL = ("Allergies", "Emergency contact", "Distance (km)", "Topic", "Attendee name", "Weight (kg)", "Shoe size",
               "Table number", "Badge ID", "Guest of", "Plate number", "Song request", "Temperature reading",
               "Parent's phone", "What went well")
-LINES = ("Doors open at 18:30", "Bring your own racket", "Replies close on Friday at noon", "Parking is behind the hall",
+LINES = ("Doors open at 20:40", "Bring your own racket", "Replies close on Friday at noon", "Parking is behind the hall",
          "Wear shoes you can get muddy", "Ask for Hamid at the desk", "Masks optional", "Lunch is on us",
-         "Entry code 4417 at the side gate", "Quiet hours start at 22:00")
-DATE_WORDS = ("a date picker", "pick a date", "a date and time", "the date", "a when (date)", "a date field")
+         "Entry code 3905 at the side gate", "Quiet hours start at 22:00")
+DATE_WORDS = ("a date picker", "pick a date", "a day to pick", "the date", "a when (date)", "a date field")
+
+
+def _key(label: str) -> str:
+    """A data key from a label in any language: accents dropped, not the letters that carry them."""
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
+    return _slug(plain).replace("-", "_")
 
 
 def _slider_words(rng, label, lo, hi):
-    low = label.lower()
-    return rng.choice((f"a slider for {low} ({lo}-{hi})", f"{low} on a slider from {lo} to {hi}",
-                       f"{low} slider {lo}-{hi}", f"rate {low} {lo} to {hi} with a slider"))
+    return rng.choice((f"a slider for {label} ({lo}-{hi})", f"{label} on a slider from {lo} to {hi}",
+                       f"{label} slider {lo}-{hi}",
+                       *((f"rate {label.lower()} {lo} to {hi} with a slider",) if label in RATED else ())))
 
 
 def _choice_words(rng, label, opts):
-    return rng.choice((f"pick one of {' / '.join(opts)}", f"{label.lower()}: {', '.join(opts[:-1])} or {opts[-1]}",
-                       f"choose {label.lower()} ({', '.join(opts)})", f"{_a(label.lower())} choice - {', '.join(opts)}"))
+    """How a request asks for a single choice, and whether it names the choice (the card's caption)."""
+    if rng.random() < 0.25:
+        return f"pick one of {' / '.join(opts)}", False
+    return rng.choice((f"{label.lower()}: {', '.join(opts[:-1])} or {opts[-1]}", f"choose {label.lower()} ({', '.join(opts)})",
+                       f"{_a(label.lower())} choice - {', '.join(opts)}")), True
 
 
 def _field_words(rng, label):
@@ -719,26 +736,26 @@ def _button_words(rng, label):
 
 WIDGET_LANGS = {  # language -> words and pools of a widget asked in it
     "de": {"ask": ("Bitte ein kleines Formular für {n}: ", "Kannst du mir ein Widget für {n} bauen? ", "Formular für {n} - "),
-           "slider": "ein Schieberegler für {l} ({a} bis {b})", "choice": "Auswahl {l}: {o}", "or": " oder ",
-           "field": "ein Feld für {l}", "date": "ein Datum", "check": "ein Kästchen „{l}“", "button": "ein Button „{l}“",
+           "slider": "ein Schieberegler für {l} ({a} bis {b})", "choice": "Auswahl {l} ({o})", "or": " oder ",
+           "field": "ein Feld „{l}“", "date": "ein Datum", "check": "ein Kästchen „{l}“", "button": "ein Button „{l}“",
            "and": " und ",
-           "names": ["die Töpferwerkstatt Holm", "den Lauftreff Südpark", "Herrn Albers", "die Hausversammlung"],
+           "names": ["Töpferwerkstatt Holm", "Lauftreff Südpark", "Praxis Dr. Albers", "Hausversammlung Lindenhof"],
            "sliders": [("Zufriedenheit", 1, 5), ("Lautstärke", 0, 10)],
-           "choices": [("Kurs", ["Anfänger", "Fortgeschritten", "Profi"]), ("Essen", ["Vegetarisch", "Fleisch", "Fisch"])],
+           "choices": [("Kurs", ["Anfänger", "Fortgeschrittene", "Profis"]), ("Essen", ["Vegetarisch", "Fleisch", "Fisch"])],
            "fields": ["Name", "Telefonnummer", "Bemerkung"], "checks": ["Erinnerung per SMS", "Newsletter abonnieren"],
-           "buttons": ["Anmelden", "Absenden", "Übernehmen", "Jetzt buchen", "Ablehnen"]},
+           "buttons": ["Anmelden", "Absenden", "Übernehmen", "Jetzt buchen", "Eintragen"]},
     "fr": {"ask": ("Je voudrais un petit formulaire pour {n} : ", "Peux-tu faire une carte pour {n} ? ", "Formulaire pour {n} - "),
-           "slider": "un curseur pour {l} (de {a} à {b})", "choice": "choix {l} : {o}", "or": " ou ",
-           "field": "un champ {l}", "date": "une date", "check": "une case « {l} »", "button": "un bouton « {l} »",
+           "slider": "un curseur pour {l} (de {a} à {b})", "choice": "choix {l} ({o})", "or": " ou ",
+           "field": "un champ « {l} »", "date": "une date", "check": "une case « {l} »", "button": "un bouton « {l} »",
            "and": " et ",
            "names": ["l'atelier vélo Rayon Vert", "la chorale Saint-Roch", "Mme Duval", "la brocante du quartier"],
            "sliders": [("Satisfaction", 1, 5), ("Difficulté", 1, 10)],
-           "choices": [("Niveau", ["Débutant", "Moyen", "Expert"]), ("Créneau", ["Matin", "Après-midi", "Soir"])],
-           "fields": ["Prénom", "Téléphone", "Commentaire"], "checks": ["Me rappeler la veille", "Recevoir la lettre"],
-           "buttons": ["Valider", "C'est parti", "Réserver", "Annuler", "Je participe"]},
+           "choices": [("Niveau", ["Novice", "Moyen", "Expert"]), ("Créneau", ["Matin", "Après-midi", "Soir"])],
+           "fields": ["Prénom", "Téléphone", "Commentaire"], "checks": ["Me rappeler la veille", "Recevoir la newsletter"],
+           "buttons": ["Valider", "C'est parti", "Réserver", "S'inscrire", "Je participe"]},
     "es": {"ask": ("Hazme un formulario para {n}: ", "¿Puedes crear una tarjeta para {n}? ", "Formulario para {n} - "),
-           "slider": "un deslizador para {l} (de {a} a {b})", "choice": "elige {l}: {o}", "or": " o ",
-           "field": "un campo {l}", "date": "una fecha", "check": "una casilla «{l}»", "button": "un botón «{l}»",
+           "slider": "un deslizador para {l} (de {a} a {b})", "choice": "elige {l} ({o})", "or": " o ",
+           "field": "un campo «{l}»", "date": "una fecha", "check": "una casilla «{l}»", "button": "un botón «{l}»",
            "and": " y ",
            "names": ["el taller de cerámica Barro", "la peña ciclista Norte", "la doctora Ruiz", "la fiesta del barrio"],
            "sliders": [("Satisfacción", 1, 5), ("Dolor", 0, 10)],
@@ -746,8 +763,8 @@ WIDGET_LANGS = {  # language -> words and pools of a widget asked in it
            "fields": ["Nombre", "Teléfono", "Comentarios"], "checks": ["Avisarme por correo", "Acepto las normas"],
            "buttons": ["Mandar", "Reservar", "Guardar", "Apuntarme", "Listo"]},
     "it": {"ask": ("Mi fai un modulo per {n}? ", "Vorrei una scheda per {n}: ", "Modulo per {n} - "),
-           "slider": "un cursore per {l} (da {a} a {b})", "choice": "scegli {l}: {o}", "or": " o ",
-           "field": "un campo {l}", "date": "una data", "check": "una casella «{l}»", "button": "un pulsante «{l}»",
+           "slider": "un cursore per {l} (da {a} a {b})", "choice": "scegli {l} ({o})", "or": " o ",
+           "field": "un campo «{l}»", "date": "una data", "check": "una casella «{l}»", "button": "un pulsante «{l}»",
            "and": " e ",
            "names": ["il corso di vela Libeccio", "la palestra Aurora", "il dottor Sala", "la cena di classe"],
            "sliders": [("Soddisfazione", 1, 5), ("Fatica", 1, 10)],
@@ -755,17 +772,17 @@ WIDGET_LANGS = {  # language -> words and pools of a widget asked in it
            "fields": ["Nome", "Cellulare", "Note"], "checks": ["Ricordamelo", "Iscrivimi alla newsletter"],
            "buttons": ["Invia", "Fatto", "Conferma", "Salva", "Partecipo"]},
     "pt": {"ask": ("Faz-me um formulário para {n}: ", "Podes criar um cartão para {n}? ", "Formulário para {n} - "),
-           "slider": "um controle deslizante para {l} (de {a} a {b})", "choice": "escolha {l}: {o}", "or": " ou ",
-           "field": "um campo {l}", "date": "uma data", "check": "uma caixa «{l}»", "button": "um botão «{l}»",
+           "slider": "um controlo deslizante para {l} (de {a} a {b})", "choice": "escolhe {l} ({o})", "or": " ou ",
+           "field": "um campo «{l}»", "date": "uma data", "check": "uma caixa «{l}»", "button": "um botão «{l}»",
            "and": " e ",
            "names": ["a aula de surf Maré Alta", "o clube de leitura Pessoa", "a Dra. Sousa", "o arraial da rua"],
            "sliders": [("Satisfação", 1, 5), ("Energia", 1, 10)],
-           "choices": [("Nível", ["Iniciante", "Médio", "Avançado"]), ("Turno", ["Manhã", "Tarde", "Noite"])],
+           "choices": [("Nível", ["Principiante", "Médio", "Avançado"]), ("Turno", ["Manhã", "Tarde", "Noite"])],
            "fields": ["Nome", "Telemóvel", "Observações"], "checks": ["Lembrar-me na véspera", "Aceito os termos"],
            "buttons": ["Enviar", "Marcar", "Guardar", "Inscrever-me", "Concluir"]},
     "nl": {"ask": ("Maak een formulier voor {n}: ", "Kun je een kaart maken voor {n}? ", "Formulier voor {n} - "),
-           "slider": "een schuifregelaar voor {l} ({a} tot {b})", "choice": "kies {l}: {o}", "or": " of ",
-           "field": "een veld {l}", "date": "een datum", "check": "een vinkje „{l}”", "button": "een knop „{l}”",
+           "slider": "een schuifregelaar voor {l} ({a} tot {b})", "choice": "kies {l} ({o})", "or": " of ",
+           "field": "een veld „{l}”", "date": "een datum", "check": "een vinkje „{l}”", "button": "een knop „{l}”",
            "and": " en ",
            "names": ["de fietsclub Zuidwester", "het buurthuis De Linde", "mevrouw Jansen", "de schoolreis"],
            "sliders": [("Tevredenheid", 1, 5), ("Drukte", 0, 10)],
@@ -776,32 +793,35 @@ WIDGET_LANGS = {  # language -> words and pools of a widget asked in it
 
 
 def _widget_parts(rng, lang: dict | None):
-    """Two to four controls, each (kind, words in the request, label, options or range)."""
+    """Two to four controls (two or three in another language), each (kind, words in the request,
+    label, options or range, whether the request names the label)."""
     kinds = rng.sample(("slider", "choice", "field", "date", "check"), rng.randint(2, 4 if lang is None else 3))
     parts = []
     for kind in kinds:
         if kind == "slider":
             label, lo, hi = rng.choice(lang["sliders"] if lang else SLIDER_POOL)
             words = lang["slider"].format(l=label, a=lo, b=hi) if lang else _slider_words(rng, label, lo, hi)
-            parts.append(("slider", words, label, (lo, hi)))
+            parts.append(("slider", words, label, (lo, hi), True))
         elif kind == "choice":
             label, opts = rng.choice(lang["choices"] if lang else CHOICE_POOL)
             opts = opts if len(opts) <= 3 else rng.sample(opts, 3)
-            words = lang["choice"].format(l=label, o=", ".join(opts[:-1]) + lang["or"] + opts[-1]) if lang \
-                else _choice_words(rng, label, opts)
-            parts.append(("choice", words, label, opts))
+            if lang:
+                words, named = lang["choice"].format(l=label, o=", ".join(opts[:-1]) + lang["or"] + opts[-1]), True
+            else:
+                words, named = _choice_words(rng, label, opts)
+            parts.append(("choice", words, label, opts, named))
         elif kind == "field":
             if lang is None and rng.random() < 0.35:
                 word, label, _ = rng.choice(FIELD_WORDS)
-                parts.append(("long", _a(word), label, None))
+                parts.append(("long", _a(word), label, None, False))
             else:
                 label = rng.choice(lang["fields"] if lang else FIELD_POOL)
-                parts.append(("field", lang["field"].format(l=label) if lang else _field_words(rng, label), label, None))
+                parts.append(("field", lang["field"].format(l=label) if lang else _field_words(rng, label), label, None, True))
         elif kind == "date":
-            parts.append(("date", lang["date"] if lang else rng.choice(DATE_WORDS), "Date", None))
+            parts.append(("date", lang["date"] if lang else rng.choice(DATE_WORDS), "Date", None, False))
         else:
             label = rng.choice(lang["checks"] if lang else CHECK_LABELS)
-            parts.append(("check", lang["check"].format(l=label) if lang else _check_words(rng, label), label, None))
+            parts.append(("check", lang["check"].format(l=label) if lang else _check_words(rng, label), label, None, True))
     return parts
 
 
@@ -820,31 +840,34 @@ def widget(rng, c: Card):
     parts = _widget_parts(rng, lang)
     line = rng.choice(LINES) if lang is None and rng.random() < 0.25 else None
     if lang:
-        said = [w for _, w, _, _ in parts] + [lang["button"].format(l=button)]
-        req = rng.choice(lang["ask"]).format(n=name) + ", ".join(said[:-1]) + lang["and"] + said[-1]
+        said = [w for _, w, *_ in parts] + [lang["button"].format(l=button)]
+        ask = rng.choice(lang["ask"]).format(n=name)
+        if ask.rstrip().endswith("?"):  # a question, then the parts as a sentence of their own
+            said[0] = _cap(said[0])
+        req = ask + ", ".join(said[:-1]) + lang["and"] + said[-1]
         title = name
     else:
-        said = [w for _, w, _, _ in parts] + [_button_words(rng, button)]
-        head = rng.choice((f"{_a(what)} widget for {name}", f"{what} form for {name}", f"quick {what} thing for {name}",
+        said = [w for _, w, *_ in parts] + [_button_words(rng, button)]
+        a_what = SUBJECT_A.get(what, _a(what))
+        head = rng.choice((f"{a_what} widget for {name}", f"{a_what} form for {name}", f"a quick {what} thing for {name}",
                            f"a card for {what} - {name}"))
         if line:
             said.insert(rng.randint(0, len(said) - 1), f"show '{line}' " + rng.choice(("at the top", "under the title",
                                                                                        "somewhere visible")))
         style = rng.random()
         if style < 0.5:
-            body = ", ".join(said[:-1]) + (", and " if rng.random() < 0.5 else " and ") + said[-1]
-            req = f"{head}: {body}" if rng.random() < 0.6 else f"{head} with {body}"
+            req = f"{head}: " + ", ".join(said[:-1]) + (", and " if rng.random() < 0.5 else " and ") + said[-1]
         elif style < 0.75:
-            req = f"{head}\n" + "\n".join(f"- {s.removeprefix('and ')}" for s in said)
+            req = f"{head}\n" + "\n".join(f"- {s}" for s in said)
         else:
-            req = f"{head}. " + ". ".join(_cap(s.removeprefix("and ")) for s in said)
+            req = f"{head}. " + ". ".join(_cap(s) for s in said)
         title = f"{_cap(what)}: {name}"
     ids, comps, values, data = [], [], [name, button], {}
     if line:
         ids.append(c.text("line", line, "body"))
         values.append(line)
-    for i, (kind, _, label, extra) in enumerate(parts):
-        key = _slug(label).replace("-", "_")  # the data model and the button's context say what each control is
+    for i, (kind, _, label, extra, named) in enumerate(parts):
+        key = _key(label)  # the data model and the button's context say what each control is
         key = key if key not in data and key[:1].isalpha() else f"{key}_{i}"
         if kind == "slider":
             ids.append(c.add(f"w-{i}", "Slider", label={"literalString": label}, value={"path": f"/widget/{key}"},
@@ -852,17 +875,16 @@ def widget(rng, c: Card):
             comps.append("Slider"), values.append(label)
             data[key] = extra[0]
         elif kind == "choice":
-            ids.append(c.column(f"w-{i}", c.text(f"w-{i}-label", label, "caption"),
-                                c.add(f"w-{i}-input", "MultipleChoice", selections={"path": f"/widget/{key}"},
-                                      options=[{"label": {"literalString": o}, "value": _slug(o)} for o in extra],
-                                      maxAllowedSelections=1)))
+            pick = c.add(f"w-{i}-input", "MultipleChoice", selections={"path": f"/widget/{key}"},
+                         options=[{"label": {"literalString": o}, "value": _key(o)} for o in extra], maxAllowedSelections=1)
+            ids.append(c.column(f"w-{i}", c.text(f"w-{i}-label", label, "caption"), pick) if named else pick)
             comps.append("MultipleChoice"), values.extend(extra)
             data[key] = "[]"
         elif kind in ("field", "long"):
             ids.append(c.add(f"w-{i}", "TextField", label={"literalString": label}, text={"path": f"/widget/{key}"},
                              textFieldType="longText" if kind == "long" else "shortText"))
             comps.append("TextField")
-            values += [label] if kind == "field" else []
+            values += [label] if named else []
             data[key] = ""
         elif kind == "date":
             ids.append(c.add(f"w-{i}", "DateTimeInput", value={"path": f"/widget/{key}"}, enableDate=True, enableTime=False))
@@ -872,7 +894,7 @@ def widget(rng, c: Card):
             ids.append(c.add(f"w-{i}", "CheckBox", label={"literalString": label}, value={"path": f"/widget/{key}"}))
             comps.append("CheckBox"), values.append(label)
             data[key] = False
-    act = _slug(button).replace("-", "_") or "send"
+    act = _key(button)
     c.card("root", c.column("body", c.text("title", title, "h3"), *ids,
                             c.button("go", button, act, {k: f"/widget/{k}" for k, v in data.items() if v != "[]"},
                                      primary=True)))
@@ -882,24 +904,25 @@ def widget(rng, c: Card):
     return req, None, reply, Requirements(tuple(dict.fromkeys((*comps, "Button"))), tuple(values), (act,))
 
 
-ITEM_LISTS = {  # kind -> (detail name or None, [(item, detail)])
-    "to-do list": (None, [("Renew the bike lock code", ""), ("Email Coach Barros", ""), ("Print the seating plan", ""),
-                          ("Buy AAA batteries", ""), ("Return the ladder to Gus", ""), ("Book the MOT", "")]),
-    "shopping list": ("qty", [("Rye flour", "2 bags"), ("Chickpeas", "3 tins"), ("Limes", "6"), ("Tortillas", "1 pack"),
-                              ("Halloumi", "2 blocks"), ("Kitchen roll", "4 rolls")]),
+ITEM_LISTS = {  # kind (a plural noun) -> (detail name or None, [(item, detail)])
+    "to-dos": (None, [("Renew the bike lock code", ""), ("Email Coach Barros", ""), ("Print the seating plan", ""),
+                      ("Buy AAA batteries", ""), ("Return the ladder to Gus", ""), ("Book the MOT", "")]),
+    "groceries to buy": ("qty", [("Rye flour", "2 bags"), ("Chickpeas", "3 tins"), ("Limes", "6"), ("Tortillas", "1 pack"),
+                                 ("Halloumi", "2 blocks"), ("Kitchen roll", "4 rolls")]),
     "contacts": ("phone", [("Noor Saleh", "0161 555 0142"), ("Bram de Wit", "+31 6 5550 1288"), ("Keiko Arai", "555-0199"),
                            ("Dev Malhotra", "07700 900461"), ("Ruth Ekwueme", "555-0123")]),
     "recent orders": ("status", [("#A-7781", "Dispatched"), ("#A-7794", "Packing"), ("#A-7802", "Arrived"),
                                  ("#A-7815", "Refunded"), ("#A-7820", "Awaiting payment")]),
-    "agenda": ("time", [("Welcome and coffee", "08:45"), ("Budget review", "10:15"), ("Site walk", "11:30"),
-                        ("Lunch at Fennel & Fig", "12:40"), ("Vendor demos", "14:10"), ("Wrap-up", "16:20")]),
-    "playlist": ("artist", [("Pink + White", "Frank Ocean"), ("Retrograde", "James Blake"), ("Midnight City", "M83"),
-                            ("Holocene", "Bon Iver"), ("Let It Happen", "Tame Impala")]),
-    "search results": ("price", [("Walnut desk, 120 cm", "£189"), ("Oak desk, 140 cm", "£245"), ("Standing desk frame", "£310"),
-                                 ("Pine desk, 100 cm", "£99")]),
+    "agenda items": ("time", [("Welcome and coffee", "08:45"), ("Budget review", "10:15"), ("Site walk", "11:30"),
+                              ("Lunch at Fennel & Fig", "12:40"), ("Vendor demos", "14:10"), ("Wrap-up", "16:20")]),
+    "songs for the road": ("artist", [("Pink + White", "Frank Ocean"), ("Retrograde", "James Blake"), ("Midnight City", "M83"),
+                                      ("Holocene", "Bon Iver"), ("Let It Happen", "Tame Impala")]),
+    "desk search results": ("price", [("Walnut desk 120 cm", "£189"), ("Oak desk 140 cm", "£245"),
+                                      ("Standing desk frame", "£310"), ("Pine desk 100 cm", "£99")]),
     "chores": (None, [("Descale the kettle", ""), ("Water the ferns", ""), ("Fold the laundry", ""), ("Bleed the radiators", ""),
                       ("Wipe the hob", "")]),
-    "homework": ("due", [("Maths sheet 12", "Mon"), ("French verbs", "Wed"), ("Volcano model", "Fri"), ("Read ch. 9", "Thu")]),
+    "homework tasks": ("due", [("Maths sheet 12", "Mon"), ("French verbs", "Wed"), ("Volcano model", "Fri"),
+                               ("Read ch. 9", "Thu")]),
 }
 OWNERS = ("Ava", "Mateo", "the Bishop family", "Team Kestrel", "Grandma Rosa", "Flat 2", "Yusuf", "our book club")
 
@@ -914,18 +937,21 @@ def item_list(rng, c: Card):
     owner = rng.choice(OWNERS) if rng.random() < 0.4 else None
     of = f" for {owner}" if owner else ""
     shown = [(a, b) for a, b in items] if detail and not checks else [(a, "") for a, _ in items]
+    lines = False
     if detail and rng.random() < 0.2 and not checks:
-        req = f"show this as a list{of}:\nitem,{detail}\n" + "\n".join(f"{a},{b}" for a, b in items)
+        req, lines = f"show this as a list{of}:\nitem,{detail}\n" + "\n".join(f"{a},{b}" for a, b in items), True
     elif rng.random() < 0.5:
-        lines = "\n".join(f"- {a}" + (f" ({b})" if b else "") for a, b in shown)
-        req = rng.choice((f"{kind}{of} as a list:\n{lines}", f"a list card, {kind}{of}\n{lines}",
-                          f"show my {kind}{of} in a list\n{lines}"))
+        listed = "\n".join(f"- {a}" + (f" ({b})" if b else "") for a, b in shown)
+        req, lines = rng.choice((f"my {kind}{of} as a list:\n{listed}", f"a list card with my {kind}{of}\n{listed}",
+                                 f"show my {kind}{of} in a list\n{listed}")), True
     else:
         inline = "; ".join(f"{a}" + (f" - {b}" if b else "") for a, b in shown)
-        req = rng.choice((f"a list of my {kind}{of}: {inline}", f"list view for the {kind}{of} - {inline}",
-                          f"{kind} list{of}: {inline}"))
+        req = rng.choice((f"a list of my {kind}{of}: {inline}", f"a list view of the {kind}{of} - {inline}",
+                          f"my {kind}{of} in a list: {inline}"))
     if checks:
-        req += rng.choice((" (with checkboxes)", ", each with a checkbox", " - tickable", "\ncheckboxes please"))
+        req += rng.choice(("\n(with checkboxes)", "\ncheckboxes please", "\neach one with a checkbox")) if lines else \
+            rng.choice((" (with checkboxes)", ", each with a checkbox", " - tickable"))
+    if checks:
         rows = [c.add(f"it-{i}", "CheckBox", label={"literalString": a}, value={"path": f"/items/{i}"})
                 for i, (a, _) in enumerate(shown)]
         c.data({str(i): False for i in range(len(shown))}, "/items")
@@ -943,13 +969,15 @@ MIX_INTENTS = {"widget": (widget, 5), "item_list": (item_list, 3)}  # drawn only
 
 
 def all_mix_values() -> list[str]:
-    """Every label, name and item the mixing engine can draw (the disjointness test reads it)."""
+    """Every label, name and item the mixing engine's own pools hold (the disjointness test reads it;
+    its buttons in English are the open engine's labels, `all_labels`)."""
     out = {n for names in SUBJECTS.values() for n in names} | {label for label, *_ in SLIDER_POOL} | set(FIELD_POOL)
     out |= {o for _, opts in CHOICE_POOL for o in opts} | {label for label, _ in CHOICE_POOL} | set(LINES) | set(OWNERS)
     out |= {x for _, pool in ITEM_LISTS.values() for pair in pool for x in pair if x}
     for lang in WIDGET_LANGS.values():
         out |= {*lang["names"], *lang["fields"], *lang["checks"], *lang["buttons"]}
-        out |= {label for label, *_ in lang["sliders"]} | {o for _, opts in lang["choices"] for o in opts}
+        out |= {label for label, *_ in lang["sliders"]} | {label for label, _ in lang["choices"]}
+        out |= {o for _, opts in lang["choices"] for o in opts}
     return sorted(out)
 
 
