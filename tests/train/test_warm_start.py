@@ -51,6 +51,11 @@ def test_warm_start_copies_the_adapter_and_continues(tiny_base, tiny_data, tmp_p
     chain = json.loads((again / "macaronic.json").read_text())["training"]["init"]
     assert chain["path"] == str(warm) and chain["steps_done"] == 1 and chain["init"] == init
 
+    from macaronic.train.output import init_record
+
+    (first / "macaronic.json").write_text("{not json")  # a broken record is said, and the save goes on
+    assert init_record(first)["unreadable"].startswith("JSONDecodeError") and init_record(tmp_path / "none")["path"]
+
 
 def test_warm_start_rejects_another_rank(tiny_base, tiny_data, tmp_path, capsys):
     first = tmp_path / "r8"

@@ -82,7 +82,7 @@ def probe(argv: list[str]) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=Path, default=None, help="JSON {requests: [{id, text, expects}]}")
     p.add_argument("--set", choices=("1", "2", "3", "4"), default="1",
-                   help="which packaged hand-written set: 1 (62 requests, the default), 2 (30, written 2026-12-06) "
+                   help="which packaged hand-written set: 1 (62 requests, the default), 2 (30, written 2026-12-06), "
                    "3 (40, written blind to the data engine) or 4 (40 more, written blind)")
     p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
     p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")

@@ -51,14 +51,17 @@ INIT_CONFIG = ("autocast", "batch", "lr", "max_turn", "rank", "seed", "steps")
 
 
 def init_record(adapter_dir: str | Path) -> dict:
-    """What a warm start began from: the starting adapter's own record (its data manifest, the config
-    that made it, and, nested under `init`, what it began from), so the chain of data rebuilds."""
+    """What a warm start began from: the starting adapter's own record (its data manifest, the parts of
+    its config that say how it was trained (`INIT_CONFIG`), and, nested under `init`, what it began
+    from), so the chain of data rebuilds. A missing or unreadable record is said, not fatal: this runs
+    when the trained adapter is saved."""
     path = Path(adapter_dir)
     record: dict = {"path": str(adapter_dir)}
     meta_file = path / "macaronic.json"
-    if not meta_file.is_file():
-        return record
-    meta = json.loads(meta_file.read_text())
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as e:
+        return {**record, "unreadable": f"{type(e).__name__}: {e}"}
     training = meta.get("training") or {}
     config = training.get("config") or {}
     record.update({"config": {k: config[k] for k in INIT_CONFIG if k in config},
