@@ -289,3 +289,12 @@ def test_the_mixing_engine_shares_no_value_with_the_fourth_set():
         request = e.messages[-2]["content"].lower()
         seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
     assert seen <= set(KNOWN_SET4), seen - set(KNOWN_SET4)
+
+
+def test_the_mixing_engines_measured_data_rebuilds():
+    """The 400 rows the mixing engine's adapter trained on (docs/LOG.md 2026-12-06, twelfth session,
+    not shipped) rebuild from the generator, count and seed the LOG names."""
+    from macaronic.datagen.examples import manifest_hash
+    from macaronic.train.builders import build
+
+    assert manifest_hash(build("genui_engine_mix", 400, 1, base="qwen2.5-coder-0.5b")).startswith("34935fb3c8279c1c")
