@@ -170,10 +170,11 @@ def test_shipped_qwen_genui_data_rebuilds_as_recorded():
     meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "genui" / "macaronic.json").read_text())
     record, chain = meta, []
     while record is not None:
-        data, config = record["data"], (record["training"] if "training" in record else record)["config"]
+        training = record.get("training", record)  # a nested init record holds its config at its top
+        data, config = record["data"], training["config"]
         generator = data["source"].removeprefix("generator:")
         assert manifest_hash(build(generator, data["examples"], config.get("seed", 0), base="qwen2.5-coder-0.5b")) == \
             data["manifest_sha256"], generator
         chain.append(generator)
-        record = (record["training"] if "training" in record else record).get("init")
+        record = training.get("init")
     assert chain == ["genui_engine_compose", "genui_engine_wide", "genui_engine"]

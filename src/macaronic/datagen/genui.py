@@ -872,13 +872,15 @@ def widget(rng, c: Card):
         if kind == "slider":
             ids.append(c.add(f"w-{i}", "Slider", label={"literalString": label}, value={"path": f"/widget/{key}"},
                              minValue=extra[0], maxValue=extra[1]))
-            comps.append("Slider"), values.append(label)
+            comps.append("Slider")
+            values.append(label)
             data[key] = extra[0]
         elif kind == "choice":
             pick = c.add(f"w-{i}-input", "MultipleChoice", selections={"path": f"/widget/{key}"},
                          options=[{"label": {"literalString": o}, "value": _key(o)} for o in extra], maxAllowedSelections=1)
             ids.append(c.column(f"w-{i}", c.text(f"w-{i}-label", label, "caption"), pick) if named else pick)
-            comps.append("MultipleChoice"), values.extend(extra)
+            comps.append("MultipleChoice")
+            values.extend(extra)
             data[key] = "[]"
         elif kind in ("field", "long"):
             ids.append(c.add(f"w-{i}", "TextField", label={"literalString": label}, text={"path": f"/widget/{key}"},
@@ -892,7 +894,8 @@ def widget(rng, c: Card):
             data[key] = ""
         else:
             ids.append(c.add(f"w-{i}", "CheckBox", label={"literalString": label}, value={"path": f"/widget/{key}"}))
-            comps.append("CheckBox"), values.append(label)
+            comps.append("CheckBox")
+            values.append(label)
             data[key] = False
     act = _key(button)
     c.card("root", c.column("body", c.text("title", title, "h3"), *ids,
@@ -951,7 +954,6 @@ def item_list(rng, c: Card):
     if checks:
         req += rng.choice(("\n(with checkboxes)", "\ncheckboxes please", "\neach one with a checkbox")) if lines else \
             rng.choice((" (with checkboxes)", ", each with a checkbox", " - tickable"))
-    if checks:
         rows = [c.add(f"it-{i}", "CheckBox", label={"literalString": a}, value={"path": f"/items/{i}"})
                 for i, (a, _) in enumerate(shown)]
         c.data({str(i): False for i in range(len(shown))}, "/items")
@@ -1007,9 +1009,8 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
     c = Card(sid)
     request, data, text, req = every[name][0](rng, c)
     if name == "widget":  # the mixing engine's widgets name their own button; in another language, no English opener
-        return name, request if text != "Here it is." else _ask(rng, request), \
-            json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":")), req
-    if data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
+        request = _ask(rng, request) if text == "Here it is." else request
+    elif data is not None and rng.random() < 0.25:  # the values as a data block, as a client might pass them
         head = re.split(r"[:(]| - | showing ", request)[0].strip()
         if _COMPOSE.get() and rng.random() < 0.6:
             head, req = compose(rng, c, head, req)
