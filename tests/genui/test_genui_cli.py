@@ -100,7 +100,7 @@ def test_the_probe_counts_the_request_values_a_served_card_displays():
     assert summary([row, bad, plain])["shows"] == 0.25 and summary([row, bad, plain])["shows_n"] == 2
 
 
-@pytest.mark.parametrize("which, n", [("1", 62), ("2", 30), ("3", 40), ("4", 40)])
+@pytest.mark.parametrize("which, n", [("1", 62), ("2", 30), ("3", 40), ("4", 40), ("5", 40)])
 def test_the_packaged_request_sets_name_what_they_grade(which, n):
     from macaronic.genui.probe import load_requests
 

@@ -21,7 +21,7 @@ Each request (`macaronic/data/genui_requests.json`, 62 written by hand, not from
 templates; `--set 2`: `genui_requests_2.json`, 30 more written 2026-12-06 before the open engine's
 adapter was judged; `--set 3`: `genui_requests_3.json`, 40 by a writer who saw neither the engine nor
 the other sets; `--set 4`: `genui_requests_4.json`, 40 more written blind the same way, before the
-mixing engine was built; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
+mixing engine was built; `--set 5`: `genui_requests_5.json`, 40 more, before the naming engine; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
 request: whether the raw generation validates (schema + integrity), whether the served card does
 (after the harness closed it), which fixes closing needed, whether it fell back to a text card,
 which of the components a fitting card would use (`expects`) it contains, and which of the
@@ -81,9 +81,9 @@ def probe(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="macaronic genui probe", description=PROBE_DOC,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=Path, default=None, help="JSON {requests: [{id, text, expects}]}")
-    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1",
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5"), default="1",
                    help="which packaged hand-written set: 1 (62 requests, the default), 2 (30, written 2026-12-06), "
-                   "3 (40, written blind to the data engine) or 4 (40 more, written blind)")
+                   "3 (40, written blind to the data engine), 4 or 5 (40 more each, written blind)")
     p.add_argument("--json", type=Path, required=True, help="where to write per-request rows and the summary")
     p.add_argument("--no-constraints", action="store_true", help="no grammar, no closing (comparison row)")
     p.add_argument("--no-adopt", action="store_true",

@@ -77,7 +77,8 @@ def summary(rows: list[dict]) -> dict:
 
 def load_requests(path=None, limit: int | None = None, which: str = "1") -> list[dict]:
     """A packaged hand-written set (`which` 1: `macaronic/data/genui_requests.json`, 2:
-    `genui_requests_2.json`, 3 and 4: `genui_requests_3.json`, `genui_requests_4.json`), or the requests of the file at `path`."""
+    `genui_requests_2.json`, 3 to 5: `genui_requests_3.json` ... `genui_requests_5.json`), or the requests of the
+    file at `path`."""
     name = "genui_requests.json" if which == "1" else f"genui_requests_{which}.json"
     src = path.read_text() if path else resources.files("macaronic").joinpath(f"data/{name}").read_text()
     return json.loads(src)["requests"][:limit]
