@@ -59,7 +59,9 @@ def parser() -> argparse.ArgumentParser:
                      "genui_engine_open (that, with button labels drawn from about 2,000, numbers and codes redrawn, "
                      "polls and named tabs), genui_engine_compose (that, three cards in five with the named buttons, text "
                      "fields or checkboxes the request adds to any intent), genui_engine_mix (that, with widgets of two to "
-                     "four controls and a named button, some in other languages, and lists drawn as Lists) "
+                     "four controls and a named button, some in other languages, and lists drawn as Lists), genui_engine_name "
+                     "(that, with who or where a card is for, quoted titles, values said in a sentence, rows of "
+                     "three buttons) "
                      "(default: the role's own)")
     src.add_argument("--data", type=Path, help="JSONL file of {\"messages\": [...]} conversations")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")

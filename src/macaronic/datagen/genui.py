@@ -131,6 +131,8 @@ VERB_OPEN = ("", "", "Please ", "Can you ", "Could you ", "Hey, ")
 
 
 def _ask(rng: random.Random, body: str) -> str:
+    if _NAME.get() and not body[:1].islower():  # the naming engine's sentences say it all themselves
+        return body
     o = rng.choice(VERB_OPEN if body.startswith(("let me", "show", "put")) else OPEN)
     text = (o + body) if o else _cap(body)
     return text.rstrip(".") + ("?" if o.startswith(("Can", "Could")) else rng.choice((".", "", " please.", ", thanks.")))
@@ -179,7 +181,8 @@ def open_label(rng: random.Random) -> str:
             label = f"{rng.choice(LABEL_VERBS)} {rng.choice(LABEL_OBJECTS)}"
         else:
             label = rng.choice(LABEL_PHRASES) if r < 0.7 else rng.choice(LABEL_VERBS)
-        if not (_COMPOSE.get() and label.lower() in HELD_OUT) and not (_MIX.get() and label.lower() in MIX_HELD_OUT):
+        if not (_COMPOSE.get() and label.lower() in HELD_OUT) and not (_MIX.get() and label.lower() in MIX_HELD_OUT) \
+                and not (_NAME.get() and label.lower() in NAME_HELD_OUT):
             return label  # the open engine draws once, as it recorded
 
 
@@ -206,8 +209,13 @@ def _fresh(rng: random.Random, v: str) -> str:
     v = re.sub(r"\b\d{1,2}:\d{2}\b", lambda m: f"{rng.randint(0, 23):02d}:{rng.choice((5, 10, 20, 35, 40, 55)):02d}", v)
     v = re.sub(r"(?<![:\d])\d+(?![:\d])", lambda m: str(rng.randint(1, 9)) + "".join(
         str(rng.randint(0, 9)) for _ in m.group()[1:]), v)
-    return re.sub(r"\b[A-Z]{2,3}(?=[- ]?\d)", lambda m: "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ")
-                                                            for _ in m.group()), v)
+    v = re.sub(r"\b[A-Z]{2,3}(?=[- ]?\d)", lambda m: "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ")
+                                                         for _ in m.group()), v)
+    if _NAME.get():  # the naming engine says these in sentences: a day of the month is one, a pace is minutes
+        v = re.sub(r"\b(\d+)(?=(?:-\d+)? (?:January|February|March|April|May|June|July|August|September|October|November|December))",
+                   lambda m: str(int(m.group(1)) % 28 + 1), v)
+        v = re.sub(r"\b(\d+):(\d\d)(?= /km)", lambda m: f"{int(m.group(1)) % 4 + 4}:{m.group(2)}", v)
+    return v
 
 
 # ---- intents ------------------------------------------------------------------------------
@@ -220,10 +228,13 @@ def info_card(rng, c: Card):
     named = ", ".join(f"{label.lower()} {v}" for label, v in vals)
     req = rng.choice((f"a card for my {kind}: {named}", f"a {kind} card showing {named}",
                       f"a summary card of this {kind} - {named}", f"{kind} details as a card ({named})"))
+    data = {kind: dict(vals)}
+    if _NAME.get() and rng.random() < 0.6:  # the naming engine: the values said in passing, in a sentence
+        req, data = _told(rng, RECORD_SENTENCES[kind], vals), None
     rows = [c.row(f"r-{i}", c.text(f"l-{i}", label, "caption"), c.text(f"v-{i}", v, "body"))
             for i, (label, v) in enumerate(vals)]
     c.card("root", c.column("body", c.text("title", title, "h2"), *rows))
-    return req, {kind: dict(vals)}, f"Here is your {kind}.", Requirements(("Card", "Text"), tuple(v for _, v in vals))
+    return req, data, f"Here is your {kind}.", Requirements(("Card", "Text"), tuple(v for _, v in vals))
 
 
 def form(rng, c: Card):
@@ -385,9 +396,12 @@ def stats(rng, c: Card):
     listed = ", ".join(f"{label.lower()} {v}" for label, v in vals)
     req = rng.choice((f"a stats card for {kind}: {listed}", f"a dashboard tile for the {kind} - {listed}",
                       f"summary numbers for {kind}: {listed}"))
+    data = {k: v for k, v in vals}
+    if _NAME.get() and rng.random() < 0.6:  # the naming engine: the numbers said in passing
+        req, data = _told(rng, STAT_SENTENCES[kind], vals), None
     cols = [c.column(f"s-{i}", c.text(f"n-{i}", v, "h3"), c.text(f"l-{i}", label, "caption")) for i, (label, v) in enumerate(vals)]
     c.card("root", c.column("body", c.text("title", _cap(kind), "h2"), c.row("nums", *cols, distribution="spaceAround")))
-    return req, {k: v for k, v in vals}, f"{_cap(kind)}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
+    return req, data, f"{_cap(kind)}.", Requirements(("Card", "Row"), tuple(v for _, v in vals))
 
 
 MEDIA = {  # kind -> (component, noun, [(title, detail)], buttons)
@@ -586,14 +600,22 @@ def all_extras() -> list[str]:
 def _extra(rng, c: Card, i: int, kind: str):
     """One part the request adds: (its noun phrase, component ids, components, values shown, data)."""
     if kind == "button":
-        labels = [open_label(rng) for _ in range(1 if rng.random() < 0.7 else 2)]
-        if len(set(labels)) < len(labels):
-            labels = labels[:1]
+        if _NAME.get():  # the naming engine: one, two or three buttons, a row of three said as "A / B / C"
+            labels = list(dict.fromkeys(open_label(rng) for _ in range(rng.choices((1, 2, 3), weights=(5, 3, 2))[0])))
+        else:
+            labels = [open_label(rng) for _ in range(1 if rng.random() < 0.7 else 2)]
+            if len(set(labels)) < len(labels):
+                labels = labels[:1]
         ids = [c.button(f"x{i}-b{j}", label, _slug(label).replace("-", "_") or "go") for j, label in enumerate(labels)]
         named = [_named(rng, label) for label in labels]
-        phrase = f"{_a(named[0])} button" if len(named) == 1 else rng.choice(
-            (f"{named[0]} and {named[1]} buttons", f"two buttons, {named[0]} and {named[1]}",
-             f"buttons for {named[0]} and {named[1]}"))
+        if len(named) == 3:
+            named = [f"'{label}'" for label in labels] if rng.random() < 0.5 else labels
+            phrase = rng.choice((f"{named[0]} / {named[1]} / {named[2]} buttons in a row",
+                                 f"three buttons: {named[0]}, {named[1]} and {named[2]}"))
+        else:
+            phrase = f"{_a(named[0])} button" if len(named) == 1 else rng.choice(
+                (f"{named[0]} and {named[1]} buttons", f"two buttons, {named[0]} and {named[1]}",
+                 f"buttons for {named[0]} and {named[1]}"))
         return phrase, [ids[0] if len(ids) == 1 else c.row(f"x{i}-row", *ids)], ["Button"], labels, {}
     if kind == "field":
         if rng.random() < 0.5:
@@ -983,6 +1005,121 @@ def all_mix_values() -> list[str]:
     return sorted(out)
 
 
+# ---- the naming engine (`genui_engine_name`, 2026-12-06, thirteenth session) ----------------------
+# Cards of the engines before this one title themselves by their kind ("Playlist", "Newsletter
+# signup"); asked for "a newsletter signup for the Birchwood Chess Club" or a playlist "called 'Rainy
+# Sunday'", adapters trained on them leave the name out, and values said in passing inside a
+# sentence ("my flight to Tromsø leaves at 07:25 from gate B12") come back partly. Under
+# `examples(..., name=True)` (the mixing engine plus this) the engine also: names, on half the cards
+# of the intents in `NAMED_BY`, who or where the card is for (an organisation, a place or a person, as
+# that intent allows; said after the request, before it, or on a line of its own), shown as a caption
+# under the title, or gives the card
+# a title in quotes, which then is its title; says an info card's or a stats card's values in a
+# sentence, with no labels, three times in five; and adds rows of up to three named buttons
+# ("Start / Stop / Reset buttons in a row"). Off (the default), nothing more is drawn.
+_NAME = contextvars.ContextVar("genui_name", default=False)
+NAME_HELD_OUT = {"log out"}  # the open engine's label the fifth set shows ("pause" and "add to cart" are held out already)
+RECORD_SENTENCES = {  # an info card's kind -> sentences saying its values in order (v0 ... vN; lN: first letter
+    # lower-cased; aN: that with "a" or "an")
+    "flight": ("my flight {v0} from {v1} to {v2} boards at {v4} from gate {v3}",
+               "I'm flying {v1} to {v2} on {v0}, boarding {v4} at gate {v3}"),
+    "parcel": ("my parcel {v0} is with {v1}, status: {l2}, expected {v3}",
+               "{v1} has parcel {v0} - {l2}, expected {v3}"),
+    "utility bill": ("my electricity bill came in: {v1} for {v3}, due {v2}, account {v0}",
+                     "I owe {v1} on electricity account {v0} by {v2} (I used {v3})"),
+    "hotel booking": ("I'm at {v0} from {v1}, {v2} nights in {a3} room, confirmation {v4}",
+                      "booked {v0}, check-in {v1}, {v2} nights, {l3} room - confirmation number {v4}"),
+    "match score": ("{v0} against {v1}: {v2}, minute {v3}", "{v0} v {v1}, {v2} ({v3})"),
+    "car rental": ("I've rented {a1} (reservation {v0}), picking it up at the {l2} and returning it by {v3}",
+                   "car hire {v0}: {a1} from the {l2}, back by {v3}"),
+    "bank transfer": ("I sent {v1} to {v0} on {v3} with the reference {v2}",
+                      "paid {v0} {v1} on {v3} (reference: {v2})"),
+    "prescription": ("the pharmacist at {v3} gave me {v0}, {l1}, refills left: {v2}",
+                     "{v0} from {v3}: {l1}, {v2} refills"),
+}
+STAT_SENTENCES = {
+    "shop this week": ("the shop made {v0} this week on {v1} orders, with {v2} refunds and {v3} new customers",),
+    "website today": ("{v0} people visited the site today, {v1} signed up and the bounce rate was {v2}",),
+    "fitness this month": ("this month I went on {v0} runs, {v1} in total, at an average pace of {v2}",),
+    "support queue": ("support has {v0} tickets open and {v1} waiting, solved {v2} today, CSAT at {v3}",),
+}
+TOLD_TAILS = (" - make it a card", ". Can you show that as a card?", ". Card please.", "; put that on a card.",
+              ". Make me a little card for it.")
+TOLD_LEADS = ("put this on a card: ", "show this as a card - ", "let me see this as a card: ")
+ORGS = ("Quillfeather Bakery", "Brackenridge Rowing Club", "Oduya & Sons Plumbing", "Little Heron Nursery",
+        "Northgate Tenants' Association", "Vasquez Family Dental", "Copperleaf Cafe", "Harwick Primary PTA",
+        "Solstice Yoga Loft", "Tamsin's Flower Bar", "Kittiwake Books", "Fernhollow Vets", "Blue Lantern Theatre",
+        "Marisol Travel", "Pinecrest HOA", "Ironbridge Climbing Wall", "Lakeshore Credit Union", "Gannet Cycles")
+PLACES = ("Wexford Street depot", "Pier 9", "Kilnsey Campsite", "Alder Park Library", "Room 3.14, Sievert Building",
+          "Ballyhoura Trailhead", "Hall C, Norrvik Expo", "Terminal 2 arrivals", "the Old Tannery", "Bay 7, Dunmore Marina",
+          "Ostrava Main Station", "Lindenhof community garden", "Studio B, Pressworks", "Gate 3, Harlow Showground")
+PEOPLE = ("Dr. Ingeborg Laszlo", "Coach Ayodele", "Mrs. Petrakis", "Uncle Baptiste", "Sanne Vermeulen", "Rafi Goldhaber",
+          "Nana Kwabena", "Ms. Lindqvist", "Tobiah Quist", "Auntie Farida", "Mr. Oyelaran", "Carys Pemberton")
+TITLES = ("Sunday Reset", "Late Bloomers", "Project Saffron", "Ops Morning Brief", "The Thursday Table", "Tidewater Notes",
+          "Base Camp", "Kitchen Sprint", "Low Tide Club", "Second Breakfast", "North Star Goals", "Night Owl Finance",
+          "Porch Light", "Quiet Hours", "Field Day Plan", "Grey Skies Mix", "Spring Ledger", "The Long Weekend")
+NAMED_BY = {  # intent -> who or where its card can be for (an intent not listed is not named)
+    "info_card": ("person",), "form": ("org",), "checklist": ("org", "person"), "settings": ("person", "place"),
+    "choice": ("org",), "list": ("person", "org"), "tabs": ("org",), "slot_picker": ("org", "place"), "stats": ("org",),
+    "decision": ("org",), "notice": ("org", "place"), "item_list": ("person",)}
+SAID = {  # who or where -> (how a request says it after the rest, before it, on a line of its own)
+    "org": ((". This is for {n}.", " - it's for {n}.", ". It's for {n}."), ("For {n}: ", "{n} - "),
+            ("Organiser: {n}", "From: {n}", "For: {n}")),
+    "place": ((". It's at {n}.", " - location: {n}.", ". Where: {n}."), ("At {n}: ", "Location {n} - "),
+              ("Location: {n}", "Where: {n}")),
+    "person": ((". This is for {n}.", " - it's for {n}."), ("For {n}: ", "{n} - "), ("For: {n}", "Name: {n}")),
+}
+CALLED = ((". Title it '{t}'.", ". Call it '{t}'.", " (title: {t})."), ("'{t}' - ", "Title: {t}. "), ("Title: {t}",))
+
+
+def all_name_values() -> list[str]:
+    """Every name and title the naming engine can add (the disjointness test reads it)."""
+    return sorted({*ORGS, *PLACES, *PEOPLE, *TITLES})
+
+
+def _told(rng, sentences, vals) -> str:
+    """Values said in a sentence (the naming engine): begun by a lead the opener leaves alone, or ended by a tail."""
+    keys = {}
+    for i, (_, v) in enumerate(vals):
+        low = v[:1].lower() + v[1:]
+        keys |= {f"v{i}": v, f"l{i}": low, f"a{i}": _a(low)}
+    said = rng.choice(sentences).format(**keys)
+    if rng.random() < 0.4:
+        return rng.choice(TOLD_LEADS) + said
+    return _cap(said) + rng.choice(TOLD_TAILS)
+
+
+def name_subject(rng, c: Card, intent: str, request: str, req: Requirements) -> tuple[str, str, str, Requirements]:
+    """Name who or where a titled card is for (a caption under its title), or title it in quotes (naming
+    engine): the request's new text, a prefix to put before its opener, a line to put after it, and
+    what the card must show. A card whose title shows a value of the request (a list's owner) is left alone."""
+    comps = {x["id"]: x["component"] for x in c.components}
+    body = next((x["Column"] for x in comps.values() if "Column" in x and "title" in x["Column"]["children"]["explicitList"]),
+                None)
+    if intent not in NAMED_BY or body is None or "Text" not in comps.get("title", {}) or \
+            any(v in comps["title"]["Text"]["text"].get("literalString", "") for v in req.values):
+        return request, "", "", req
+    if rng.random() < 0.35:
+        name = rng.choice(TITLES)
+        comps["title"]["Text"]["text"] = {"literalString": name}
+        after, before, line = CALLED
+    else:
+        kind = rng.choice(NAMED_BY[intent])
+        name = rng.choice({"org": ORGS, "place": PLACES, "person": PEOPLE}[kind])
+        kids = body["children"]["explicitList"]
+        kids.insert(kids.index("title") + 1, c.text("for", name, "caption"))
+        after, before, line = SAID[kind]
+    where = rng.random()
+    prefix = suffix = ""
+    if "\n" in request or where < 0.3:  # a line of its own, after the request's last word
+        suffix = "\n" + rng.choice(line).format(n=name, t=name)
+    elif where < 0.6 or request.rstrip()[-1:] in ".?!":
+        prefix = rng.choice(before).format(n=name, t=name)
+    else:
+        request = request.rstrip() + rng.choice(after).format(n=name, t=name)
+    return request, prefix, suffix, dataclasses.replace(req, values=(*req.values, name))
+
+
 # ---- verification and examples ----------------------------------------------------------
 
 def verify(reply: str, req: Requirements) -> list[str]:
@@ -1015,28 +1152,36 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
         if _COMPOSE.get() and rng.random() < 0.6:
             head, req = compose(rng, c, head, req)
         request = _ask(rng, head) + "\n\nData:\n" + json.dumps(data, ensure_ascii=False)
-    elif _COMPOSE.get() and rng.random() < 0.6:
-        request, req = compose(rng, c, request, req)
-        request = _ask(rng, request)
     else:
+        composed = _COMPOSE.get() and rng.random() < 0.6
+        prefix = suffix = ""
+        if _NAME.get() and rng.random() < 0.5:
+            request, prefix, suffix, req = name_subject(rng, c, name, request, req)
+        if composed:
+            request, req = compose(rng, c, request, req)
         request = _ask(rng, request)
+        if prefix:  # after a name, the request goes on without an opener of its own
+            request = prefix + re.sub(r"^(Hey, |Please |Hey, I need )", "", request)
+        request += suffix
     reply = json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":"))
     return name, request, reply, req
 
 
 def examples(n: int, seed: int = 0, intents=FIRST_INTENTS, open_values: bool = False, compose: bool = False,
-             mix: bool = False) -> list:
+             mix: bool = False, name: bool = False) -> list:
     """`n` verified GenUI examples (seeded, deterministic) under the served genui prompt head.
     `open_values`: the open engine (drawn button labels, redrawn numbers and codes, `OPEN_INTENTS`);
     `compose`: the composing engine (named buttons, fields and checkboxes added to any intent);
-    `mix`: the mixing engine (widgets of several controls, lists drawn as Lists, other languages)."""
-    token, token2, token3 = _OPEN.set(open_values), _COMPOSE.set(compose), _MIX.set(mix)
+    `mix`: the mixing engine (widgets of several controls, lists drawn as Lists, other languages);
+    `name`: the naming engine (who or where a card is for, quoted titles, values said in a sentence)."""
+    token, token2, token3, token4 = _OPEN.set(open_values), _COMPOSE.set(compose), _MIX.set(mix), _NAME.set(name)
     try:
         return _examples(n, seed, intents)
     finally:
         _OPEN.reset(token)
         _COMPOSE.reset(token2)
         _MIX.reset(token3)
+        _NAME.reset(token4)
 
 
 def _examples(n: int, seed: int, intents) -> list:
@@ -1045,7 +1190,9 @@ def _examples(n: int, seed: int, intents) -> list:
     from macaronic.datagen.examples import Example
 
     head = prompt_head(load_bundle(), "genui")  # what the served harness puts before a genui turn
-    rng = random.Random(("genui-mix:" if _MIX.get() else "genui-compose:" if _COMPOSE.get() else "genui-open:" if _OPEN.get() else "genui-engine:") + str(seed))
+    engine = ("genui-name" if _NAME.get() else "genui-mix" if _MIX.get() else "genui-compose" if _COMPOSE.get()
+              else "genui-open" if _OPEN.get() else "genui-engine")
+    rng = random.Random(f"{engine}:{seed}")
     out = []
     while len(out) < n:
         name, request, reply, req = card(rng, sid=f"card-{len(out)}", intents=intents)

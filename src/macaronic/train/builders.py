@@ -325,17 +325,18 @@ def genui_examples(n: int, seed: int = 0) -> list[Example]:
 
 
 def genui_engine_examples(n: int, seed: int = 0, intents=None, open_values: bool = False,
-                          compose: bool = False, mix: bool = False) -> list[Example]:
+                          compose: bool = False, mix: bool = False, name: bool = False) -> list[Example]:
     """Three in four from the GenUI data engine (`macaronic.datagen.genui`: requests that name values
     and imply components, gold cards verified by schema, integrity and render), one in four from the
     genui suite's train split, shuffled by `seed`. `intents`: the engine's intents to draw from
     (default: its first nine, `FIRST_INTENTS`); `open_values`: the open engine (drawn labels and values);
     `compose`: the composing engine (named buttons, fields and checkboxes added to any intent); `mix`: the
-    mixing engine (widgets of several controls, lists drawn as Lists, widgets in other languages)."""
+    mixing engine (widgets of several controls, lists drawn as Lists, widgets in other languages); `name`: the
+    naming engine (who or where a card is for, quoted titles, values said in a sentence)."""
     from macaronic.datagen.genui import FIRST_INTENTS, examples
 
     k = n // 4
-    out = examples(n - k, seed, intents or FIRST_INTENTS, open_values, compose, mix) + genui_examples(k, seed)
+    out = examples(n - k, seed, intents or FIRST_INTENTS, open_values, compose, mix, name) + genui_examples(k, seed)
     random.Random(seed).shuffle(out)
     return out
 
@@ -374,6 +375,16 @@ def genui_engine_mix_examples(n: int, seed: int = 0) -> list[Example]:
                                  mix=True)
 
 
+def genui_engine_name_examples(n: int, seed: int = 0) -> list[Example]:
+    """The naming GenUI engine (2026-12-06, thirteenth session): the mixing engine, plus who or where a
+    card is for (a caption under its title) or a quoted title, an info card's or stats card's values
+    said in a sentence, and rows of up to three named buttons."""
+    from macaronic.datagen.genui import INTENTS, MIX_INTENTS, OPEN_INTENTS
+
+    return genui_engine_examples(n, seed, (*INTENTS, *OPEN_INTENTS, *MIX_INTENTS), open_values=True, compose=True,
+                                 mix=True, name=True)
+
+
 def genui_example(t) -> Example:
     """One GenUI task's gold card in the served genui layout."""
     return Example(_conv("genui", t.user_message(), {"role": "assistant", "content": genui_reply(t.gold)}),
@@ -388,7 +399,7 @@ GENERATORS = {"chat": chat_examples, "chat_engine": chat_engine_examples, "route
               "coding_engine": coding_engine_examples, "genui": genui_examples,
               "genui_engine": genui_engine_examples, "genui_engine_wide": genui_engine_wide_examples,
               "genui_engine_open": genui_engine_open_examples, "genui_engine_compose": genui_engine_compose_examples,
-              "genui_engine_mix": genui_engine_mix_examples}
+              "genui_engine_mix": genui_engine_mix_examples, "genui_engine_name": genui_engine_name_examples}
 
 
 SAMPLED = ("chat_engine", "coding_engine")  # generators of committed sampled rows: `n=None` gives each row once
