@@ -211,6 +211,30 @@ def test_the_composing_engines_measured_data_rebuilds():
     assert manifest_hash(build("genui_engine_compose", 400, 1, base="qwen2.5-coder-0.5b")).startswith("a199060c4d9a77aa")
 
 
+def _drawn_labels(*flags) -> set[str]:
+    """20,000 button labels the open engine draws with these engine flags on, lower-cased."""
+    tokens = [flag.set(True) for flag in flags]
+    try:
+        rng = random.Random(0)
+        return {genui.open_label(rng).lower() for _ in range(20000)}
+    finally:
+        for flag, token in zip(flags, tokens):
+            flag.reset(token)
+
+
+def _said_in_requests(generator: str, shows: set[str]) -> set[str]:
+    """The specific values of `shows` (four characters or more, with a space or a digit) that the
+    generator's 400 recorded rows say in a request, as whole words."""
+    from macaronic.train.builders import build
+
+    specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
+    seen = set()
+    for e in build(generator, 400, 1, base="qwen2.5-coder-0.5b"):
+        request = e.messages[-2]["content"].lower()
+        seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
+    return seen
+
+
 @pytest.fixture(scope="module")
 def mix_sample():
     return genui.examples(300, seed=1, intents=(*genui.INTENTS, *genui.OPEN_INTENTS, *genui.MIX_INTENTS),
@@ -274,20 +298,8 @@ def test_the_mixing_engine_shares_no_value_with_the_fourth_set():
     assert not shows & {label.lower() for label in genui.all_extras()}
     # the open engine's labels the set shows are held out of the mixing engine's draws (its widgets' buttons)
     assert shows & {label.lower() for label in genui.all_labels()} == genui.MIX_HELD_OUT
-    token = genui._MIX.set(True), genui._COMPOSE.set(True)
-    try:
-        rng = random.Random(0)
-        assert not {genui.open_label(rng).lower() for _ in range(20000)} & genui.MIX_HELD_OUT
-    finally:
-        genui._MIX.reset(token[0])
-        genui._COMPOSE.reset(token[1])
-    specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
-    from macaronic.train.builders import build
-
-    seen = set()
-    for e in build("genui_engine_mix", 400, 1, base="qwen2.5-coder-0.5b"):
-        request = e.messages[-2]["content"].lower()
-        seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
+    assert not _drawn_labels(genui._MIX, genui._COMPOSE) & genui.MIX_HELD_OUT
+    seen = _said_in_requests("genui_engine_mix", shows)
     assert seen <= set(KNOWN_SET4), seen - set(KNOWN_SET4)
 
 
@@ -362,21 +374,8 @@ def test_the_naming_engine_shares_no_value_with_the_fifth_set():
     assert not (shows | earlier) & {v.lower() for v in genui.all_name_values()}
     # the open engine's labels the set shows are never drawn under the naming engine
     assert shows & {label.lower() for label in genui.all_labels()} <= genui.HELD_OUT | genui.MIX_HELD_OUT | genui.NAME_HELD_OUT
-    tokens = genui._MIX.set(True), genui._COMPOSE.set(True), genui._NAME.set(True)
-    try:
-        rng = random.Random(0)
-        assert not {genui.open_label(rng).lower() for _ in range(20000)} & shows
-    finally:
-        genui._MIX.reset(tokens[0])
-        genui._COMPOSE.reset(tokens[1])
-        genui._NAME.reset(tokens[2])
-    specific = {v for v in shows if len(v) >= 4 and (" " in v or any(ch.isdigit() for ch in v))}
-    from macaronic.train.builders import build
-
-    seen = set()
-    for e in build("genui_engine_name", 400, 1, base="qwen2.5-coder-0.5b"):
-        request = e.messages[-2]["content"].lower()
-        seen |= {v for v in specific if re.search(rf"(?<!\w){re.escape(v)}(?!\w)", request)}
+    assert not _drawn_labels(genui._MIX, genui._COMPOSE, genui._NAME) & shows
+    seen = _said_in_requests("genui_engine_name", shows)
     assert seen <= set(KNOWN_SET5), seen - set(KNOWN_SET5)
 
 
