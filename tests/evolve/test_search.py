@@ -441,3 +441,24 @@ def test_a_pair_whose_files_are_gone_is_not_present_to_parent(tmp_path):
         shutil.rmtree(tmp_path / "agent")
         assert not Run._present(run, pid)
         assert not Run._present(run, "0" * 64)  # not in this lineage
+
+
+def test_the_dev_diff_script_counts_changed_scores_and_transcripts(tmp_path, capsys, monkeypatch):
+    """scripts/evolve_dev_diff.py: against the first pair in the file, each later pair's shared units,
+    the units whose score changed and those whose transcript changed at all."""
+    import json
+    import runpy
+    import sys
+    from pathlib import Path
+
+    def unit(pair, task, score, text):
+        return json.dumps({"pair": pair * 12, "suite": "agent", "task": task, "sample": 0, "score": score,
+                           "messages": [{"role": "assistant", "content": text}]})
+
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text("\n".join([unit("a", "t1", 1.0, "x"), unit("a", "t2", 0.0, "y"), unit("b", "t1", 1.0, "x2"),
+                              unit("b", "t2", 1.0, "y2"), unit("c", "t1", 1.0, "x")]) + "\n")
+    monkeypatch.setattr(sys, "argv", ["evolve_dev_diff.py", str(dev)])
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts" / "evolve_dev_diff.py"), run_name="__main__")
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == [["b" * 12, "2", "1", "2"], ["c" * 12, "1", "0", "0"]]
