@@ -21,11 +21,12 @@ Each request (`macaronic/data/genui_requests.json`, 62 written by hand, not from
 templates; `--set 2`: `genui_requests_2.json`, 30 more written 2026-12-06 before the open engine's
 adapter was judged; `--set 3`: `genui_requests_3.json`, 40 by a writer who saw neither the engine nor
 the other sets; `--set 4`: `genui_requests_4.json`, 40 more written blind the same way, before the
-mixing engine was built; `--set 5`: `genui_requests_5.json`, 40 more, before the naming engine; or `--requests FILE`) is one turn forced to `genui`, answered concurrently. Per
-request: whether the raw generation validates (schema + integrity), whether the served card does
-(after the harness closed it), which fixes closing needed, whether it fell back to a text card,
-which of the components a fitting card would use (`expects`) it contains, and which of the
-values the request gives (`shows`) the rendered card displays. `--no-constraints`
+mixing engine was built; `--set 5`: `genui_requests_5.json`, 40 more, before the naming engine; or
+`--requests FILE`) is one turn forced to `genui`, answered concurrently. Per request: whether the
+raw generation validates (schema + integrity), whether the served card does (after the harness
+closed it), which fixes closing needed, whether it fell back to a text card, which of the components
+a fitting card would use (`expects`) it contains, and which of the values the request gives
+(`shows`) the rendered card displays. `--no-constraints`
 answers without grammars or closing, the comparison row. Writes JSON; prints a summary.
 """
 

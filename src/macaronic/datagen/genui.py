@@ -1013,10 +1013,9 @@ def all_mix_values() -> list[str]:
 # `examples(..., name=True)` (the mixing engine plus this) the engine also: names, on half the cards
 # of the intents in `NAMED_BY`, who or where the card is for (an organisation, a place or a person, as
 # that intent allows; said after the request, before it, or on a line of its own), shown as a caption
-# under the title, or gives the card
-# a title in quotes, which then is its title; says an info card's or a stats card's values in a
-# sentence, with no labels, three times in five; and adds rows of up to three named buttons
-# ("Start / Stop / Reset buttons in a row"). Off (the default), nothing more is drawn.
+# under the title, or gives the card a title in quotes, which then is its title; says an info card's
+# or a stats card's values in a sentence, with no labels, three times in five; and adds rows of up to
+# three named buttons ("Start / Stop / Reset buttons in a row"). Off (the default), nothing more is drawn.
 _NAME = contextvars.ContextVar("genui_name", default=False)
 NAME_HELD_OUT = {"log out"}  # the open engine's label the fifth set shows ("pause" and "add to cart" are held out already)
 RECORD_SENTENCES = {  # an info card's kind -> sentences saying its values in order (v0 ... vN; lN: first letter
@@ -1161,7 +1160,7 @@ def card(rng: random.Random, intent: str | None = None, sid: str = "card", inten
             request, req = compose(rng, c, request, req)
         request = _ask(rng, request)
         if prefix:  # after a name, the request goes on without an opener of its own
-            request = prefix + re.sub(r"^(Hey, |Please |Hey, I need )", "", request)
+            request = prefix + re.sub(r"^(Hey, |Please )", "", request)
         request += suffix
     reply = json.dumps({"text_response": text, "a2ui": c.messages("root")}, ensure_ascii=False, separators=(",", ":"))
     return name, request, reply, req
