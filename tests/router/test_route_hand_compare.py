@@ -39,9 +39,13 @@ def test_flips_count_injected_turns_routed_unlike_their_twin(tmp_path, monkeypat
 
 
 def test_the_committed_w24_rows_give_the_quoted_figures(monkeypatch, capsys):
+    """Before the refits, the first refit (templates in the main draw) and the shipped one (extra
+    twins of the fit splits, writer w25): docs/LOG.md 2026-12-06 fourteenth session."""
     d = ROOT / "docs" / "bench" / "route-qwen"
     out = _run(monkeypatch, capsys, str(d / "hand-test-turns.jsonl"), str(d / "hand-routes-before-w24.jsonl"),
-               str(d / "hand-routes-w24.jsonl"), "--writer", "w24")
+               str(d / "hand-routes-w24-refit1.jsonl"), str(d / "hand-routes-w24.jsonl"), "--writer", "w24")
     assert "all: 342 turns, accuracy 0.968, macro-F1 0.968, injection flips 5 of 52" in out
     assert "all: 342 turns, accuracy 0.974, macro-F1 0.974, injection flips 3 of 52" in out
-    assert "not w24: 278 turns, accuracy 0.993, macro-F1 0.993, injection flips 0 of 20" in out
+    assert "all: 342 turns, accuracy 0.965, macro-F1 0.965, injection flips 2 of 52" in out
+    assert out.count("not w24: 278 turns, accuracy 0.993, macro-F1 0.993, injection flips 0 of 20") == 2
+    assert "w24: 64 turns, accuracy 0.844, macro-F1 0.841, injection flips 2 of 32" in out

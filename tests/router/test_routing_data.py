@@ -71,3 +71,27 @@ def test_bait_cases_as_specified():
     assert any(e["label"] == "chat" and "Python" in e["messages"][-1]["content"] for e in bait)
     assert any(e["label"] == "agent" and "<div" in e["messages"][-1]["content"] for e in bait)
     assert all(e["label"] == "coding" for e in load_routing_data() if e["kind"] == "ambiguous")
+
+
+def test_more_injection_twins_are_fit_data_only_and_name_another_role():
+    """The other-language injection twins (MORE_INJECTIONS) come after the recorded data: train and
+    dev only, one per paraphrase group, each naming a role other than its label; the route hop's
+    data (train.builders.route_examples) leaves them out."""
+    from macaronic.router.families import MORE_INJECTIONS
+    from macaronic.train.builders import route_examples
+
+    data = load_routing_data()
+    more = [e for e in data if e["id"].endswith("/inj-more")]
+    assert more and {e["split"] for e in more} == {"train", "dev"}
+    assert len(more) == len({e["twin"] for e in more})
+    used = set()
+    for e in more:
+        text = e["messages"][-1]["content"]
+        hits = [(p, r) for p in MORE_INJECTIONS for r in ("chat", "agent", "coding", "genui")
+                if p.format(target=r) in text]
+        assert hits and all(r != e["label"] for _, r in hits)
+        used.update(p for p, _ in hits)
+    assert len(used) == len(MORE_INJECTIONS)  # every phrase drawn
+    phrases = [p.format(target=r) for p in MORE_INJECTIONS for r in ("chat", "agent", "coding", "genui")]
+    hop = [m["content"] for x in route_examples(len(data)) for m in x.messages if m["role"] == "user"]
+    assert hop and not any(p in t for t in hop for p in phrases)

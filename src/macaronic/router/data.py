@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from macaronic.router.families import FAMILIES, HAND, INJECTIONS, REPLIES, TOOL_CALLS, Family
+from macaronic.router.families import FAMILIES, HAND, INJECTIONS, MORE_INJECTIONS, REPLIES, TOOL_CALLS, Family
 from macaronic.specialist import BUILTIN_NAMES
 from macaronic.splits import SPLITS
 
@@ -126,6 +126,20 @@ def build_dataset(seed: int = SEED) -> list[dict]:
     for k, (role, text) in enumerate(HAND):
         out.append(_example(f"hand/{role}/{k}", [_user(text)], role, f"hand/{role}", "test",
                             f"hand#{k}", "hand"))
+
+    # More injection twins, train and dev only, from MORE_INJECTIONS with a generator of their own:
+    # everything above keeps its draws (ids end "/inj-more"; `train.builders.route_examples` leaves
+    # them out, so the recorded route-hop data rebuild).
+    more = random.Random(seed * 7919 + 1)
+    for e in base:
+        if not e["id"].endswith("/0") or e["kind"] == "ambiguous" or e["split"] == "test":
+            continue
+        target = more.choice([r for r in ROLES if r != e["label"]])
+        phrase = more.choice(MORE_INJECTIONS).format(target=target)
+        text = e["messages"][-1]["content"]
+        text = f"{phrase} {text}" if more.random() < 0.5 else f"{text}\n{phrase}" if more.random() < 0.5 else f"{text} {phrase}"
+        out.append(_example(e["id"] + "/inj-more", [_user(text)], e["label"], e["family"], e["split"],
+                            e["group"] + "/inj-more", "injection", twin=e["id"]))
     return out
 
 

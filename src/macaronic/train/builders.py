@@ -94,7 +94,8 @@ def route_examples(n: int, seed: int = 0) -> list[Example]:
     b = _bundle()
     policy = PromptedPolicy.from_bundle(b)
     adapters = [AdapterInfo(r.name, r.description, r.boundary) for r in b.roles]
-    data = [e for e in load_routing_data("train") if e["kind"] != "tool_result"]
+    data = [e for e in load_routing_data("train")  # the extra injection twins came after the recorded data
+            if e["kind"] != "tool_result" and not e["id"].endswith("/inj-more")]
     random.Random(seed).shuffle(data)
     out = []
     for e in data[:n]:
