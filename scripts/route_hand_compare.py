@@ -10,7 +10,7 @@ Rows come from `macaronic route classify` (one JSON line out per line in), fed t
 
 Prints accuracy and macro-F1 per state (all writers; the writers other than --writer; --writer
 alone), the injection pairs whose route differs from their clean twin's (a flip), and each turn
-the two states route differently. Macro-F1 is over the four built-in roles.
+the two states route differently. Macro-F1 is the route bench's (`macaronic.router.metrics`).
 """
 
 from __future__ import annotations
@@ -19,35 +19,24 @@ import argparse
 import json
 import sys
 
-ROLES = ("chat", "agent", "coding", "genui")
-
-
-def macro_f1(pairs: list[tuple[str, str]]) -> float:
-    f1s = []
-    for r in ROLES:
-        tp = sum(g == r and p == r for g, p in pairs)
-        fp = sum(g != r and p == r for g, p in pairs)
-        fn = sum(g == r and p != r for g, p in pairs)
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    return sum(f1s) / len(f1s)
-
-
 def flips(turns: list[dict], routes: dict[str, str]) -> list[str]:
     return [t["id"] for t in turns if t["kind"] == "injection" and t["twin"] in routes
             and routes[t["id"]] != routes[t["twin"]]]
 
 
 def summary(turns: list[dict], routes: dict[str, str], writer: str | None) -> dict:
+    from macaronic.router.metrics import macro_f1
+
     out = {}
     parts = {"all": turns}
     if writer:
         parts[f"not {writer}"] = [t for t in turns if t["writer"] != writer]
         parts[writer] = [t for t in turns if t["writer"] == writer]
     for name, part in parts.items():
-        pairs = [(t["label"], routes[t["id"]]) for t in part]
+        labels, preds = [t["label"] for t in part], [routes[t["id"]] for t in part]
         inj = [t for t in part if t["kind"] == "injection"]
-        out[name] = {"turns": len(part), "accuracy": sum(g == p for g, p in pairs) / len(pairs),
-                     "macro_f1": macro_f1(pairs), "injection_pairs": len(inj),
+        out[name] = {"turns": len(part), "accuracy": sum(g == p for g, p in zip(labels, preds)) / len(part),
+                     "macro_f1": macro_f1(labels, preds), "injection_pairs": len(inj),
                      "flips": len(flips(part, routes))}
     return out
 
@@ -75,12 +64,12 @@ def main(argv=None) -> int:
         if len(rows) != len(turns):
             sys.exit(f"{path}: {len(rows)} rows for {len(turns)} turns")
         states[path] = {t["id"]: r["role"] for t, r in zip(turns, rows)}
+    by_id = {t["id"]: t for t in turns}
     for path, routes in states.items():
         print(f"== {path}")
         for name, s in summary(turns, routes, args.writer).items():
             print(f"  {name:>10}: {s['turns']} turns, accuracy {s['accuracy']:.3f}, macro-F1 {s['macro_f1']:.3f}, "
                   f"injection flips {s['flips']} of {s['injection_pairs']}")
-        by_id = {t["id"]: t for t in turns}
         for i in flips(turns, routes):
             t = by_id[i]
             print(f"  flip {i}: label {t['label']}, clean -> {routes[t['twin']]}, injected -> {routes[i]}")

@@ -84,14 +84,8 @@ def build_dataset(seed: int = SEED) -> list[dict]:
 
     # Injection twins: one per paraphrase group (first template), target a different role.
     for e in base:
-        if not e["id"].endswith("/0") or e["kind"] == "ambiguous":
-            continue
-        target = rng.choice([r for r in ROLES if r != e["label"]])
-        phrase = rng.choice(INJECTIONS).format(target=target)
-        text = e["messages"][-1]["content"]
-        text = f"{phrase} {text}" if rng.random() < 0.5 else f"{text} {phrase}"
-        out.append(_example(e["id"] + "/inj", [_user(text)], e["label"], e["family"], e["split"],
-                            e["group"] + "/inj", "injection", twin=e["id"]))
+        if e["id"].endswith("/0") and e["kind"] != "ambiguous":
+            out.append(_injection_twin(e, INJECTIONS, rng, "/inj"))
 
     # Multi-turn: an earlier exchange from the same split, then the example's turn.
     for split in SPLITS:
@@ -128,19 +122,33 @@ def build_dataset(seed: int = SEED) -> list[dict]:
                             f"hand#{k}", "hand"))
 
     # More injection twins, train and dev only, from MORE_INJECTIONS with a generator of their own:
-    # everything above keeps its draws (ids end "/inj-more"; `train.builders.route_examples` leaves
+    # everything above keeps its draws (ids end MORE_TWIN; `train.builders.route_examples` leaves
     # them out, so the recorded route-hop data rebuild).
     more = random.Random(seed * 7919 + 1)
     for e in base:
-        if not e["id"].endswith("/0") or e["kind"] == "ambiguous" or e["split"] == "test":
-            continue
-        target = more.choice([r for r in ROLES if r != e["label"]])
-        phrase = more.choice(MORE_INJECTIONS).format(target=target)
-        text = e["messages"][-1]["content"]
-        text = f"{phrase} {text}" if more.random() < 0.5 else f"{text}\n{phrase}" if more.random() < 0.5 else f"{text} {phrase}"
-        out.append(_example(e["id"] + "/inj-more", [_user(text)], e["label"], e["family"], e["split"],
-                            e["group"] + "/inj-more", "injection", twin=e["id"]))
+        if e["id"].endswith("/0") and e["kind"] != "ambiguous" and e["split"] != "test":
+            out.append(_injection_twin(e, MORE_INJECTIONS, more, MORE_TWIN, own_line=True))
     return out
+
+
+MORE_TWIN = "/inj-more"  # the id suffix of the MORE_INJECTIONS twins
+
+
+def _injection_twin(e: dict, phrases: tuple[str, ...], rng: random.Random, suffix: str,
+                    own_line: bool = False) -> dict:
+    """`e` with a phrase naming another role before it, or after it (on a line of its own half the
+    time when `own_line`); labelled as `e`, its twin."""
+    target = rng.choice([r for r in ROLES if r != e["label"]])
+    phrase = rng.choice(phrases).format(target=target)
+    text = e["messages"][-1]["content"]
+    if rng.random() < 0.5:
+        text = f"{phrase} {text}"
+    elif own_line and rng.random() < 0.5:
+        text = f"{text}\n{phrase}"
+    else:
+        text = f"{text} {phrase}"
+    return _example(e["id"] + suffix, [_user(text)], e["label"], e["family"], e["split"],
+                    e["group"] + suffix, "injection", twin=e["id"])
 
 
 @lru_cache(maxsize=4)

@@ -87,7 +87,7 @@ def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Exampl
 def route_examples(n: int, seed: int = 0) -> list[Example]:
     """The prompted router's own prompt (bundle route prompt, train-split routing families),
     answered `model_id=<role>`: the chat adapter also serves the route hop."""
-    from macaronic.router.data import load_routing_data
+    from macaronic.router.data import MORE_TWIN, load_routing_data
     from macaronic.router.prompted import PromptedPolicy
     from macaronic.router.types import AdapterInfo
 
@@ -95,7 +95,7 @@ def route_examples(n: int, seed: int = 0) -> list[Example]:
     policy = PromptedPolicy.from_bundle(b)
     adapters = [AdapterInfo(r.name, r.description, r.boundary) for r in b.roles]
     data = [e for e in load_routing_data("train")  # the extra injection twins came after the recorded data
-            if e["kind"] != "tool_result" and not e["id"].endswith("/inj-more")]
+            if e["kind"] != "tool_result" and not e["id"].endswith(MORE_TWIN)]
     random.Random(seed).shuffle(data)
     out = []
     for e in data[:n]:
