@@ -31,7 +31,7 @@ def random_blocks(type_id: int, rows: int, k: int, seed: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def ops():
     o = native.ops()
-    if o is None:  # the default suite must pass where no compiler or no AVX-512 BF16 exists
+    if o is None:  # the default suite must pass where no compiler or no AVX2 exists
         pytest.skip("the native kernels cannot be built or run on this machine")
     return o
 

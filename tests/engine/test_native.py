@@ -22,7 +22,7 @@ from macaronic.testing import make_random_adapter
 @pytest.fixture(scope="module")
 def ops():
     o = native.ops()
-    if o is None:  # the default suite must pass where no compiler or no AVX-512 BF16 exists
+    if o is None:  # the default suite must pass where no compiler or no AVX2 exists
         pytest.skip("the native kernels cannot be built or run on this machine")
     return o
 
@@ -118,6 +118,20 @@ def test_without_the_native_kernel_int4_keeps_the_pytorch_path(tiny_dirs, monkey
     with torch.inference_mode():
         out = b.model(ids, [SeqSlice(KVBuffer(b.args, 16, b.model.dtype), 6)], logits="all")
     assert torch.isfinite(out.float()).all()
+
+
+def test_either_instruction_set_runs_the_kernels(monkeypatch):
+    monkeypatch.setattr(native.sys, "platform", "linux")
+    for flags, ok in ((set(), False), ({"avx", "sse4_2"}, False), ({"avx2", "fma"}, False),
+                      ({"avx2", "fma", "f16c"}, True), ({"avx512f", "avx512bw", "avx512vl", "avx512_bf16"}, True)):
+        monkeypatch.setattr(native, "_cpu_flags", lambda f=flags: f)
+        assert native.cpu_can_run() is ok, flags
+
+
+def test_the_library_says_which_kernels_run_here(ops):
+    # the AVX-512 kernels where the CPU has AVX-512 BF16, else their AVX2 twins
+    assert ops.wide_supported() == (native.NEEDS_WIDE <= native._cpu_flags())
+    assert ops.int4_supported()
 
 
 def test_a_failed_build_warns_once_and_falls_back(tmp_path, monkeypatch):

@@ -2,7 +2,8 @@
 
 `ops()` returns `torch.ops.macaronic` when the library is built (or builds it on first use into
 `$MACARONIC_NATIVE_CACHE`, default `$MACARONIC_HOME/native/`, keyed by the sources' hash and
-torch's version) and the CPU can run it;
+torch's version) and the CPU can run it: an x86-64 CPU with AVX-512 BF16 runs the kernels as written,
+one with AVX2 + FMA + F16C their fp32 twins (csrc/avx2.h; `ops().wide_supported()` says which);
 otherwise None, with one warning saying why, and the callers keep their pure-PyTorch path.
 `scripts/setup` builds it (`python -m macaronic.engine.native`); importing the package never does.
 `MACARONIC_NATIVE=0` turns it off; `CXX` picks the compiler. Knows nothing about models.
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 
 SOURCES = tuple(Path(__file__).with_name("csrc") / f for f in ("int4.cpp", "lora.cpp", "decode.cpp", "pool.cpp", "ggml.cpp"))
-HEADERS = (Path(__file__).with_name("csrc") / "pool.h",)
+HEADERS = tuple(Path(__file__).with_name("csrc") / f for f in ("pool.h", "avx2.h"))
 # The kernels thread with their own pool (csrc/pool.h), not OpenMP: built without -fopenmp,
 # at::parallel_for would run serially, and with it libgomp's per-thread teams wake slowly.
 FLAGS = ("-O3", "-std=c++20", "-fPIC", "-w")
@@ -91,12 +92,16 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-NEEDS = frozenset({"avx512f", "avx512bw", "avx512_bf16"})  # what the native kernels are compiled for
+# The kernels come in two instruction sets (csrc/avx2.h): AVX-512 with BF16, and AVX2 + FMA + F16C twins
+# for the x86-64 CPUs without it. Either set is enough; the library picks once per process.
+NEEDS_WIDE = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512_bf16"})
+NEEDS = frozenset({"avx2", "fma", "f16c"})
 
 
 def cpu_can_run() -> bool:
-    """Could the native kernels run on this CPU (Linux, AVX-512 with BF16)?"""
-    return sys.platform == "linux" and NEEDS <= _cpu_flags()
+    """Could the native kernels run on this CPU (Linux, x86-64 with AVX2 + FMA + F16C, or AVX-512 BF16)?"""
+    flags = _cpu_flags()
+    return sys.platform == "linux" and (NEEDS <= flags or NEEDS_WIDE <= flags)
 
 
 def cpu_bf16() -> bool:
@@ -111,7 +116,8 @@ def load(cache: Path | None = None, cxx: str | None = None):
     if os.environ.get("MACARONIC_NATIVE", "1") == "0":
         raise NativeBuildError("MACARONIC_NATIVE=0")
     if not cpu_can_run():
-        raise NativeBuildError(f"the native int4 kernel needs Linux on a CPU with {sorted(NEEDS)}")
+        raise NativeBuildError(f"the native kernels need Linux on an x86-64 CPU with {sorted(NEEDS)} "
+                               f"(or {sorted(NEEDS_WIDE)})")
     path = library_path(cache)
     if not path.exists():
         build(path, cxx)
@@ -119,7 +125,7 @@ def load(cache: Path | None = None, cxx: str | None = None):
         torch.ops.load_library(str(path))
     ops = torch.ops.macaronic
     if not ops.int4_supported():
-        raise NativeBuildError("the CPU lacks AVX-512 BF16")
+        raise NativeBuildError("the CPU lacks both AVX2 + FMA + F16C and AVX-512 BF16")
     return ops
 
 
@@ -141,8 +147,9 @@ def main() -> int:
     """`python -m macaronic.engine.native`: build (if missing) and load the library, say where."""
     path = library_path()
     seconds = None if path.exists() else build(path)
-    load()
-    print(f"native kernels: {path}" + (f" (built in {seconds:.1f} s)" if seconds is not None else " (already built)"))
+    o = load()
+    print(f"native kernels: {path}" + (f" (built in {seconds:.1f} s)" if seconds is not None else " (already built)")
+          + (", AVX-512 BF16" if o.wide_supported() else ", AVX2 twins"))
     return 0
 
 

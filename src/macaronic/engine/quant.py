@@ -1,9 +1,10 @@
 """Weight-only quantized base matmuls: int8, int4, and the GGUF's own blocks ("gguf", engine/ggml.py).
 
-int4 with the native kernel (engine/native.py, csrc/int4.cpp; a CPU with AVX-512 BF16): the layer
-keeps only its packed nibbles and an fp16 (scale, min) per 16 outputs x 32 inputs (asymmetric, as
-llama.cpp's Q4_1: 5 bits a weight), and runs every row count from them: registers for 1-4 rows, AMX
-tiles dequantised in L1 for more. int4 is a quantization of the base's weights, whatever they came
+int4 with the native kernel (engine/native.py, csrc/int4.cpp; an x86-64 CPU with AVX-512 BF16, or AVX2 +
+FMA + F16C for the kernels' fp32 twins): the layer keeps only its packed nibbles and an fp16 (scale,
+min) per 16 outputs x 32 inputs (asymmetric, as llama.cpp's Q4_1: 5 bits a weight), and runs every row
+count from them: registers for few rows, AMX tiles dequantised in L1 (or dequantised chunks for at::mm,
+in fp32 on AVX2) for more. int4 is a quantization of the base's weights, whatever they came
 from: only a base imported from Q4_1 (SmolLM2-135M) repacks exactly. The default base's GGUF
 (Qwen2.5-Coder-0.5B, "Q4_K_M": Q5_0, Q8_0, Q4_K and Q6_K tensors) does not: int4 quantizes its
 dequantized weights a second time (fp32 reproduced llama.cpp's greedy text on 37 of 40 HumanEval
@@ -17,7 +18,7 @@ base's served default (engine/bases.py `served`). Serving "the GGUF's weights" m
 
 `pack_int4` writes int4's layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
 hold the kernel to.
-Without the native kernel (and for int8), decoding few streams is bound by reading the weights
+Without the native kernel (a non-x86 CPU, MACARONIC_NATIVE=0, no compiler; and for int8), decoding few streams is bound by reading the weights
 and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
 and picks per call:
 - up to SMALL_ROWS rows (SMALL_ROWS_FP32 on a CPU without native bf16): torch's weight-only CPU

@@ -23,6 +23,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "avx2.h"
 #include "pool.h"
 
 #include <immintrin.h>
@@ -183,6 +184,89 @@ KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) {  // bf16(bf16(silu(
   }
 }
 
+// ---- AVX2 + FMA (no AVX-512 BF16): the element-wise steps and attention, 8 lanes at a time ----
+// The same arithmetic and bf16 rounding points as the kernels above.
+
+AVX2_KERNEL void rms_norm2(const bf16* x, const bf16* w, int64_t D, float eps, bf16* out) {
+  using namespace macaronic::avx2;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t k = 0; k < D; k += 8) {
+    const __m256 v = load8(x + k);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  const __m256 r = _mm256_set1_ps(1.f / std::sqrt(hsum(acc) / float(D) + eps));
+  for (int64_t k = 0; k < D; k += 8) store8(out + k, _mm256_mul_ps(load8(w + k), round8(_mm256_mul_ps(load8(x + k), r))));
+}
+
+// H query heads over keys 0..n-1 of their shared K/V head: each key and value row is widened once
+// for all H; per head the arithmetic is attend's (fp32 scores, probabilities rounded to bf16).
+AVX2_KERNEL void attend2(const bf16* q, int64_t H, const bf16* k, const bf16* v, int64_t kstride, int64_t n, int64_t hd,
+                         float scale, std::vector<float>& s, bf16* out) {
+  using namespace macaronic::avx2;
+  s.resize(H * n + H * hd * 2 + hd);
+  float* qf = s.data() + H * n;  // [H, hd] fp32 queries, then [H, hd] accumulators, then one widened row
+  float* acc = qf + H * hd;
+  float* row = acc + H * hd;
+  for (int64_t i = 0; i < H * hd; i += 8) _mm256_storeu_ps(qf + i, load8(q + i));
+  float mx[8], sum[8];  // H <= 8
+  for (int64_t h = 0; h < H; ++h) mx[h] = -INFINITY, sum[h] = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    const bf16* kj = k + j * kstride;
+    for (int64_t c = 0; c < hd; c += 8) _mm256_storeu_ps(row + c, load8(kj + c));
+    for (int64_t h = 0; h < H; ++h) {
+      __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qf + h * hd), _mm256_loadu_ps(row)), a1 = _mm256_setzero_ps();
+      int64_t c = 8;
+      for (; c + 16 <= hd; c += 16) {
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + h * hd + c), _mm256_loadu_ps(row + c), a1);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + h * hd + c + 8), _mm256_loadu_ps(row + c + 8), a0);
+      }
+      for (; c < hd; c += 8) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qf + h * hd + c), _mm256_loadu_ps(row + c), a1);
+      const float sj = hsum(_mm256_add_ps(a0, a1)) * scale;
+      s[h * n + j] = sj;
+      mx[h] = std::max(mx[h], sj);
+    }
+  }
+  for (int64_t i = 0; i < H * hd; ++i) acc[i] = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    const bf16* vj = v + j * kstride;
+    for (int64_t c = 0; c < hd; c += 8) _mm256_storeu_ps(row + c, load8(vj + c));
+    for (int64_t h = 0; h < H; ++h) {
+      const float p = std::exp(s[h * n + j] - mx[h]);
+      sum[h] += p;
+      const __m256 pv = _mm256_set1_ps(float(bf16(p)));
+      for (int64_t c = 0; c < hd; c += 8)
+        _mm256_storeu_ps(acc + h * hd + c, _mm256_fmadd_ps(pv, _mm256_loadu_ps(row + c), _mm256_loadu_ps(acc + h * hd + c)));
+    }
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    const __m256 inv = _mm256_set1_ps(1.f / sum[h]);
+    for (int64_t c = 0; c < hd; c += 8) store8(out + h * hd + c, _mm256_mul_ps(_mm256_loadu_ps(acc + h * hd + c), inv));
+  }
+}
+
+AVX2_KERNEL void add_into2(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x + y)
+  using namespace macaronic::avx2;
+  for (int64_t k = 0; k < n; k += 8) store8(x + k, _mm256_add_ps(load8(x + k), load8(y + k)));
+}
+
+// rope and silu_mul are scalar; these copies carry no AVX-512 target, so the compiler cannot use it
+void rope2(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
+  const int64_t half = hd / 2;
+  alignas(64) float tmp[256];
+  for (int64_t i = 0; i < hd; ++i) {
+    const float xi = float(x[i]), rot = i < half ? -float(x[i + half]) : float(x[i - half]);
+    tmp[i] = float(bf16(float(bf16(xi * float(cos[i]))) + float(bf16(rot * float(sin[i])))));
+  }
+  for (int64_t i = 0; i < hd; ++i) x[i] = bf16(tmp[i]);
+}
+
+void silu_mul2(const bf16* gu, int64_t I, bf16* out) {
+  for (int64_t k = 0; k < I; ++k) {
+    const float g = float(gu[k]);
+    out[k] = bf16(float(bf16(g / (1.f + std::exp(-g)))) * float(gu[I + k]));
+  }
+}
+
 constexpr int64_t kPerLayer = 11;
 
 at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorList lora, at::TensorList slots,
@@ -193,6 +277,7 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
   TORCH_CHECK(w.size() % kPerLayer == 0, "decode_layers: w must hold 11 tensors per layer");
   const int64_t L = int64_t(w.size()) / kPerLayer;
   TORCH_CHECK(D % 16 == 0 && hd % 16 == 0 && hd <= 256 && n_heads % n_kv == 0, "decode_layers: unsupported shape");
+  const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   TORCH_CHECK(slots.size() == 4 && n_targets.size() == 4, "decode_layers: 4 slot tensors and 4 target counts");
   int64_t lora_per_layer = 0;
   std::vector<int64_t> a_off(4);
@@ -221,13 +306,14 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
   for (int64_t li = 0; li < L; ++li) {
     const at::Tensor* lw = w.data() + li * kPerLayer;
     at::TensorList ll = lora.empty() ? lora : lora.slice(li * lora_per_layer, lora_per_layer);
-    for (int64_t b = 0; b < B; ++b) rms_norm(xp + b * D, lw[0].data_ptr<bf16>(), D, float(eps), hp + b * D);
+    for (int64_t b = 0; b < B; ++b)
+      (wide ? rms_norm : rms_norm2)(xp + b * D, lw[0].data_ptr<bf16>(), D, float(eps), hp + b * D);
     at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0]);  // [B, qw + 2 kvw]
     TORCH_CHECK(qkv.size(1) == qw + 2 * kvw, "decode_layers: the qkv weight's width does not match the heads");
     bf16* qp = qkv.data_ptr<bf16>();
     const int64_t ld = qkv.size(1);
     for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = 0; t < n_heads + n_kv; ++t) rope(qp + b * ld + t * hd, cp + b * hd, sp + b * hd, hd);
+      for (int64_t t = 0; t < n_heads + n_kv; ++t) (wide ? rope : rope2)(qp + b * ld + t * hd, cp + b * hd, sp + b * hd, hd);
       bf16* kb = ks[b].data_ptr<bf16>() + li * ks[b].stride(0) + lengths[b] * ks[b].stride(2);
       bf16* vb = vs[b].data_ptr<bf16>() + li * vs[b].stride(0) + lengths[b] * vs[b].stride(2);
       for (int64_t g = 0; g < n_kv; ++g) {
@@ -246,7 +332,9 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
         const bf16* v0 = vs[b].data_ptr<bf16>() + li * vs[b].stride(0) + g * vs[b].stride(1);
         const bf16* q0 = qp + b * ld + h0 * hd;
         bf16* o0 = ap + b * qw + h0 * hd;
-        if (HeadsFn f = heads_fn(hd, nh)) {
+        if (!wide) {
+          attend2(q0, nh, k0, v0, ks[b].stride(2), lengths[b] + 1, hd, scale, s, o0);
+        } else if (HeadsFn f = heads_fn(hd, nh)) {
           f(q0, k0, v0, ks[b].stride(2), lengths[b] + 1, scale, s, o0);
         } else {
           for (int64_t h = 0; h < nh; ++h)
@@ -255,14 +343,15 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
       }
     });
     at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1]);
-    add_into(xp, o.data_ptr<bf16>(), B * D);
-    for (int64_t b = 0; b < B; ++b) rms_norm(xp + b * D, lw[6].data_ptr<bf16>(), D, float(eps), hp + b * D);
+    (wide ? add_into : add_into2)(xp, o.data_ptr<bf16>(), B * D);
+    for (int64_t b = 0; b < B; ++b)
+      (wide ? rms_norm : rms_norm2)(xp + b * D, lw[6].data_ptr<bf16>(), D, float(eps), hp + b * D);
     at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2]);  // [B, 2I]
     const int64_t I = gu.size(1) / 2;
     at::Tensor act = at::empty({B, I}, x.options());
-    for (int64_t b = 0; b < B; ++b) silu_mul(gu.data_ptr<bf16>() + b * 2 * I, I, act.data_ptr<bf16>() + b * I);
+    for (int64_t b = 0; b < B; ++b) (wide ? silu_mul : silu_mul2)(gu.data_ptr<bf16>() + b * 2 * I, I, act.data_ptr<bf16>() + b * I);
     at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3]);
-    add_into(xp, dn.data_ptr<bf16>(), B * D);
+    (wide ? add_into : add_into2)(xp, dn.data_ptr<bf16>(), B * D);
   }
   return x;
 }

@@ -24,6 +24,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "avx2.h"
 #include "pool.h"
 
 #include <immintrin.h>
@@ -57,8 +58,16 @@ KERNEL inline float f16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// One row of K weights (row: its blocks) -> out[K] in fp32, in ggml's arithmetic.
-KERNEL void dequant_row(int64_t type, const uint8_t* row, int64_t K, float* out) {
+AVX2_KERNEL inline float f16_avx2(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// One row of K weights (row: its blocks) -> out[K] in fp32, in ggml's arithmetic. The body is compiled
+// twice, for the AVX-512 kernels (dequant_row) and for the AVX2 ones (dequant_row2).
+template <float (*f16)(const uint8_t*)>
+__attribute__((always_inline)) inline void dequant_row_body(int64_t type, const uint8_t* row, int64_t K, float* out) {
   switch (type) {
     case 2:  // Q4_0
       for (int64_t b = 0; b < K / 32; ++b, row += 18, out += 32) {
@@ -135,6 +144,22 @@ KERNEL void dequant_row(int64_t type, const uint8_t* row, int64_t K, float* out)
       }
       break;
   }
+}
+
+KERNEL void dequant_row(int64_t type, const uint8_t* row, int64_t K, float* out) { dequant_row_body<f16>(type, row, K, out); }
+AVX2_KERNEL void dequant_row2(int64_t type, const uint8_t* row, int64_t K, float* out) {
+  dequant_row_body<f16_avx2>(type, row, K, out);
+}
+
+AVX2_KERNEL float dot2(const float* a, const float* b, int64_t K) {  // K a multiple of 32
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t k = 0; k < K; k += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+  }
+  return macaronic::avx2::hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
 
 // Q8_0 and Q5_0 rows (the bulk of a "Q4_K_M" file whose width is no multiple of 256) against R rows
@@ -296,6 +321,20 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   at::Tensor y = at::empty({N, O}, x.options());
   at::BFloat16* yp = y.data_ptr<at::BFloat16>();
   if (N == 0 || O == 0) return y;
+  const bool wide = macaronic::wide();  // the AVX-512 kernels, else: rows dequantised by dequant_row2, AVX2 dots
+  if (N <= kFewRows && !wide) {
+    macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
+      thread_local std::vector<float> w;
+      if (w.size() < size_t(K)) w.resize(K);
+      for (int64_t o = o0; o < o1; ++o) {
+        const int64_t p = r.find(o);
+        const float b = bp ? float(bp[o]) : 0.f;
+        dequant_row2(r.type[p], r.row(p, o), K, w.data());
+        for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(dot2(xp + n * K, w.data(), K) + b);
+      }
+    });
+    return y;
+  }
   if (N <= kFewRows) {
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
@@ -324,7 +363,7 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
     macaronic::parallel_for(c0, c1, 8, [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
-        dequant_row(r.type[p], r.row(p, o), K, wp + (o - c0) * K);
+        (wide ? dequant_row : dequant_row2)(r.type[p], r.row(p, o), K, wp + (o - c0) * K);
       }
     });
     at::Tensor part = at::mm(xf, wbuf.narrow(0, 0, c1 - c0).t());  // [N, c1 - c0] fp32
@@ -342,7 +381,8 @@ at::Tensor ggml_dequantize(const at::Tensor& part, int64_t type, int64_t K) {
               "ggml_dequantize: part must be a contiguous uint8 [O, row bytes]");
   at::Tensor out = at::empty({part.size(0), K}, part.options().dtype(at::kFloat));
   for (int64_t o = 0; o < part.size(0); ++o)
-    dequant_row(type, part.data_ptr<uint8_t>() + o * part.size(1), K, out.data_ptr<float>() + o * K);
+    (macaronic::wide() ? dequant_row : dequant_row2)(type, part.data_ptr<uint8_t>() + o * part.size(1), K,
+                                                     out.data_ptr<float>() + o * K);
   return out;
 }
 

@@ -18,11 +18,15 @@
 //   tiles of 16 rows; the weights are rounded to bf16, as a bf16 copy would hold them;
 // - more rows without AMX: chunks of the weights dequantised to bf16 [K, chunk] (1 MiB, in L2) and
 //   multiplied by at::mm.
+// On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 16
+// rows the register kernel with the weights widened to fp32 (q * scale + min), more rows fp32 chunks for
+// at::mm.
 // Knows nothing about models, adapters or Python.
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "avx2.h"
 #include "pool.h"
 
 #include <immintrin.h>
@@ -39,7 +43,7 @@ void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at:
 
 namespace {
 
-// Only the kernels use AVX-512: the library loads on any x86-64 and int4_supported() says if they can run.
+// Only the kernels use AVX-512 (or AVX2, the twins): the library loads on any x86-64 and int4_supported() says if they can run.
 #define KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
 
 constexpr int64_t kGroup = 32;
@@ -226,6 +230,118 @@ bool amx_ready() {  // Linux hands out the AMX tile state only on request
   return ok;
 }
 
+// ---- AVX2 + FMA (no AVX-512 BF16): the same two paths in fp32, 8 outputs a register ----
+// Few rows (up to 16): each chunk's nibbles become fp32 weights in registers, q * scale + min (the
+// twin's arithmetic, no weight rounded), and meet up to 4 rows of x (widened once per call) in FMAs.
+// More rows: chunks of the weights dequantised to fp32 [K, chunk] and multiplied by at::mm in fp32
+// (without native bf16, a bf16 at::mm is emulated and several times slower, docs/LOG.md).
+
+template <int R>
+AVX2_KERNEL void rows_block2(const float* x, int64_t K, const uint8_t* qw, const at::Half* sc, const at::BFloat16* bias,
+                             at::BFloat16* y, int64_t O) {
+  using namespace macaronic::avx2;
+  constexpr int C = R == 1 ? 2 : 1;  // chains per row and half: one row alone would wait on the FMA's latency
+  const int64_t G = K / kGroup;
+  const __m256i low4 = _mm256_set1_epi16(0x000F), low16 = _mm256_set1_epi32(0xFFFF);
+  __m256 acc[R][2][C];
+  for (int r = 0; r < R; ++r)
+    for (int hf = 0; hf < 2; ++hf)
+      for (int j = 0; j < C; ++j) acc[r][hf][j] = j == 0 && bias ? load8(bias + 8 * hf) : _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* q = qw + g * 256;
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(sc + g * 32) + kAhead / 4, _MM_HINT_T0);
+    const __m256 s[2] = {load8(sc + g * 32), load8(sc + g * 32 + 8)};
+    const __m256 m[2] = {load8(sc + g * 32 + 16), load8(sc + g * 32 + 24)};
+    for (int c = 0; c < 8; ++c)
+      for (int hf = 0; hf < 2; ++hf) {  // outputs 8 * hf .. 8 * hf + 7: bytes 16 * hf .. of the chunk
+        const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c * 32 + 16 * hf)));
+        const __m256i nib[2] = {_mm256_and_si256(w, low4), _mm256_srli_epi16(w, 4)};  // pairs c and c + 8
+        for (int h = 0; h < 2; ++h) {
+          const int64_t k = g * kGroup + 2 * (c + 8 * h);
+          const __m256 we = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(nib[h], low16)), s[hf], m[hf]);
+          const __m256 wo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(nib[h], 16)), s[hf], m[hf]);
+          for (int r = 0; r < R; ++r) {
+            __m256& a = acc[r][hf][(2 * h) % C];
+            a = _mm256_fmadd_ps(we, _mm256_broadcast_ss(x + r * K + k), a);
+            a = _mm256_fmadd_ps(wo, _mm256_broadcast_ss(x + r * K + k + 1), a);
+          }
+        }
+      }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int hf = 0; hf < 2; ++hf) {
+      __m256 v = acc[r][hf][0];
+      for (int j = 1; j < C; ++j) v = _mm256_add_ps(v, acc[r][hf][j]);
+      store8(y + r * O + 8 * hf, v);
+    }
+}
+
+using RowsFn2 = void (*)(const float*, int64_t, const uint8_t*, const at::Half*, const at::BFloat16*, at::BFloat16*, int64_t);
+constexpr int kRowTile2 = 4;  // AVX2 has 16 registers
+constexpr RowsFn2 kRows2[kRowTile2] = {rows_block2<1>, rows_block2<2>, rows_block2<3>, rows_block2<4>};
+
+// Blocks [b0, b1) dequantised to fp32 into wt: [K, (b1 - b0) * 16], row k holding W[:, k].
+AVX2_KERNEL void dequant_blocks2(const uint8_t* qw, const at::Half* sc, int64_t G, int64_t b0, int64_t b1, int64_t first,
+                                 int64_t ld, float* wt) {
+  using namespace macaronic::avx2;
+  const __m256i low4 = _mm256_set1_epi16(0x000F), low16 = _mm256_set1_epi32(0xFFFF);
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* qb = qw + b * G * 256;
+    const at::Half* sb = sc + b * G * 32;
+    float* col = wt + (b - first) * kBlock;
+    for (int64_t g = 0; g < G; ++g)
+      for (int hf = 0; hf < 2; ++hf) {
+        const __m256 s = load8(sb + g * 32 + 8 * hf), m = load8(sb + g * 32 + 16 + 8 * hf);
+        for (int c = 0; c < 8; ++c) {
+          const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qb + g * 256 + c * 32 + 16 * hf)));
+          const __m256i nib[2] = {_mm256_and_si256(w, low4), _mm256_srli_epi16(w, 4)};
+          for (int h = 0; h < 2; ++h) {
+            const int64_t k = g * kGroup + 2 * (c + 8 * h);
+            store8(col + k * ld + 8 * hf, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(nib[h], low16)), s, m));
+            store8(col + (k + 1) * ld + 8 * hf, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(nib[h], 16)), s, m));
+          }
+        }
+      }
+  }
+}
+
+at::Tensor int4_linear_avx2(const at::Tensor& x, const uint8_t* q, const at::Half* s, const std::optional<at::Tensor>& bias,
+                            int64_t G, int64_t n_blocks, int64_t path) {
+  const int64_t N = x.size(0), K = x.size(1), O = n_blocks * kBlock;
+  if (path == 0) path = N <= 16 ? 1 : 3;
+  at::Tensor xf = x.to(at::kFloat);
+  const float* xp = xf.data_ptr<float>();
+  if (path == 1) {
+    at::Tensor y = at::empty({N, O}, x.options());
+    const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
+    at::BFloat16* yp = y.data_ptr<at::BFloat16>();
+    macaronic::parallel_for(0, n_blocks, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t r0 = 0; r0 < N; r0 += kRowTile2) {
+          const int rows = int(std::min<int64_t>(kRowTile2, N - r0));
+          kRows2[rows - 1](xp + r0 * K, K, q + b * G * 256, s + b * G * 32, bp ? bp + b * kBlock : nullptr,
+                           yp + r0 * O + b * kBlock, O);
+        }
+    });
+    return y;
+  }
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_blocks, kChunkBytes / (K * 4 * kBlock)));
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(K * chunk * kBlock)) scratch.resize(K * chunk * kBlock);
+  at::Tensor y = at::empty({N, O}, x.options());
+  at::Tensor bf = bias ? bias->to(at::kFloat) : at::Tensor();
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
+    const int64_t c1 = std::min(n_blocks, c0 + chunk), width = (c1 - c0) * kBlock;
+    float* wp = scratch.data();
+    macaronic::parallel_for(c0, c1, 4, [&](int64_t b0, int64_t b1) { dequant_blocks2(q, s, G, b0, b1, c0, width, wp); });
+    at::Tensor w = at::from_blob(wp, {K, width}, xf.options());
+    at::Tensor part = bias ? at::addmm(bf.narrow(0, c0 * kBlock, width), xf, w) : at::mm(xf, w);
+    y.narrow(1, c0 * kBlock, width).copy_(part);
+  }
+  return y;
+}
+
 void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kBFloat16 && x.is_contiguous(), "int4_linear: x must be a contiguous bf16 [N, K]");
   TORCH_CHECK(qw.dim() == 4 && qw.scalar_type() == at::kByte && qw.is_contiguous() && qw.size(2) == 8 && qw.size(3) == 32,
@@ -252,10 +368,11 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
   const int64_t N = x.size(0), K = x.size(1), G = qw.size(1), n_blocks = qw.size(0), O = n_blocks * kBlock;
   TORCH_CHECK(path >= 0 && path <= 3, "int4_linear: path must be 0..3");
   TORCH_CHECK(path != 2 || amx_ready(), "int4_linear: this CPU or kernel gives no AMX");
-  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= 16 ? 1 : 3);
   const uint8_t* q = qw.data_ptr<uint8_t>();
   const at::Half* s = sc.data_ptr<at::Half>();
   if (N == 0) return at::empty({0, O}, x.options());
+  if (!macaronic::wide()) return int4_linear_avx2(x, q, s, bias, G, n_blocks, path);
+  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= 16 ? 1 : 3);
   if (path == 1) {
     at::Tensor y = at::empty({N, O}, x.options());
     at::Tensor xs = at::empty({N, G}, x.options().dtype(at::kFloat));
@@ -301,10 +418,9 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
   return y;
 }
 
-bool int4_supported() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512bf16");
-}
+bool int4_supported() { return macaronic::cpu_avx512_bf16() || macaronic::cpu_avx2(); }
+
+bool int4_wide() { return macaronic::wide(); }  // the AVX-512 kernels (else the AVX2 twins)
 
 // int4_linear plus the LoRA delta of csrc/lora.cpp in one call: a projection's one dispatch.
 at::Tensor int4_linear_lora(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc,
@@ -330,4 +446,5 @@ TORCH_LIBRARY(macaronic, m) {
         &int4_linear_lora);
   m.def("int4_supported() -> bool", &int4_supported);
   m.def("amx_supported() -> bool", &amx_ready);
+  m.def("wide_supported() -> bool", &int4_wide);
 }

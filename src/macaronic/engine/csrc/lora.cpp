@@ -12,11 +12,13 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "avx2.h"
 #include "pool.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -184,6 +186,104 @@ KERNEL void lora_tokens(const TX* x, int64_t d, const TW* A, int64_t R, const st
   }
 }
 
+// ---- AVX2 + FMA (no AVX-512 BF16): the same delta in fp32, 8 lanes at a time ----
+// x is widened to fp32 once per token; each row of A (fp32 or bf16) is read once for the slot's tokens
+// (up to 4); B rows (fp32, bf16 or int8) are read once per 16 columns for all of them.
+
+template <int NT, typename TW>
+AVX2_KERNEL void shrink2(const TW* A, int64_t R, int64_t d, const float* xf, float* xa) {  // xa[t * R + j] = A[j] . x_t
+  using namespace macaronic::avx2;
+  for (int64_t j = 0; j < R; ++j) {
+    __m256 acc[NT][2];
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    const TW* a = A + j * d;
+    for (int64_t k = 0; k < d; k += 16) {  // d is a multiple of 16
+      const __m256 a0 = load8(a + k), a1 = load8(a + k + 8);
+      for (int t = 0; t < NT; ++t) {
+        acc[t][0] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(xf + t * d + k), acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(xf + t * d + k + 8), acc[t][1]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) xa[t * R + j] = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+  }
+}
+
+template <typename T>
+inline float widen(T v) { return float(v); }
+
+// y_t[0:w] += sum_j xa_t[j] * B[j, 0:w] for NT tokens of one slot, 16 columns at a time (a scalar tail).
+template <int NT, typename TB, typename TY>
+AVX2_KERNEL void expand2(const float* xa, int64_t lda, const TB* B, int64_t r, int64_t w, TY* const* y) {
+  using namespace macaronic::avx2;
+  int64_t c = 0;
+  for (; c + 16 <= w; c += 16) {
+    __m256 acc[NT][2];
+    for (int t = 0; t < NT; ++t) acc[t][0] = load8(y[t] + c), acc[t][1] = load8(y[t] + c + 8);
+    for (int64_t j = 0; j < r; ++j) {
+      const __m256 b0 = load8(B + j * w + c), b1 = load8(B + j * w + c + 8);
+      for (int t = 0; t < NT; ++t) {
+        const __m256 s = _mm256_broadcast_ss(xa + t * lda + j);
+        acc[t][0] = _mm256_fmadd_ps(s, b0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(s, b1, acc[t][1]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) store8(y[t] + c, acc[t][0]), store8(y[t] + c + 8, acc[t][1]);
+  }
+  for (; c < w; ++c)
+    for (int t = 0; t < NT; ++t) {
+      float v = widen(y[t][c]);
+      for (int64_t j = 0; j < r; ++j) v = std::fma(xa[t * lda + j], widen(B[j * w + c]), v);
+      y[t][c] = TY(v);
+    }
+}
+
+template <typename TW, typename TB, typename TX, typename TY>
+AVX2_KERNEL void lora_tokens2(const TX* x, int64_t d, const TW* A, int64_t R, const std::vector<const TB*>& Bs,
+                              const std::vector<int64_t>& widths, int64_t r, const int64_t* order, int64_t b0, int64_t b1,
+                              const int64_t* slots, TY* y, int64_t d_out) {
+  using namespace macaronic::avx2;
+  constexpr int kTok = 4;
+  std::vector<float> xf(kTok * d), xa(kTok * R);
+  for (int64_t i = b0; i < b1;) {
+    const int64_t s = slots[order[i]];
+    int nt = 0;
+    TY* ys[kTok];
+    for (; nt < kTok && i < b1 && slots[order[i]] == s; ++nt, ++i) {  // up to 4 tokens of slot s
+      const int64_t n = order[i];
+      for (int64_t k = 0; k < d; k += 8) _mm256_storeu_ps(xf.data() + nt * d + k, load8(x + n * d + k));
+      ys[nt] = y + n * d_out;
+    }
+    const TW* As = A + s * R * d;
+    switch (nt) {
+      case 1: shrink2<1>(As, R, d, xf.data(), xa.data()); break;
+      case 2: shrink2<2>(As, R, d, xf.data(), xa.data()); break;
+      case 3: shrink2<3>(As, R, d, xf.data(), xa.data()); break;
+      default: shrink2<4>(As, R, d, xf.data(), xa.data()); break;
+    }
+    int64_t col = 0;
+    for (size_t t = 0; t < Bs.size(); ++t) {
+      const TB* B = Bs[t] + s * r * widths[t];
+      const float* xt = xa.data() + t * r;
+      TY* yt[kTok];
+      for (int u = 0; u < nt; ++u) yt[u] = ys[u] + col;
+      switch (nt) {
+        case 1: expand2<1>(xt, R, B, r, widths[t], yt); break;
+        case 2: expand2<2>(xt, R, B, r, widths[t], yt); break;
+        case 3: expand2<3>(xt, R, B, r, widths[t], yt); break;
+        default: expand2<4>(xt, R, B, r, widths[t], yt); break;
+      }
+      col += widths[t];
+    }
+  }
+}
+
+template <typename TW, typename TB, typename TX, typename TY>
+void tokens(const TX* x, int64_t d, const TW* A, int64_t R, const std::vector<const TB*>& Bs, const std::vector<int64_t>& widths,
+            int64_t r, int64_t S, const int64_t* order, int64_t b0, int64_t b1, const int64_t* slots, TY* y, int64_t d_out) {
+  if (macaronic::wide()) lora_tokens(x, d, A, R, Bs, widths, r, S, order, b0, b1, slots, y, d_out);
+  else lora_tokens2(x, d, A, R, Bs, widths, r, order, b0, b1, slots, y, d_out);
+}
+
 template <typename TW, typename TB>
 void run(at::Tensor& y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const std::vector<int64_t>& widths,
          int64_t r, int64_t S, const std::vector<int64_t>& order, int64_t skip, const int64_t* sp, int64_t d_out) {
@@ -193,13 +293,13 @@ void run(at::Tensor& y, const at::Tensor& x, const at::Tensor& A, at::TensorList
   const int64_t R = A.size(1), d = A.size(2);
   macaronic::parallel_for(skip, int64_t(order.size()), 4, [&](int64_t b0, int64_t b1) {
     if (x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat)
-      lora_tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
+      tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
     else if (x.scalar_type() == at::kBFloat16 && y.scalar_type() == at::kBFloat16)
-      lora_tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
+      tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
     else if (x.scalar_type() == at::kFloat)
-      lora_tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
+      tokens(x.data_ptr<float>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<at::BFloat16>(), d_out);
     else
-      lora_tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
+      tokens(x.data_ptr<at::BFloat16>(), d, ap, R, bp, widths, r, S, order.data(), b0, b1, sp, y.data_ptr<float>(), d_out);
   });
 }
 
