@@ -18,7 +18,7 @@
 //   tiles of 16 rows; the weights are rounded to bf16, as a bf16 copy would hold them;
 // - more rows without AMX: chunks of the weights dequantised to bf16 [K, chunk] (1 MiB, in L2) and
 //   multiplied by at::mm.
-// On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 16
+// On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 48
 // rows the register kernel with the weights widened to fp32 (q * scale + min), more rows fp32 chunks for
 // at::mm.
 // Knows nothing about models, adapters or Python.
@@ -231,7 +231,7 @@ bool amx_ready() {  // Linux hands out the AMX tile state only on request
 }
 
 // ---- AVX2 + FMA (no AVX-512 BF16): the same two paths in fp32, 8 outputs a register ----
-// Few rows (up to 16): each chunk's nibbles become fp32 weights in registers, q * scale + min (the
+// Few rows (up to kFewRows2): each chunk's nibbles become fp32 weights in registers, q * scale + min (the
 // twin's arithmetic, no weight rounded), and meet up to 4 rows of x (widened once per call) in FMAs.
 // More rows: chunks of the weights dequantised to fp32 [K, chunk] and multiplied by at::mm in fp32
 // (without native bf16, a bf16 at::mm is emulated and several times slower, docs/LOG.md).
@@ -279,6 +279,10 @@ AVX2_KERNEL void rows_block2(const float* x, int64_t K, const uint8_t* qw, const
 
 using RowsFn2 = void (*)(const float*, int64_t, const uint8_t*, const at::Half*, const at::BFloat16*, at::BFloat16*, int64_t);
 constexpr int kRowTile2 = 4;  // AVX2 has 16 registers
+// Up to this many rows the register kernel beats fp32 chunks for at::mm (a 2-core AVX2 EPYC, the default
+// base's four projection shapes: 13 against 32 ms a layer at 32 rows, 34 against 43 at 48, even from 64 on;
+// docs/LOG.md 2026-12-06, fifteenth session)
+constexpr int64_t kFewRows2 = 48;
 constexpr RowsFn2 kRows2[kRowTile2] = {rows_block2<1>, rows_block2<2>, rows_block2<3>, rows_block2<4>};
 
 // Blocks [b0, b1) dequantised to fp32 into wt: [K, (b1 - b0) * 16], row k holding W[:, k].
@@ -309,7 +313,7 @@ AVX2_KERNEL void dequant_blocks2(const uint8_t* qw, const at::Half* sc, int64_t 
 at::Tensor int4_linear_avx2(const at::Tensor& x, const uint8_t* q, const at::Half* s, const std::optional<at::Tensor>& bias,
                             int64_t G, int64_t n_blocks, int64_t path) {
   const int64_t N = x.size(0), K = x.size(1), O = n_blocks * kBlock;
-  if (path == 0) path = N <= 16 ? 1 : 3;
+  if (path == 0) path = N <= kFewRows2 ? 1 : 3;
   at::Tensor xf = x.to(at::kFloat);
   const float* xp = xf.data_ptr<float>();
   if (path == 1) {
