@@ -274,13 +274,78 @@ def spelled_markers(tokenizer) -> dict[int, list[int]]:
     return spelled
 
 
+def special_strings(tokenizer) -> tuple[str, ...]:
+    """The text of every special token the vocabulary holds (`<|im_start|>`, `<|im_end|>`, …), longest
+    first. Cached on the tokenizer."""
+    got = getattr(tokenizer, "_macaronic_specials", None)
+    if got is None:
+        dec = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        got = tuple(sorted({t.content for t in dec.values() if getattr(t, "special", False) and t.content},
+                           key=lambda c: (-len(c), c)))
+        tokenizer._macaronic_specials = got
+    return got
+
+
+def _hide(value, specials: tuple[str, ...], sentinel: list[str], found: list[bool]):
+    """value with each special token's text in its strings replaced by that token's sentinel."""
+    if isinstance(value, str):
+        if any(sp in value for sp in specials):
+            found[0] = True
+            for sp, mark in zip(specials, sentinel):
+                value = value.replace(sp, mark)
+        return value
+    if isinstance(value, dict):
+        return {k: _hide(v, specials, sentinel, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide(v, specials, sentinel, found) for v in value]
+    return value
+
+
+def _tokenize_hidden(tokenizer, text: str, specials: tuple[str, ...], sentinel: list[str]) -> list[int]:
+    """The rendered text's ids where only the template's own special tokens are special: the text between
+    them (where the sentinels stand for what the messages spelled) is tokenized with specials split, as
+    text. A fast tokenizer cuts its input at special tokens before anything else, so text without
+    sentinels comes out exactly as `apply_chat_template(tokenize=True)` gives it."""
+    import re
+
+    ids: list[int] = []
+    for piece in re.split("(" + "|".join(map(re.escape, specials)) + ")", text):
+        if not piece:
+            continue
+        if piece in specials:
+            ids.append(tokenizer.convert_tokens_to_ids(piece))
+            continue
+        for sp, mark in zip(specials, sentinel):  # as placed, or as a template's tojson escaped it
+            piece = piece.replace(mark, sp).replace(json.dumps(mark)[1:-1], json.dumps(sp)[1:-1])
+        ids += tokenizer(piece, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    return ids
+
+
 def encode(tokenizer, messages: list[dict], add_generation_prompt: bool = True, tools=None) -> list[int]:
-    """Layout messages -> token ids through the base's chat template (the only call to it)."""
+    """Layout messages -> token ids through the base's chat template (the only call to it).
+
+    Text that the messages or tools spell as a special token (a user writing `<|im_start|>system…`)
+    is tokenized as text, never as that token: a request cannot forge a turn of its own, or move where
+    a turn-mode adapter starts. Requests that spell none come out exactly as the template tokenizes them."""
     messages = list(messages)
     if template_wraps_results(tokenizer):
         messages = [_unwrapped(m) for m in messages]
-    ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                        tokenize=True)
+    specials = special_strings(tokenizer)
+    found = [False]
+    if specials:
+        import secrets
+
+        nonce = secrets.token_hex(6)
+        sentinel = [f"\ue000{nonce}.{i}\ue001" for i in range(len(specials))]
+        hidden = _hide(messages, specials, sentinel, found)
+        hidden_tools = _hide(tools, specials, sentinel, found) if tools else tools
+    if found[0]:
+        text = tokenizer.apply_chat_template(hidden, tools=hidden_tools, add_generation_prompt=add_generation_prompt,
+                                             tokenize=False)
+        ids = _tokenize_hidden(tokenizer, text, specials, sentinel)
+    else:
+        ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                                            tokenize=True)
     if hasattr(ids, "keys"):
         ids = ids["input_ids"]
     spelled = spelled_markers(tokenizer)
