@@ -282,6 +282,117 @@ KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a mul
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
+// ---- AVX2 + FMA: the register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows, 8 weights a register ----
+// The same weights as dequant_row (d * q, d*sc * q - dmin*m, d*sc * (q - 32)), up to 4 rows of x a call.
+
+// 32 signed bytes -> 4 x 8 fp32, the first 16 scaled by d0, the last 16 by d1
+AVX2_KERNEL inline void widen_i8x32(__m256i q, __m256 d0, __m256 d1, __m256* w) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d0);
+  w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d0);
+  w[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d1);
+  w[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d1);
+}
+
+template <int T>
+AVX2_KERNEL inline void block_weights2(const uint8_t* blk, __m256* w) {
+  __m256i q;
+  if constexpr (T == 8) {
+    q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else {  // Q5_0: nibbles (weight j low, j + 16 high), bit j of qh as the fifth bit, minus 16
+    uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+    const __m128i m = _mm_set1_epi8(15);
+    q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    // byte j <- bit j of qh: broadcast, pick byte j / 8, test bit j % 8
+    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)),
+                                       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
+    bits = _mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), sel);
+    q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16))), _mm256_set1_epi8(16));
+  }
+  const __m256 d = _mm256_set1_ps(f16_avx2(blk));
+  widen_i8x32(q, d, d, w);
+}
+
+template <int R>
+AVX2_KERNEL inline void fma_run2(__m256 (*a)[2], const float* x, int64_t K, const __m256* w, int64_t off) {
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < 4; ++i) a[r][i % 2] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + r * K + off + 8 * i), a[r][i % 2]);
+}
+
+template <int T, int R>
+AVX2_KERNEL void rows_dot2(const uint8_t* row, const float* x, int64_t K, float* out) {
+  constexpr int64_t kBytes = T == 8 ? 34 : 22;
+  __m256 a[R][2];
+  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < K / 32; ++b) {
+    __m256 w[4];
+    block_weights2<T>(row + b * kBytes, w);
+    fma_run2<R>(a, x, K, w, 32 * b);
+  }
+  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(_mm256_add_ps(a[r][0], a[r][1]));
+}
+
+template <int T, int R>
+AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const float* x, int64_t K, float* out) {
+  constexpr int64_t kBytes = T == 12 ? 144 : 210;
+  const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
+  __m256 a[R][2];
+  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < K / 256; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    __m256 w[4];
+    if constexpr (T == 12) {
+      const float d = f16_avx2(blk), dmin = f16_avx2(blk + 2);
+      const uint8_t* sb = blk + 4;
+      for (int j = 0; j < 8; ++j) {
+        const int sc = j < 4 ? sb[j] & 63 : (sb[j + 4] & 15) | ((sb[j - 4] >> 6) << 4);
+        const int m = j < 4 ? sb[j + 4] & 63 : (sb[j + 4] >> 4) | ((sb[j] >> 6) << 4);
+        const __m256 ds = _mm256_set1_ps(d * float(sc)), dm = _mm256_set1_ps(dmin * float(m));
+        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
+        q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);  // 0..15: as signed bytes too
+        widen_i8x32(q, ds, ds, w);
+        for (int i = 0; i < 4; ++i) w[i] = _mm256_sub_ps(w[i], dm);
+        fma_run2<R>(a, x, K, w, 256 * b + 32 * j);
+      }
+    } else {
+      const float d = f16_avx2(blk + 208);
+      for (int n = 0; n < 2; ++n) {
+        const uint8_t* ql = blk + 64 * n;
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n);
+        for (int g = 0; g < 4; ++g) {
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (g % 2)));
+          q = _mm256_and_si256(g / 2 ? _mm256_srli_epi16(q, 4) : q, low4);
+          const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+          q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32));
+          widen_i8x32(q, _mm256_set1_ps(d * float(sc[2 * g])), _mm256_set1_ps(d * float(sc[2 * g + 1])), w);
+          fma_run2<R>(a, x, K, w, 256 * b + 128 * n + 32 * g);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(_mm256_add_ps(a[r][0], a[r][1]));
+}
+
+constexpr int kTile2 = 4;
+template <int T>
+constexpr DotFn kDots2[kTile2] = {rows_dot2<T, 1>, rows_dot2<T, 2>, rows_dot2<T, 3>, rows_dot2<T, 4>};
+template <int T>
+constexpr DotFn kDotsK2[kTile2] = {rows_dot_k2<T, 1>, rows_dot_k2<T, 2>, rows_dot_k2<T, 3>, rows_dot_k2<T, 4>};
+
+const DotFn* dots_for2(int64_t type) {
+  switch (type) {
+    case 8: return kDots2<8>;
+    case 6: return kDots2<6>;
+    case 12: return kDotsK2<12>;
+    case 14: return kDotsK2<14>;
+  }
+  return nullptr;
+}
+
 // Where each output row lives: its part's data, row stride and type.
 struct Rows {
   std::vector<const uint8_t*> data;
@@ -321,7 +432,7 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   at::Tensor y = at::empty({N, O}, x.options());
   at::BFloat16* yp = y.data_ptr<at::BFloat16>();
   if (N == 0 || O == 0) return y;
-  const bool wide = macaronic::wide();  // the AVX-512 kernels, else: rows dequantised by dequant_row2, AVX2 dots
+  const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   if (N <= kFewRows && !wide) {
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
@@ -329,6 +440,12 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
+        if (const DotFn* f = dots_for2(r.type[p])) {
+          float out[kFewRows];
+          for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xp + n0 * K, K, out + n0);
+          for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
+          continue;
+        }
         dequant_row2(r.type[p], r.row(p, o), K, w.data());
         for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(dot2(xp + n * K, w.data(), K) + b);
       }
