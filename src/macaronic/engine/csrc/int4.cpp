@@ -262,7 +262,7 @@ AVX2_KERNEL void rows_block2(const float* x, int64_t K, const uint8_t* qw, const
           const __m256 we = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(nib[h], low16)), s[hf], m[hf]);
           const __m256 wo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(nib[h], 16)), s[hf], m[hf]);
           for (int r = 0; r < R; ++r) {
-            __m256& a = acc[r][hf][(2 * h) % C];
+            __m256& a = acc[r][hf][h % C];
             a = _mm256_fmadd_ps(we, _mm256_broadcast_ss(x + r * K + k), a);
             a = _mm256_fmadd_ps(wo, _mm256_broadcast_ss(x + r * K + k + 1), a);
           }
