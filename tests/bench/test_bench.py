@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from macaronic.bench import sections, suite
 from macaronic.engine.base import load_base
 
@@ -135,7 +137,8 @@ def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(t
     md = tmp_path / "B.md"
     md.write_text("# Benchmarks\n")
     assert bench_command.bases(["--json", str(tmp_path / "b.json"), "--md", str(md), "--bases", "tiny",
-                             "--history", "96", "--tokens", "4", "--reps", "1", "--threads", "1"]) == 0
+                             "--history", "96", "--tokens", "4", "--reps", "1", "--threads", "1",
+                             "--precisions", "int4,bf16"]) == 0
     r = json.loads((tmp_path / "b.json").read_text())
     row = r["bases"][0]
     for k in ("int4_decode_tok_s", "int4_decode_lora_tok_s", "bf16_decode_tok_s", "int4_prefill96_tok_s",
@@ -145,6 +148,15 @@ def test_bench_bases_fills_every_figure_and_the_rule_on_a_registered_tiny_base(t
     assert row["rule_speed_ok"] == (row["int4_decode_tok_s"] >= 15 and row["int4_switch_ttft_ms"] < 1500)
     text = md.read_text()
     assert bench_bases.START in text and "| tiny |" in text
+    # bf16 left out (the default where the CPU emulates bf16): its figures are null and shown as n/a
+    assert bench_command.bases(["--json", str(tmp_path / "c.json"), "--md", str(md), "--bases", "tiny",
+                             "--history", "96", "--tokens", "4", "--reps", "1", "--threads", "1",
+                             "--precisions", "int4"]) == 0
+    row = json.loads((tmp_path / "c.json").read_text())["bases"][0]
+    assert row["int4_decode_tok_s"] > 0 and row["bf16_decode_tok_s"] is None and row["bf16_prefill96_tok_s"] is None
+    assert "bf16 not measured" in md.read_text()
+    with pytest.raises(SystemExit):
+        bench_command.bases(["--json", str(tmp_path / "d.json"), "--bases", "tiny", "--precisions", "fp8"])
 
 
 

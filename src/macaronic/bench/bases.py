@@ -34,8 +34,14 @@ def _decode_tok_s(llm, adapter: str | None, tokens: int) -> float:
     return round((tokens - 1) / (time.perf_counter() - t), 2)
 
 
-def measure_base(name: str, workdir: Path, history: int = 2048, tokens: int = 32, reps: int = 2) -> dict:
-    """Every figure of one registered base (the process's torch threads apply throughout)."""
+PRECISIONS = {"int4": (torch.bfloat16, "int4"), "bf16": (torch.bfloat16, "none")}
+FIGURES = ("decode_tok_s", "decode_lora_tok_s", "prefill{n}_tok_s", "switch_ttft_ms", "cleared_ttft_ms", "turn_prefill_tokens")
+
+
+def measure_base(name: str, workdir: Path, history: int = 2048, tokens: int = 32, reps: int = 2,
+                 precisions: tuple[str, ...] = ("int4", "bf16")) -> dict:
+    """Every figure of one registered base (the process's torch threads apply throughout); a precision
+    left out of `precisions` has null figures. int4 is always measured: the default-base rule reads it."""
     from macaronic.bench.suite import _llamacpp_decode, _llamacpp_prefill, _trim, adapters_for, conversation, \
         make_llm, med
     from macaronic.engine import bases
@@ -49,7 +55,11 @@ def measure_base(name: str, workdir: Path, history: int = 2048, tokens: int = 32
     out: dict = {"base": name, "history_tokens": history}
     one = SamplingParams(max_tokens=1, stop_token_ids=())
     msgs, nxt = conversation(tok, history + 200)
-    for key, dtype, quant in (("int4", torch.bfloat16, "int4"), ("bf16", torch.bfloat16, "none")):
+    for key in PRECISIONS:
+        if key not in precisions:
+            out.update({f"{key}_{f.format(n=history)}": None for f in FIGURES})
+            continue
+        dtype, quant = PRECISIONS[key]
         b = load_base(path, dtype=dtype, quant=quant)
         paths = adapters_for(b.args, workdir / key)
         cached = make_llm(b, tok, max_context=history + 512, prefill_chunk=1024)
@@ -112,7 +122,8 @@ def markdown(r: dict) -> str:
     lines = [
         f"Command: `{r['command']}` ({r['seconds']:.0f} s). Machine: {m.get('cpu')}, {m.get('cores')} cores, "
         f"torch threads {r['threads']}, load average at start {r['load_average']}. Every base measured in the same "
-        f"process, one after the other; llama.cpp: {'on the same GGUF' if r['llamacpp'] else 'not installed (null)'}.",
+        f"process, one after the other; llama.cpp: {'on the same GGUF' if r['llamacpp'] else 'not installed (null)'}."
+        + ("" if "bf16" in r.get("precisions", ["bf16"]) else " bf16 not measured (n/a): this CPU emulates bf16."),
         "",
         f"| base | int4 decode 1 stream (tok/s) | + turn LoRA | bf16 decode | + turn LoRA | int4 prefill {n} (tok/s) | "
         f"bf16 prefill {n} | switched-turn TTFT after {n} (ms, int4, turn mode) | same, cache cleared | "
@@ -145,11 +156,11 @@ def run(a, names: list[str], argv: list[str]) -> int:
     t0 = time.time()
     r = {"command": "macaronic bench bases " + " ".join(argv), "machine": machine.describe(), "threads": a.threads,
          "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()), "history_tokens": a.history,
-         "llamacpp": find_spec("llama_cpp") is not None, "bases": []}
+         "llamacpp": find_spec("llama_cpp") is not None, "precisions": list(a.precisions), "bases": []}
     with tempfile.TemporaryDirectory(prefix="macaronic-bench-bases-") as tmp:
         for n in names:
             print(f"[bench bases] {n} ...", file=sys.stderr, flush=True)
-            r["bases"].append(measure_base(n, Path(tmp) / n, a.history, a.tokens, a.reps))
+            r["bases"].append(measure_base(n, Path(tmp) / n, a.history, a.tokens, a.reps, tuple(a.precisions)))
             print(json.dumps(r["bases"][-1]), file=sys.stderr, flush=True)
     r["seconds"] = round(time.time() - t0, 1)
     a.json.parent.mkdir(parents=True, exist_ok=True)

@@ -134,7 +134,22 @@ def bases(argv: list[str]) -> int:
     ap.add_argument("--history", type=int, default=2048)
     ap.add_argument("--tokens", type=int, default=32, help="decode tokens per timing")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--precisions", default=None,
+                    help="comma list of int4,bf16 (int4 is always measured: the rule reads it). Default: both where "
+                         "the CPU computes bf16 natively (AVX512-BF16 or AMX); int4 alone where it emulates bf16 "
+                         "(AVX2), whose bf16 rows take tens of minutes")
     a = ap.parse_args(argv)
+    if a.precisions is None:
+        from macaronic.engine.native import cpu_bf16
+
+        a.precisions = ["int4", "bf16"] if cpu_bf16() else ["int4"]
+    else:
+        a.precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
+        bad = sorted(set(a.precisions) - set(module.PRECISIONS))
+        if bad:
+            ap.error(f"--precisions: unknown {', '.join(bad)} (choose from {', '.join(module.PRECISIONS)})")
+        if "int4" not in a.precisions:
+            a.precisions.insert(0, "int4")
     names = a.bases.split(",") if a.bases else [n for n, s in bases.BASES.items() if bases.installed(s)]
     for n in names:
         bases.get(n)  # an unknown name is a clear error before anything loads
