@@ -18,25 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from macaronic.bench.machine import cpu_model
+
 WAYS = {"pytorch": "0", "native": "1"}  # MACARONIC_NATIVE per way
 PROMPTS = ["Write a Python function that checks whether a string is a palindrome.",
            "What causes the seasons on Earth?", "Give three tips for a first job interview.",
            "Explain what a hash map is in two sentences.", "Translate 'good morning, my friend' into French.",
            "List the planets of the solar system in order."]
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def greedy(llm) -> list[str]:
@@ -144,7 +138,7 @@ def main() -> int:
 
     diff = first_diff(rows["pytorch"][0]["greedy"], rows["native"][0]["greedy"])
     vs_fp32 = {w: first_diff(ref["greedy"], rows[w][0]["greedy"]) for w in WAYS}
-    out = {"base": a.base, "cpu": cpu_name(), "threads": int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count()),
+    out = {"base": a.base, "cpu": cpu_model(), "threads": int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count()),
            "reps": a.reps, "tokens": a.tokens, "seconds": round(time.time() - t0),
            "rows": {w: [{k: v for k, v in r.items() if k != "greedy"} for r in rs] for w, rs in rows.items()},
            "medians": medians, "ratio_native_over_pytorch": ratios,

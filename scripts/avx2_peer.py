@@ -15,19 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+from macaronic.bench.machine import cpu_model
 
 
 def main() -> int:
@@ -67,7 +61,7 @@ def main() -> int:
             rows.setdefault("llamacpp16_tok_s", []).append(lc["llamacpp16_tok_s"])
             print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1]}" for k, v in rows.items()), flush=True)
     m = {k: med(v) for k, v in rows.items()}
-    out = {"base": a.base, "cpu": cpu_name(), "threads": torch.get_num_threads(),
+    out = {"base": a.base, "cpu": cpu_model(), "threads": torch.get_num_threads(),
            "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
            "reps": a.reps, "tokens": a.tokens, "seconds": round(time.time() - t0), "rows": rows, "medians": m,
            "ratios": {"1 stream, ours with an adapter / llama.cpp bare": round(m["single_tok_s"] / m["llamacpp_single_tok_s"], 3),

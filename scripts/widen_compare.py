@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from macaronic.bench.machine import cpu_model
 from macaronic.bench.suite import _decode, conversation, load_tokenizer, make_llm, med
 from macaronic.engine import native
 from macaronic.engine.base import load_base
@@ -39,13 +39,6 @@ def set_way(model, way: str) -> None:
     for m in model.modules():
         if isinstance(m, QuantLinear):
             m.widen, m.small_rows = widen, small
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main() -> int:
@@ -89,7 +82,7 @@ def main() -> int:
                       f"{d['base16_tok_s']} tok/s", flush=True)
     medians = {w: {k: med(v) for k, v in r.items()} for w, r in rows.items()}
     ratios = {k: round(medians["widened"][k] / medians["before"][k], 2) for k in medians["before"]}
-    out = {"base": a.base, "cpu": cpu_name(), "threads": torch.get_num_threads(), "reps": a.reps,
+    out = {"base": a.base, "cpu": cpu_model(), "threads": torch.get_num_threads(), "reps": a.reps,
            "tokens": a.tokens, "seconds": round(time.time() - t0), "rows": rows, "medians": medians,
            "ratio_widened_over_before": ratios}
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -52,6 +52,12 @@ const Type* find_type(int64_t id) {
   return nullptr;
 }
 
+// The 6-bit scale and min of run j of a Q4_K block (ggml's get_scale_min_k4); s: the block's 12 bytes.
+inline void scale_min_k4(const uint8_t* s, int j, int& sc, int& m) {
+  sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+  m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
 KERNEL inline float f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -114,8 +120,8 @@ __attribute__((always_inline)) inline void dequant_row_body(int64_t type, const 
         const uint8_t* s = row + 4;
         const uint8_t* q = row + 16;
         for (int j = 0; j < 8; ++j) {  // the 6-bit scale and min of run j (ggml's get_scale_min_k4)
-          const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-          const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+          int sc, m;
+          scale_min_k4(s, j, sc, m);
           const float ds = d * float(sc), dm = dmin * float(m);
           const uint8_t* qj = q + 32 * (j / 2);
           const int shift = 4 * (j % 2);
@@ -225,8 +231,8 @@ KERNEL void rows_dot_k(const uint8_t* row, const float* x, int64_t K, float* out
       const float d = f16(blk), dmin = f16(blk + 2);
       const uint8_t* sb = blk + 4;
       for (int j = 0; j < 8; ++j) {
-        const int sc = j < 4 ? sb[j] & 63 : (sb[j + 4] & 15) | ((sb[j - 4] >> 6) << 4);
-        const int m = j < 4 ? sb[j + 4] & 63 : (sb[j + 4] >> 4) | ((sb[j] >> 6) << 4);
+        int sc, m;
+        scale_min_k4(sb, j, sc, m);
         const __m512 ds = _mm512_set1_ps(d * float(sc)), dm = _mm512_set1_ps(dmin * float(m));
         __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
         q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
@@ -348,8 +354,8 @@ AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const float* x, int64_t K, floa
       const float d = f16_avx2(blk), dmin = f16_avx2(blk + 2);
       const uint8_t* sb = blk + 4;
       for (int j = 0; j < 8; ++j) {
-        const int sc = j < 4 ? sb[j] & 63 : (sb[j + 4] & 15) | ((sb[j - 4] >> 6) << 4);
-        const int m = j < 4 ? sb[j + 4] & 63 : (sb[j + 4] >> 4) | ((sb[j] >> 6) << 4);
+        int sc, m;
+        scale_min_k4(sb, j, sc, m);
         const __m256 ds = _mm256_set1_ps(d * float(sc)), dm = _mm256_set1_ps(dmin * float(m));
         __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
         q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);  // 0..15: as signed bytes too
