@@ -28,6 +28,7 @@ nothing about engines, routing, HTTP, or the per-adapter own views of `full`-mod
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from macaronic.substrate.toolcalls import CLOSE, OPEN, RESULT_CLOSE, RESULT_OPEN, format_tool_call
@@ -286,18 +287,21 @@ def special_strings(tokenizer) -> tuple[str, ...]:
     return got
 
 
-def _hide(value, specials: tuple[str, ...], sentinel: list[str], found: list[bool]):
-    """value with each special token's text in its strings replaced by that token's sentinel."""
+def _hide(value, specials: tuple[str, ...], sentinel: list[str]):
+    """value with each special token's text in its strings replaced by that token's sentinel; the very
+    same object where nothing in it spells one (so `_hide(x) is x` says whether anything was hidden)."""
     if isinstance(value, str):
-        if any(sp in value for sp in specials):
-            found[0] = True
-            for sp, mark in zip(specials, sentinel):
-                value = value.replace(sp, mark)
+        if not any(sp in value for sp in specials):
+            return value
+        for sp, mark in zip(specials, sentinel):
+            value = value.replace(sp, mark)
         return value
     if isinstance(value, dict):
-        return {k: _hide(v, specials, sentinel, found) for k, v in value.items()}
+        new = {k: _hide(v, specials, sentinel) for k, v in value.items()}
+        return value if all(new[k] is v for k, v in value.items()) else new
     if isinstance(value, list):
-        return [_hide(v, specials, sentinel, found) for v in value]
+        new = [_hide(v, specials, sentinel) for v in value]
+        return value if all(a is b for a, b in zip(new, value)) else new
     return value
 
 
@@ -331,15 +335,9 @@ def encode(tokenizer, messages: list[dict], add_generation_prompt: bool = True, 
     if template_wraps_results(tokenizer):
         messages = [_unwrapped(m) for m in messages]
     specials = special_strings(tokenizer)
-    found = [False]
-    if specials:
-        import secrets
-
-        nonce = secrets.token_hex(6)
-        sentinel = [f"\ue000{nonce}.{i}\ue001" for i in range(len(specials))]
-        hidden = _hide(messages, specials, sentinel, found)
-        hidden_tools = _hide(tools, specials, sentinel, found) if tools else tools
-    if found[0]:
+    sentinel = [f"\ue000{secrets.token_hex(6)}.{i}\ue001" for i in range(len(specials))]
+    hidden, hidden_tools = _hide(messages, specials, sentinel), _hide(tools, specials, sentinel)
+    if hidden is not messages or hidden_tools is not tools:
         text = tokenizer.apply_chat_template(hidden, tools=hidden_tools, add_generation_prompt=add_generation_prompt,
                                              tokenize=False)
         ids = _tokenize_hidden(tokenizer, text, specials, sentinel)

@@ -148,8 +148,6 @@ def bases(argv: list[str]) -> int:
         bad = sorted(set(a.precisions) - set(module.PRECISIONS))
         if bad:
             ap.error(f"--precisions: unknown {', '.join(bad)} (choose from {', '.join(module.PRECISIONS)})")
-        if "int4" not in a.precisions:
-            a.precisions.insert(0, "int4")
     names = a.bases.split(",") if a.bases else [n for n, s in bases.BASES.items() if bases.installed(s)]
     for n in names:
         bases.get(n)  # an unknown name is a clear error before anything loads

@@ -64,8 +64,8 @@ KERNEL void rms_norm(const bf16* x, const bf16* w, int64_t D, float eps, bf16* o
 }
 
 // Rotate-half rotary embedding of one head in place (model.apply_rope's bf16 rounding: each
-// product and the sum round to bf16).
-KERNEL void rope(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
+// product and the sum round to bf16). Scalar; the body is compiled for both targets (rope, rope2).
+__attribute__((always_inline)) inline void rope_body(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
   const int64_t half = hd / 2;
   alignas(64) float tmp[256];
   for (int64_t i = 0; i < hd; ++i) {
@@ -74,6 +74,7 @@ KERNEL void rope(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
   }
   for (int64_t i = 0; i < hd; ++i) x[i] = bf16(tmp[i]);
 }
+KERNEL void rope(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) { rope_body(x, cos, sin, hd); }
 
 // One query head over keys 0..n-1 of one K/V head (rows `kstride` apart); out = softmax(q.K / sqrt(hd)) V.
 // Like the flash-attention CPU kernel for bf16: fp32 scores and sums, probabilities rounded to bf16
@@ -177,12 +178,14 @@ KERNEL void add_into(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x + y)
   for (int64_t k = 0; k < n; k += 16) store16(x + k, _mm512_add_ps(load16(x + k), load16(y + k)));
 }
 
-KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) {  // bf16(bf16(silu(g)) * u)
+// bf16(bf16(silu(g)) * u); scalar, the body compiled for both targets (silu_mul, silu_mul2)
+__attribute__((always_inline)) inline void silu_mul_body(const bf16* gu, int64_t I, bf16* out) {
   for (int64_t k = 0; k < I; ++k) {
     const float g = float(gu[k]);
     out[k] = bf16(float(bf16(g / (1.f + std::exp(-g)))) * float(gu[I + k]));
   }
 }
+KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) { silu_mul_body(gu, I, out); }
 
 // ---- AVX2 + FMA (no AVX-512 BF16): the element-wise steps and attention, 8 lanes at a time ----
 // The same arithmetic and bf16 rounding points as the kernels above.
@@ -249,23 +252,9 @@ AVX2_KERNEL void add_into2(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x +
   for (int64_t k = 0; k < n; k += 8) store8(x + k, _mm256_add_ps(load8(x + k), load8(y + k)));
 }
 
-// rope and silu_mul are scalar; these copies carry no AVX-512 target, so the compiler cannot use it
-void rope2(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) {
-  const int64_t half = hd / 2;
-  alignas(64) float tmp[256];
-  for (int64_t i = 0; i < hd; ++i) {
-    const float xi = float(x[i]), rot = i < half ? -float(x[i + half]) : float(x[i - half]);
-    tmp[i] = float(bf16(float(bf16(xi * float(cos[i]))) + float(bf16(rot * float(sin[i])))));
-  }
-  for (int64_t i = 0; i < hd; ++i) x[i] = bf16(tmp[i]);
-}
-
-void silu_mul2(const bf16* gu, int64_t I, bf16* out) {
-  for (int64_t k = 0; k < I; ++k) {
-    const float g = float(gu[k]);
-    out[k] = bf16(float(bf16(g / (1.f + std::exp(-g)))) * float(gu[I + k]));
-  }
-}
+// rope and silu_mul compiled without the AVX-512 target, so the compiler cannot use it here
+AVX2_KERNEL void rope2(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) { rope_body(x, cos, sin, hd); }
+AVX2_KERNEL void silu_mul2(const bf16* gu, int64_t I, bf16* out) { silu_mul_body(gu, I, out); }
 
 constexpr int64_t kPerLayer = 11;
 
