@@ -18,7 +18,7 @@
 //   tiles of 16 rows; the weights are rounded to bf16, as a bf16 copy would hold them;
 // - more rows without AMX: chunks of the weights dequantised to bf16 [K, chunk] (1 MiB, in L2) and
 //   multiplied by at::mm.
-// On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 48
+// On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 32
 // rows the register kernel with the weights widened to fp32 (q * scale + min), more rows fp32 chunks for
 // at::mm.
 // Knows nothing about models, adapters or Python.
@@ -279,10 +279,10 @@ AVX2_KERNEL void rows_block2(const float* x, int64_t K, const uint8_t* qw, const
 
 using RowsFn2 = void (*)(const float*, int64_t, const uint8_t*, const at::Half*, const at::BFloat16*, at::BFloat16*, int64_t);
 constexpr int kRowTile2 = 4;  // AVX2 has 16 registers
-// Up to this many rows the register kernel beats fp32 chunks for at::mm (a 2-core AVX2 EPYC, the default
-// base's four projection shapes: 13 against 32 ms a layer at 32 rows, 34 against 43 at 48, even from 64 on;
-// docs/LOG.md 2026-12-06, fifteenth session)
-constexpr int64_t kFewRows2 = 48;
+// Up to this many rows the register kernel beats fp32 chunks for at::mm (a quiet 2-core AVX2 EPYC, one layer
+// of the default base's four projection shapes, scripts/avx2_int4_paths.py, docs/bench/int4-paths-avx2.json:
+// 9.5 against 11.6 ms at 16 rows, about even at 28-32, 26 against 15 at 48; docs/LOG.md, fifteenth session)
+constexpr int64_t kFewRows2 = 32;
 constexpr RowsFn2 kRows2[kRowTile2] = {rows_block2<1>, rows_block2<2>, rows_block2<3>, rows_block2<4>};
 
 // Blocks [b0, b1) dequantised to fp32 into wt: [K, (b1 - b0) * 16], row k holding W[:, k].
