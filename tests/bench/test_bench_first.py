@@ -4,6 +4,7 @@ rendered with first / warm side by side."""
 from __future__ import annotations
 
 from macaronic.bench import first, sections as cli
+import pytest
 
 
 def test_the_section_is_listed_and_renders_the_ratio():
@@ -19,6 +20,7 @@ def test_the_section_is_listed_and_renders_the_ratio():
     assert "| tools | warm-up | did not run: out of memory |" in text
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_fresh_servers_report_first_and_warm_ttft(tiny_dirs):
     r = first.run(["--base", str(tiny_dirs["llama"]), "--router-policy", "none"], warm=1, kinds=("chat",), threads=1)
     on, off = r["rows"]

@@ -12,6 +12,7 @@ from macaronic.commands import bench as bench_command
 MACHINE = {"cpu": "x", "cores": 2, "memory_gb": 1, "memory_bandwidth_gbs": 1, "torch": "t", "torch_threads": 2}
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_serving_variants_fill_every_field_and_render(tiny_dirs, tmp_path):
     variants = [("default", [], {}, 2), ("budget 8", [], {"MACARONIC_PREFILL_CHUNK_BUSY": "8"}, 2)]
     sv = serving.serving_variants(variants, streams=4, tokens=4, server_args=["--base", str(tiny_dirs["llama"])])

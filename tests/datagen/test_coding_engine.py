@@ -35,6 +35,7 @@ def test_problems_are_diverse(sample):
     assert all(len(p.tests) >= 3 for p in sample)
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_every_reference_passes_and_every_fix_prompt_shows_failing_code():
     from concurrent.futures import ThreadPoolExecutor
 
@@ -231,6 +232,7 @@ def test_engine_rows_train_under_the_served_coding_head(monkeypatch, tmp_path):
     assert [e.messages for e in builders.build("coding_engine", 5, 0)] == [e.messages for e in exs]
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_checked_in_rows_are_the_engines_problems_and_pass_their_tests():
     from macaronic.suites.coding import extract_code
 

@@ -69,6 +69,7 @@ def argv(root, contract, pair):
             "--budget", "per_family=1,dev_per_family=3,candidates=3,screen_confidence=90", "--quiet"]
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(setup, monkeypatch, capsys):
     from macaronic.commands.evolve import main as evolve_main
 

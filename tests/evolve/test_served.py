@@ -286,6 +286,7 @@ def test_a_served_correction_is_proposed_as_a_router_refit_on_its_rows(tmp_path)
     assert plain.steps == ("router_refit",)
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_a_generation_reads_the_file_and_refits_the_router_on_its_corrections(served):
     """One generation of `macaronic evolve --experience` on a tiny pair: the served failures join the
     clusters, the router refit is proposed on the served rows and trained on them."""

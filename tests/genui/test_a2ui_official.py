@@ -252,6 +252,7 @@ def _renamed_button_card():
         {"beginRendering": {"surfaceId": "s", "root": "root"}}]
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_recorded_specialist_replies_as_served_today_all_render(official):
     """The same recorded replies as `macaronic serve` returns them now (a reply that does not
     validate is closed into a valid card by the harness): every one renders clean. (Some are drawn

@@ -128,6 +128,7 @@ def test_the_responses_api_takes_the_version_too(inproc):
     assert v09.is_v09(json.loads(r.output_text)["a2ui"])
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 @pytest.mark.real_model
 def test_the_shipped_genui_specialist_answers_in_v09_on_a_real_server(tmp_path):
     """SmolLM2-135M with its shipped genui adapter, through the official client: the card the

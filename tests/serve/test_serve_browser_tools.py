@@ -174,6 +174,7 @@ def test_what_nothing_runs_ends_the_turn_with_a_note(chromium, inproc):  # noqa:
     page.context.close()
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 @pytest.mark.real_model
 def test_real_agent_acts_through_the_page_on_a_real_server(chromium, tmp_path):  # noqa: F811
     """The real default base and its shipped agent adapter behind `macaronic serve`, at temperature

@@ -10,6 +10,7 @@ import json
 import runpy
 import sys
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SKILLS = "fill_placeholders,state_facts,lookup_then_act,pick_tools,find_person,order_writes,calls_together"
@@ -20,6 +21,7 @@ def _run(monkeypatch, script: str, *args: str) -> None:
     runpy.run_path(str(ROOT / "scripts" / script), run_name="__main__")
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_the_shipped_agents_data_rebuilds_under_the_listing_it_was_trained_with(monkeypatch, tmp_path, capsys):
     import macaronic.harness as harness
     from macaronic.engine.llm import shipped_adapters_dir

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import torch
+import pytest
 
 
 def _free_port() -> int:
@@ -16,6 +17,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.long  # over 15 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_torchrun_two_processes_match_single(tiny_base, tiny_data, tmp_path):
     from macaronic.engine.adapters import read_adapter
     from macaronic.engine.config import ModelArgs
