@@ -199,3 +199,59 @@ def test_gguf_without_the_native_kernels_warns_and_points_to_fp32(tiny_dirs, tmp
     with pytest.warns(RuntimeWarning, match="--dtype float32 --quant none"):
         twin = load_base(d, quant="gguf")
     assert twin.model.layers[0].w2.ops is ggml.GGMLReference
+
+
+def test_the_fused_decode_step_serves_the_blocks_as_the_layer_loop_does(ops, tiny_dirs, tmp_path, monkeypatch):
+    """A decode step over the GGUF's blocks in one native call (csrc/decode.cpp reading the parts as
+    ggml_linear does) against the layer loop over the same blocks: base and adapter rows mixed, several
+    steps, the K/V both write; the fused path must really have run, on mixed part types."""
+    import shutil
+
+    from macaronic.engine.adapters import read_adapter
+    from macaronic.engine.model import Transformer
+    from macaronic.engine.slots import LoraBank
+    from macaronic.testing import make_random_adapter
+
+    KINDS = {"attn_v": 8, "attn_output": 2, "ffn_down": 3}  # Q8_0, Q4_0, Q4_1; Q5_0 elsewhere (no k-quant fits 64 wide)
+    ran = []
+    real = Transformer._fused_decode
+    monkeypatch.setattr(Transformer, "_fused_decode", lambda self, *a: ran.append(r := real(self, *a)) or r)
+    d = tmp_path / "base"
+    shutil.copytree(tiny_dirs["qwen2"], d)
+    blocks = _blocks_for(d, lambda name, k: next((t for n, t in KINDS.items() if n in name), 6))
+    monkeypatch.setattr(ggml, "gguf_blocks", lambda name, path, gguf_file: blocks)
+    b = load_base(d, quant="gguf")
+    m, args = b.model, b.args
+    assert len(set(m.layers[0].wqkv.types)) > 1
+    bank = LoraBank(args, 4, 4, dtype=torch.bfloat16)
+    bank.write(1, read_adapter(make_random_adapter(tmp_path / "a", args, rank=4, seed=81, mode="full", scale=0.5),
+                               args, name="a")[1])
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 300, (n,), generator=g) for n in (5, 8, 3)]
+    steps = torch.randint(3, 300, (4, 3), generator=g)
+    seq_slots = torch.tensor([0, 1, 1])
+
+    def run(fused: bool):
+        m.fused_decode = fused
+        kvs = [KVBuffer(args, 32, torch.bfloat16) for _ in prompts]
+        outs = []
+        with torch.inference_mode():
+            for kv, p in zip(kvs, prompts):
+                m(p, [SeqSlice(kv, len(p))])
+            for i, toks in enumerate(steps):
+                lora = i % 2 == 0
+                outs.append(m(toks, [SeqSlice(kv, 1) for kv in kvs], lora=bank if lora else None,
+                              slots=bank.plan(seq_slots) if lora else None).float())
+        return outs, [(kv.k[:, :, : kv.length].float(), kv.v[:, :, : kv.length].float()) for kv in kvs]
+
+    ref, ref_kv = run(False)
+    got, got_kv = run(True)
+    assert all(r is None for r in ran[: len(steps)]) and all(r is not None for r in ran[len(steps) :])
+    for a, r in zip(got, ref):
+        span = float(r.max() - r.min())
+        # the same projections; only the attention kernels sum in another order (bf16 carries it on)
+        assert float((a - r).abs().max()) <= 0.05 * span, (float((a - r).abs().max()), span)
+        assert float((a.argmax(-1) == r.argmax(-1)).float().mean()) >= 0.75
+    for (ka, va), (kr, vr) in zip(got_kv, ref_kv):
+        assert float((ka - kr).abs().max()) <= 0.05 * float(kr.abs().max())
+        assert float((va - vr).abs().max()) <= 0.05 * float(vr.abs().max())

@@ -311,14 +311,15 @@ class Transformer(nn.Module):
     def _fused_decode(self, x: Tensor, seqs: list[SeqSlice], cos: Tensor, sin: Tensor, lora, slots) -> Tensor | None:
         """Every layer of a decode step (one new token per sequence) in one native call
         (csrc/decode.cpp), or None where it does not apply: then the layer loop below, its
-        reference twin, runs. Applies to bf16 models whose projections are dense or native int4,
+        reference twin, runs. Applies to bf16 models whose projections are dense, native int4 or the
+        GGUF's blocks on the native kernels,
         without q/k norms, with no LoRA or the bank's native kernel."""
         if not self.fused_decode or self.dtype != torch.bfloat16 or any(s.n_new != 1 for s in seqs):
             return None
         args = self._decode_weights()
         if args is None:
             return None
-        ops, w = args
+        ops, w, gparts, gtypes = args
         if lora is None:
             lw, ls = [], [_NO_SLOTS] * 4
         else:
@@ -332,11 +333,12 @@ class Transformer(nn.Module):
         a = self.args
         return ops.decode_layers(x, w, lw, ls, [s.kv.k for s in seqs], [s.kv.v for s in seqs],
                                  [s.kv.length for s in seqs], cos[:, 0].contiguous(), sin[:, 0].contiguous(),
-                                 _N_TARGETS, a.n_heads, a.n_kv_heads, a.norm_eps)
+                                 _N_TARGETS, a.n_heads, a.n_kv_heads, a.norm_eps, gparts, gtypes)
 
     def _decode_weights(self):
-        """(native ops, the flat weight list decode_layers takes), built once; None where a
-        projection is neither dense bf16 nor native int4, or the kernels do not run here."""
+        """(native ops, the flat weight list decode_layers takes, the GGUF parts and their types), built
+        once; None where a projection is neither dense bf16, native int4 nor the GGUF's blocks on the
+        native kernels, or the kernels do not run here."""
         if self._decode_w is None:
             from macaronic.engine import native as native_mod
 
@@ -345,6 +347,8 @@ class Transformer(nn.Module):
             ok = (ops is not None and hasattr(ops, "decode_layers") and self.layers[0].q_norm is None
                   and a.dim % 16 == 0 and a.head_dim % 16 == 0 and a.head_dim <= 256)
             w: list[Tensor] = []
+            gparts: list[Tensor] = []
+            gtypes: list[int] = []
 
             def proj(m, bias=None) -> tuple[Tensor, Tensor, Tensor]:  # weight, scales (empty: dense), bias
                 nonlocal ok
@@ -352,13 +356,18 @@ class Transformer(nn.Module):
                     return m, none, none if bias is None else bias
                 if ops is not None and getattr(m, "native", None) is ops and not m.rescore:
                     return m.packed[0], m.packed[1], none if m.bias is None else m.bias
+                if ops is not None and getattr(m, "kind", None) == "gguf" and m.ops is ops:
+                    at = torch.tensor([len(gparts), len(m.parts)], dtype=torch.int64)  # GGUF: [first part, count]
+                    gparts.extend(m.parts)
+                    gtypes.extend(m.types)
+                    return none, at, none if m.bias is None else m.bias
                 ok = False
                 return none, none, none
 
             for blk in self.layers:  # 11 per layer, in decode.cpp's order
                 w += [blk.attn_norm, *proj(blk.wqkv, blk.bqkv), *proj(blk.wo)[:2], blk.ffn_norm,
                       *proj(blk.w13)[:2], *proj(blk.w2)[:2]]
-            self._decode_w = (ops, w) if ok else False
+            self._decode_w = (ops, w, gparts, gtypes) if ok else False
         return self._decode_w or None
 
     @staticmethod

@@ -36,6 +36,7 @@
 namespace macaronic {
 void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots);
 at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias);
+at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRef types, const std::optional<at::Tensor>& bias);
 }  // namespace macaronic
 
 namespace {
@@ -165,11 +166,22 @@ HeadsFn heads_fn(int64_t hd, int64_t h) {
   return nullptr;
 }
 
-// y = x @ W.T (+ b) plus the LoRA delta: the calls Block's _proj makes.
+// y = x @ W.T (+ b) plus the LoRA delta: the calls Block's _proj makes. The weight is dense (sc empty),
+// native int4 (sc its scales) or the GGUF's own blocks (sc int64 [first, count]: its parts in gparts, gtypes).
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, const at::Tensor& b, at::TensorList lora,
-                int64_t a_at, int64_t n_b, const at::Tensor& slots) {
+                int64_t a_at, int64_t n_b, const at::Tensor& slots, at::TensorList gparts, at::IntArrayRef gtypes) {
   const std::optional<at::Tensor> bias = given(b) ? std::optional<at::Tensor>(b) : std::nullopt;
-  at::Tensor y = given(sc) ? macaronic::int4_matmul(x, w, sc, bias) : at::linear(x, w, bias);
+  at::Tensor y;
+  if (given(sc) && sc.scalar_type() == at::kLong) {
+    TORCH_CHECK(sc.numel() == 2, "decode_layers: a GGUF projection's sc must be int64 [first part, count]");
+    const int64_t first = sc.data_ptr<int64_t>()[0], count = sc.data_ptr<int64_t>()[1];
+    TORCH_CHECK(first >= 0 && count > 0 && first + count <= int64_t(gparts.size()) && gparts.size() == gtypes.size(),
+                "decode_layers: a GGUF projection's parts [", first, ", ", first + count, ") are not in gparts (",
+                gparts.size(), ") and gtypes (", gtypes.size(), ")");
+    y = macaronic::ggml_linear(x, gparts.slice(first, count), gtypes.slice(first, count), bias);
+  } else {
+    y = given(sc) ? macaronic::int4_matmul(x, w, sc, bias) : at::linear(x, w, bias);
+  }
   if (given(slots)) macaronic::lora_delta_into(y, x, lora[a_at], lora.slice(a_at + 1, n_b), slots);
   return y;
 }
@@ -260,7 +272,8 @@ constexpr int64_t kPerLayer = 11;
 
 at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorList lora, at::TensorList slots,
                          at::TensorList ks, at::TensorList vs, at::IntArrayRef lengths, const at::Tensor& cos,
-                         const at::Tensor& sin, at::IntArrayRef n_targets, int64_t n_heads, int64_t n_kv, double eps) {
+                         const at::Tensor& sin, at::IntArrayRef n_targets, int64_t n_heads, int64_t n_kv, double eps,
+                         at::TensorList gparts, at::IntArrayRef gtypes) {
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kBFloat16, "decode_layers: x must be bf16 [B, D]");
   const int64_t B = x_in.size(0), D = x_in.size(1), hd = cos.size(1);
   TORCH_CHECK(w.size() % kPerLayer == 0, "decode_layers: w must hold 11 tensors per layer");
@@ -297,7 +310,7 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
     at::TensorList ll = lora.empty() ? lora : lora.slice(li * lora_per_layer, lora_per_layer);
     for (int64_t b = 0; b < B; ++b)
       (wide ? rms_norm : rms_norm2)(xp + b * D, lw[0].data_ptr<bf16>(), D, float(eps), hp + b * D);
-    at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0]);  // [B, qw + 2 kvw]
+    at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0], gparts, gtypes);  // [B, qw + 2 kvw]
     TORCH_CHECK(qkv.size(1) == qw + 2 * kvw, "decode_layers: the qkv weight's width does not match the heads");
     bf16* qp = qkv.data_ptr<bf16>();
     const int64_t ld = qkv.size(1);
@@ -331,15 +344,15 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
         }
       }
     });
-    at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1]);
+    at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1], gparts, gtypes);
     (wide ? add_into : add_into2)(xp, o.data_ptr<bf16>(), B * D);
     for (int64_t b = 0; b < B; ++b)
       (wide ? rms_norm : rms_norm2)(xp + b * D, lw[6].data_ptr<bf16>(), D, float(eps), hp + b * D);
-    at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2]);  // [B, 2I]
+    at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2], gparts, gtypes);  // [B, 2I]
     const int64_t I = gu.size(1) / 2;
     at::Tensor act = at::empty({B, I}, x.options());
     for (int64_t b = 0; b < B; ++b) (wide ? silu_mul : silu_mul2)(gu.data_ptr<bf16>() + b * 2 * I, I, act.data_ptr<bf16>() + b * I);
-    at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3]);
+    at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3], gparts, gtypes);
     (wide ? add_into : add_into2)(xp, dn.data_ptr<bf16>(), B * D);
   }
   return x;
@@ -349,6 +362,6 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
 
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("decode_layers(Tensor x, Tensor[] w, Tensor[] lora, Tensor[] slots, Tensor[] ks, Tensor[] vs, int[] lengths, "
-        "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps) -> Tensor",
+        "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps, Tensor[] gparts, int[] gtypes) -> Tensor",
         &decode_layers);
 }

@@ -511,6 +511,13 @@ at::Tensor ggml_dequantize(const at::Tensor& part, int64_t type, int64_t K) {
 
 }  // namespace
 
+namespace macaronic {
+// For csrc/decode.cpp: the projection call GGMLLinear makes.
+at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRef types, const std::optional<at::Tensor>& bias) {
+  return ::ggml_linear(x, parts, types, bias);
+}
+}  // namespace macaronic
+
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("ggml_linear(Tensor x, Tensor[] parts, int[] types, Tensor? bias) -> Tensor", &ggml_linear);
   m.def("ggml_dequantize(Tensor part, int type, int K) -> Tensor", &ggml_dequantize);
