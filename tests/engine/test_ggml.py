@@ -66,12 +66,19 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
     bias = torch.randn(o, generator=g).bfloat16()
     for n in (1, 2, 5, 8, 9, 33):
         x = torch.randn(n, k, generator=g).bfloat16()
+        # few rows on AVX2: the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp
+        q8 = n <= 8 and not ops.wide_supported()
         for b in (None, bias):
-            ref = ggml.GGMLReference.ggml_linear(x, parts, types, b).float()
+            ref = torch.cat([(ggml.q8_rows(x) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
+                             for p, t in zip(parts, types)], 1)
+            ref = (ref if b is None else ref + b.float()).bfloat16().float()
             y = ops.ggml_linear(x, parts, types, b)
             assert y.dtype == torch.bfloat16 and y.shape == (n, o)
             # both compute in fp32 and round once to bf16; the summation order differs
             assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-3 * ref.abs().max().item())
+            if q8:  # and the rounding is really there: against the unrounded x the Q8 parts differ
+                plain = ggml.GGMLReference.ggml_linear(x, parts, types, b).float()
+                assert not torch.allclose(y.float(), plain, rtol=1e-3, atol=1e-4 * plain.abs().max().item())
     with pytest.raises(RuntimeError, match="must be a contiguous uint8"):
         ops.ggml_linear(torch.zeros(1, 256, dtype=torch.bfloat16), parts[:1], types[:1], None)
 

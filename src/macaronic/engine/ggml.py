@@ -75,6 +75,21 @@ def dequantize(raw: Tensor, type_id: int) -> Tensor:
     return out.reshape(o, -1)
 
 
+# the types whose few-row products meet x rounded to 8 bits in the AVX2 kernels (csrc/ggml.cpp)
+Q8_TYPES = (6, 8, 12, 14)
+
+
+def q8_rows(x: Tensor) -> Tensor:
+    """x [N, K] (K a multiple of 32) as the AVX2 kernels round it before their integer dot products,
+    and llama.cpp's own kernels do: per run of 32, d = max|x| / 127, q = nearest(x / d), back as d * q
+    (fp32). The native kernel's twin for few rows on Q8_0, Q5_0, Q4_K and Q6_K where
+    `ops.wide_supported()` is False."""
+    r = x.float().reshape(*x.shape[:-1], -1, 32)
+    d = r.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d > 0, 1 / d, torch.zeros_like(d))
+    return (torch.round(r * inv) * d).reshape(x.shape)
+
+
 class GGMLReference:
     """The pure-PyTorch twin of torch.ops.macaronic's ggml_linear (same call), for tests: every part
     dequantized to fp32, one fp32 matmul, rounded to bf16 like the kernel's output."""

@@ -14,12 +14,15 @@
 // In every type the nibbles of a 32-weight run hold weight j in the low half of byte j and weight j + 16
 // (j + 32 in the k-quants' 64-weight runs) in the high half, as ggml's dequantize_row_* reads them.
 // Each row is dequantised to fp32 exactly as ggml (and gguf.quants, the twin's reference) does, then:
-// - few rows (decode): Q8_0, Q5_0, Q4_K and Q6_K blocks are widened in registers (Q4_0 and Q4_1 rows
-//   dequantised into L1 first), and each meets every x row in fp32 FMAs;
+// - few rows (decode), AVX-512: Q8_0, Q5_0, Q4_K and Q6_K blocks are widened in registers (Q4_0 and
+//   Q4_1 rows dequantised into L1 first), and each meets every x row in fp32 FMAs;
+// - few rows, AVX2: as llama.cpp's own kernels, x is rounded to 8 bits per run of 32 and Q8_0, Q5_0,
+//   Q4_K and Q6_K runs meet it in integer dot products, scaled in fp32 (twin: engine/ggml.py's q8_rows
+//   on x, then dequantize + matmul); Q4_0 and Q4_1 rows as on AVX-512;
 // - more rows (prefill): chunks of rows dequantised to fp32 and multiplied by at::mm in fp32.
-// No weight is rounded and the arithmetic is fp32: the twin is engine/ggml.py's dequantize + matmul.
-// llama.cpp itself rounds x to 8 bits per block (q8_0 / q8_K dot products), so its logits differ from
-// these in the last bits. Knows nothing about models, adapters or Python.
+// No weight is rounded: the twin is engine/ggml.py's dequantize + matmul. llama.cpp rounds x to 8 bits
+// (q8_0 / q8_K dot products) on every path, so its logits differ from the fp32 paths' in the last bits.
+// Knows nothing about models, adapters or Python.
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -288,80 +291,109 @@ KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a mul
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-// ---- AVX2 + FMA: the register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows, 8 weights a register ----
-// The same weights as dequant_row (d * q, d*sc * q - dmin*m, d*sc * (q - 32)), up to 4 rows of x a call.
+// ---- AVX2: the register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows, integer dot products ----
+// As llama.cpp's AVX2 kernels do, x is rounded to 8 bits first (Q8: per run of 32, d = max|x| / 127,
+// q = nearest(x / d)), then every run of 32 weights meets it in integer multiply-adds (exact), scaled once
+// in fp32: Q8_0 and Q5_0 d_w * d_x * sum(q_w q_x); Q4_K d*sc * d_x * sum(q q_x) - dmin*m * d_x * sum(q_x);
+// Q6_K d*sc * d_x * sum((q - 32) q_x), the scale changing every 16 weights. The twin of this path is
+// engine/ggml.py's `q8_rows` then the fp32 product; up to 4 rows of x a call.
 
-// 32 signed bytes -> 4 x 8 fp32, the first 16 scaled by d0, the last 16 by d1
-AVX2_KERNEL inline void widen_i8x32(__m256i q, __m256 d0, __m256 d1, __m256* w) {
-  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-  w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d0);
-  w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d0);
-  w[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d1);
-  w[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d1);
+struct Q8Rows {  // x rounded to 8 bits: q [N, K], d and d * sum(q) per run of 32 [N, K / 32]
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+};
+
+AVX2_KERNEL Q8Rows q8_rows(const float* x, int64_t N, int64_t K) {
+  Q8Rows o;
+  o.q.resize(N * K), o.d.resize(N * K / 32), o.s.resize(N * K / 32);
+  for (int64_t r = 0; r < N * K / 32; ++r) {
+    const float* v = x + 32 * r;
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.f, id = d > 0.f ? 1.f / d : 0.f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int q = int(std::nearbyint(v[i] * id));
+      o.q[32 * r + i] = int8_t(q);
+      sum += q;
+    }
+    o.d[r] = d, o.s[r] = d * float(sum);
+  }
+  return o;
 }
 
+// the 32 signed weights of a Q8_0 or Q5_0 block
 template <int T>
-AVX2_KERNEL inline void block_weights2(const uint8_t* blk, __m256* w) {
-  __m256i q;
+AVX2_KERNEL inline __m256i block_q2(const uint8_t* blk) {
   if constexpr (T == 8) {
-    q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
   } else {  // Q5_0: nibbles (weight j low, j + 16 high), bit j of qh as the fifth bit, minus 16
     uint32_t qh;
     std::memcpy(&qh, blk + 2, 4);
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
     const __m128i m = _mm_set1_epi8(15);
-    q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
     // byte j <- bit j of qh: broadcast, pick byte j / 8, test bit j % 8
     __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)),
                                        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
     const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
     bits = _mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), sel);
-    q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16))), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16))), _mm256_set1_epi8(16));
   }
-  const __m256 d = _mm256_set1_ps(f16_avx2(blk));
-  widen_i8x32(q, d, d, w);
 }
 
-template <int R>
-AVX2_KERNEL inline void fma_run2(__m256 (*a)[2], const float* x, int64_t K, const __m256* w, int64_t off) {
-  for (int r = 0; r < R; ++r)
-    for (int i = 0; i < 4; ++i) a[r][i % 2] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + r * K + off + 8 * i), a[r][i % 2]);
+// 8 int32 sums of 4 products each (lane m: bytes 4m..4m+3): w signed (-128..127), x signed (-127..127)
+AVX2_KERNEL inline __m256 dot_i8(__m256i w, __m256i x) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
+// the same for w unsigned 0..15
+AVX2_KERNEL inline __m256 dot_u4(__m256i w, __m256i x) {
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+}
+AVX2_KERNEL inline __m256i load_q(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 template <int T, int R>
-AVX2_KERNEL void rows_dot2(const uint8_t* row, const float* x, int64_t K, float* out) {
+AVX2_KERNEL void rows_dot2(const uint8_t* row, const Q8Rows& x, int64_t n0, int64_t K, float* out) {
   constexpr int64_t kBytes = T == 8 ? 34 : 22;
-  __m256 a[R][2];
-  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < K / 32; ++b) {
-    __m256 w[4];
-    block_weights2<T>(row + b * kBytes, w);
-    fma_run2<R>(a, x, K, w, 32 * b);
+  const int64_t runs = K / 32;
+  __m256 a[R];
+  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < runs; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    const __m256i q = block_q2<T>(blk);
+    const float d = f16_avx2(blk);
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (n0 + r) * runs + b;
+      a[r] = _mm256_fmadd_ps(dot_i8(q, load_q(x.q.data() + 32 * at)), _mm256_set1_ps(d * x.d[at]), a[r]);
+    }
   }
-  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(_mm256_add_ps(a[r][0], a[r][1]));
+  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(a[r]);
 }
 
 template <int T, int R>
-AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const float* x, int64_t K, float* out) {
+AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const Q8Rows& x, int64_t n0, int64_t K, float* out) {
   constexpr int64_t kBytes = T == 12 ? 144 : 210;
+  const int64_t runs = K / 32;
   const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
-  __m256 a[R][2];
-  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+  __m256 a[R];
+  float mins[R] = {};
+  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < K / 256; ++b) {
     const uint8_t* blk = row + b * kBytes;
-    __m256 w[4];
     if constexpr (T == 12) {
       const float d = f16_avx2(blk), dmin = f16_avx2(blk + 2);
       const uint8_t* sb = blk + 4;
       for (int j = 0; j < 8; ++j) {
         int sc, m;
         scale_min_k4(sb, j, sc, m);
-        const __m256 ds = _mm256_set1_ps(d * float(sc)), dm = _mm256_set1_ps(dmin * float(m));
         __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
-        q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);  // 0..15: as signed bytes too
-        widen_i8x32(q, ds, ds, w);
-        for (int i = 0; i < 4; ++i) w[i] = _mm256_sub_ps(w[i], dm);
-        fma_run2<R>(a, x, K, w, 256 * b + 32 * j);
+        q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
+        for (int r = 0; r < R; ++r) {
+          const int64_t at = (n0 + r) * runs + 8 * b + j;
+          a[r] = _mm256_fmadd_ps(dot_u4(q, load_q(x.q.data() + 32 * at)), _mm256_set1_ps(d * float(sc) * x.d[at]), a[r]);
+          mins[r] += dmin * float(m) * x.s[at];
+        }
       }
     } else {
       const float d = f16_avx2(blk + 208);
@@ -374,22 +406,27 @@ AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const float* x, int64_t K, floa
           q = _mm256_and_si256(g / 2 ? _mm256_srli_epi16(q, 4) : q, low4);
           const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
           q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32));
-          widen_i8x32(q, _mm256_set1_ps(d * float(sc[2 * g])), _mm256_set1_ps(d * float(sc[2 * g + 1])), w);
-          fma_run2<R>(a, x, K, w, 256 * b + 128 * n + 32 * g);
+          // bytes 0..15 (lanes 0..3) take scale 2g, bytes 16..31 scale 2g + 1
+          const __m256 s = _mm256_set_m128(_mm_set1_ps(d * float(sc[2 * g + 1])), _mm_set1_ps(d * float(sc[2 * g])));
+          for (int r = 0; r < R; ++r) {
+            const int64_t at = (n0 + r) * runs + 8 * b + 4 * n + g;
+            a[r] = _mm256_fmadd_ps(dot_i8(q, load_q(x.q.data() + 32 * at)), _mm256_mul_ps(s, _mm256_set1_ps(x.d[at])), a[r]);
+          }
         }
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(_mm256_add_ps(a[r][0], a[r][1]));
+  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(a[r]) - mins[r];
 }
 
 constexpr int kTile2 = 4;
+using Dot8Fn = void (*)(const uint8_t*, const Q8Rows&, int64_t, int64_t, float*);
 template <int T>
-constexpr DotFn kDots2[kTile2] = {rows_dot2<T, 1>, rows_dot2<T, 2>, rows_dot2<T, 3>, rows_dot2<T, 4>};
+constexpr Dot8Fn kDots2[kTile2] = {rows_dot2<T, 1>, rows_dot2<T, 2>, rows_dot2<T, 3>, rows_dot2<T, 4>};
 template <int T>
-constexpr DotFn kDotsK2[kTile2] = {rows_dot_k2<T, 1>, rows_dot_k2<T, 2>, rows_dot_k2<T, 3>, rows_dot_k2<T, 4>};
+constexpr Dot8Fn kDotsK2[kTile2] = {rows_dot_k2<T, 1>, rows_dot_k2<T, 2>, rows_dot_k2<T, 3>, rows_dot_k2<T, 4>};
 
-const DotFn* dots_for2(int64_t type) {
+const Dot8Fn* dots_for2(int64_t type) {
   switch (type) {
     case 8: return kDots2<8>;
     case 6: return kDots2<6>;
@@ -440,15 +477,16 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   if (N == 0 || O == 0) return y;
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   if (N <= kFewRows && !wide) {
+    const Q8Rows xq = q8_rows(xp, N, K);  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
       if (w.size() < size_t(K)) w.resize(K);
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
-        if (const DotFn* f = dots_for2(r.type[p])) {
+        if (const Dot8Fn* f = dots_for2(r.type[p])) {
           float out[kFewRows];
-          for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xp + n0 * K, K, out + n0);
+          for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xq, n0, K, out + n0);
           for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
           continue;
         }
