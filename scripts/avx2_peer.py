@@ -1,5 +1,5 @@
 """Decode against llama.cpp on the same GGUF, for a base `macaronic bench bases` takes too long on where
-bf16 is emulated (an AVX2 CPU: its bf16 rows alone run past 15 minutes): our int4 (the native kernels,
+bf16 is emulated (an AVX2 CPU: its bf16 rows alone run past 15 minutes): our int4 or gguf (the native kernels,
 whichever instruction set runs here) and llama.cpp (`llama-cpp-python`, the `bench` extra), 1 stream
 and 16 streams, 32 tokens each, timed after the prompts, interleaved repetitions, medians.
 
@@ -8,6 +8,7 @@ bare (`bench.suite._decode`). llama.cpp: the same GGUF, no adapter, 1 sequence a
 (`bench.suite._llamacpp_decode`), in this process, idle while ours runs. Both at torch's thread count.
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/avx2_peer.py --json docs/bench/peer-qwen-avx2.json
+    OMP_NUM_THREADS=2 .venv/bin/python scripts/avx2_peer.py --quant gguf --json docs/bench/peer-qwen-gguf-avx2.json
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def main() -> int:
     ap.add_argument("--base", default="qwen2.5-coder-0.5b")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--quant", default="int4", choices=["int4", "gguf"],
+                    help="ours at int4 (requantized, the served default) or gguf (the GGUF's own blocks)")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     from importlib.util import find_spec
@@ -43,7 +46,7 @@ def main() -> int:
         return 2
     t0, load = time.time(), os.getloadavg()
     ops = native.ops()
-    b = load_base(resolve_base(a.base), dtype=torch.bfloat16, quant="int4")
+    b = load_base(resolve_base(a.base), dtype=torch.bfloat16, quant=a.quant)
     tok = load_tokenizer(b.path)
     prompts = [tok.apply_chat_template([{"role": "user", "content": f"Write item {i} of a long list."}],
                                        add_generation_prompt=True, tokenize=True) for i in range(16)]
@@ -61,7 +64,7 @@ def main() -> int:
             rows.setdefault("llamacpp16_tok_s", []).append(lc["llamacpp16_tok_s"])
             print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1]}" for k, v in rows.items()), flush=True)
     m = {k: med(v) for k, v in rows.items()}
-    out = {"base": a.base, "cpu": cpu_model(), "threads": torch.get_num_threads(),
+    out = {"base": a.base, "quant": a.quant, "cpu": cpu_model(), "threads": torch.get_num_threads(),
            "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
            "reps": a.reps, "tokens": a.tokens, "seconds": round(time.time() - t0), "rows": rows, "medians": m,
            "ratios": {"1 stream, ours with an adapter / llama.cpp bare": round(m["single_tok_s"] / m["llamacpp_single_tok_s"], 3),

@@ -66,8 +66,8 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
     bias = torch.randn(o, generator=g).bfloat16()
     for n in (1, 2, 5, 8, 9, 33):
         x = torch.randn(n, k, generator=g).bfloat16()
-        # few rows on AVX2: the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp
-        q8 = n <= 8 and not ops.wide_supported()
+        # up to 32 rows on AVX2: the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp
+        q8 = n <= 32 and not ops.wide_supported()
         for b in (None, bias):
             ref = torch.cat([(ggml.q8_rows(x) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
                              for p, t in zip(parts, types)], 1)
@@ -256,8 +256,10 @@ def test_the_fused_decode_step_serves_the_blocks_as_the_layer_loop_does(ops, tin
     assert all(r is None for r in ran[: len(steps)]) and all(r is not None for r in ran[len(steps) :])
     for a, r in zip(got, ref):
         span = float(r.max() - r.min())
-        # the same projections; only the attention kernels sum in another order (bf16 carries it on)
-        assert float((a - r).abs().max()) <= 0.05 * span, (float((a - r).abs().max()), span)
+        # the same projections; only the attention kernels sum in another order (bf16 carries it on, and on
+        # AVX2 the 8-bit rounding of x turns such a difference into a whole rounding step now and then)
+        err = (a - r).abs()
+        assert float(err.max()) <= 0.1 * span and float(err.mean()) <= 0.005 * span, (float(err.max()), span)
         assert float((a.argmax(-1) == r.argmax(-1)).float().mean()) >= 0.75
     for (ka, va), (kr, vr) in zip(got_kv, ref_kv):
         assert float((ka - kr).abs().max()) <= 0.05 * float(kr.abs().max())

@@ -16,7 +16,7 @@
 // Each row is dequantised to fp32 exactly as ggml (and gguf.quants, the twin's reference) does, then:
 // - few rows (decode), AVX-512: Q8_0, Q5_0, Q4_K and Q6_K blocks are widened in registers (Q4_0 and
 //   Q4_1 rows dequantised into L1 first), and each meets every x row in fp32 FMAs;
-// - few rows, AVX2: as llama.cpp's own kernels, x is rounded to 8 bits per run of 32 and Q8_0, Q5_0,
+// - up to 32 rows, AVX2: as llama.cpp's own kernels, x is rounded to 8 bits per run of 32 and Q8_0, Q5_0,
 //   Q4_K and Q6_K runs meet it in integer dot products, scaled in fp32 (twin: engine/ggml.py's q8_rows
 //   on x, then dequantize + matmul); Q4_0 and Q4_1 rows as on AVX-512;
 // - more rows (prefill): chunks of rows dequantised to fp32 and multiplied by at::mm in fp32.
@@ -41,7 +41,8 @@ namespace {
 
 #define KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma,f16c")))
 
-constexpr int kFewRows = 8;
+constexpr int kFewRows = 8;    // AVX-512: x rows up to this meet the blocks in registers
+constexpr int kFewRows2 = 32;  // AVX2: up to this many, in tiles of 4, in integer dot products
 constexpr int64_t kChunkBytes = int64_t(1) << 20;  // a dequantised fp32 chunk for at::mm stays in L2
 
 struct Type {
@@ -476,7 +477,7 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   at::BFloat16* yp = y.data_ptr<at::BFloat16>();
   if (N == 0 || O == 0) return y;
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
-  if (N <= kFewRows && !wide) {
+  if (N <= kFewRows2 && !wide) {
     const Q8Rows xq = q8_rows(xp, N, K);  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
@@ -485,7 +486,7 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
         if (const Dot8Fn* f = dots_for2(r.type[p])) {
-          float out[kFewRows];
+          float out[kFewRows2];
           for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xq, n0, K, out + n0);
           for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
           continue;
