@@ -6,7 +6,8 @@ the layouts are described in csrc/ggml.cpp). `gguf_blocks` reads the blocks of t
 `GGMLLinear` keeps them as they are and computes y = x @ W.T with the native kernel
 (torch.ops.macaronic.ggml_linear), whose twin is `dequantize` here: pure PyTorch over the same bytes,
 equal to `gguf.quants.dequantize` bit for bit (the tests hold both to it). Nothing is requantized:
-the weights the engine multiplies are the ones llama.cpp multiplies. Before serving, every tensor's
+the weights the engine multiplies are the ones llama.cpp multiplies (on AVX2, up to 32 rows of x are
+rounded to 8 bits first, `q8_rows`, as llama.cpp rounds them on every path). Before serving, every tensor's
 dequantized blocks are checked against the imported weights (rows permuted where the GGUF converter
 permuted them), so blocks that do not belong to the loaded base never serve.
 Knows nothing about adapters or scheduling.
