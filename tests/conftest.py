@@ -25,7 +25,7 @@ NAMED_ONLY = (ROOT / "tests" / "vllm", ROOT / "tests" / "qwen")
 def pytest_addoption(parser):
     parser.addoption("--long", action="store_true",
                      help="also run the long end-to-end tests (marked `long`: a specialist trained, routed and "
-                          "served; the soak; BFCL through the served MoL; the real base's warm-up; and every test over 15 s on 2 cores); CI runs them as their own step: "
+                          "served; the soak; BFCL through the served MoL; the real base's warm-up; and the tests over 10 s on 2 cores); CI runs them as their own step: "
                           "`pytest --long -m long`")
 
 

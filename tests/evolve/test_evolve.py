@@ -208,6 +208,7 @@ def test_search_screens_archives_stacks_and_gates_once_per_positive_generation(s
                        "--json", str(root / "p2.json")]) == 2
 
 
+@pytest.mark.long  # needs the search test's run above (alone it runs one, 27 s): the long CI step
 def test_changed_contract_with_same_version_is_refused(setup, tmp_path):
     from macaronic.commands.evolve import main as evolve_main
 

@@ -22,6 +22,7 @@ def wait_for_pair(url: str, pid: str, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_follow_swaps_the_champion_under_load_and_rolls_back(tiny_models, tmp_path):
     from macaronic.commands.pair import main as pair_main
     from macaronic.engine.config import ModelArgs

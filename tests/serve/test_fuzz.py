@@ -17,6 +17,7 @@ import time
 import httpx
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+import pytest
 
 BUDGET_S = float(os.environ.get("MACARONIC_FUZZ_BUDGET_S", "45"))
 FUZZ_EXAMPLES = int(os.environ.get("MACARONIC_FUZZ_EXAMPLES", "300"))
@@ -198,6 +199,7 @@ def server_errors(url: str) -> int:
     return sum(int(float(n)) for n in re.findall(r'macaronic_requests_total\{[^}]*status="5\d\d"\} (\S+)', text))
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_fuzzed_requests_never_get_a_5xx(server, capsys):
     url, t0, seen = server.url, time.monotonic(), []
     errors_before = server_errors(url)

@@ -9,10 +9,12 @@ import sqlite3
 import httpx
 
 from serve_helpers import ServerProcess, model_args
+import pytest
 
 KEY = "sk-tools-test"
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_execute_endpoint_acts_on_the_servers_substrate_and_it_lasts(tiny_models, tmp_path):
     store = tmp_path / "serve" / "state.sqlite"
     args = [*model_args(*tiny_models), "--router-policy", "none", "--store", str(store), "--api-key", KEY]

@@ -73,6 +73,7 @@ def test_clear_4xx_errors(client, server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_responses_api_previous_response_id_survives_a_restart(tiny_models, tmp_path):
     store = tmp_path / "state.sqlite"
     args = [*model_args(*tiny_models), "--router-policy", "prompted", "--store", str(store)]

@@ -11,6 +11,7 @@ from serve_helpers import ServerProcess
 pytestmark = pytest.mark.real_model
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_real_base_answers_routes_and_reuses(tmp_path):
     s = ServerProcess(["--store", str(tmp_path / "s.sqlite")], timeout=300)
     try:

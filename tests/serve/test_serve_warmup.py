@@ -63,6 +63,7 @@ def test_first_requests_find_the_server_warm(tmp_path):
         s.stop()
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_warmup_on_tiny_models_is_reported(tiny_models, tmp_path):
     """A server on other adapters (tiny random ones) warms up too, a warm-up turn that fails does not
     stop it, and nothing the warm-up did lands in the store."""

@@ -22,6 +22,7 @@ def test_instructions_probe_rows(tmp_path):
     assert all(isinstance(r["passed"], bool) and len(r["checks"]) >= 1 for r in doc["rows"]["macaronic"])
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_instructions_probe_with_tools_attached_under_another_bundle(tmp_path):
     """`--tools`: every prompt carries the toolset (a reply that calls fails its prompt); `--bundle`:
     the rows are served under that harness, and the JSON says which."""
