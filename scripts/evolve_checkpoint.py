@@ -45,7 +45,8 @@ def main() -> int:
                 pj.unlink()
                 dropped.append(str(pj.parent.relative_to(a.dest)))
                 break
-    print(f"checkpoint {a.dest}: {sum(1 for _ in a.dest.rglob('*'))} files; rebuilt on restore: {', '.join(dropped) or 'none'}")
+    files = sum(1 for _ in a.dest.rglob("*"))
+    print(f"checkpoint {a.dest}: {files} files; rebuilt on restore: {', '.join(dropped) or 'none'}")
     return 0
 
 

@@ -82,7 +82,7 @@ Q8_TYPES = (6, 8, 12, 14)
 
 def q8_rows(x: Tensor) -> Tensor:
     """x [N, K] (K a multiple of 32) as the AVX2 kernels round it before their integer dot products,
-    and llama.cpp's own kernels do: per run of 32, d = max|x| / 127, q = nearest(x / d), back as d * q
+    and llama.cpp's own kernels do: per run of 32, d = max|x| / 127, q = nearest(x * (1 / d)), back as d * q
     (fp32). The native kernel's twin for up to 32 rows on Q8_0, Q5_0, Q4_K and Q6_K where
     `ops.wide_supported()` is False."""
     r = x.float().reshape(*x.shape[:-1], -1, 32)

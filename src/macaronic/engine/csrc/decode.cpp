@@ -173,7 +173,8 @@ at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, 
   const std::optional<at::Tensor> bias = given(b) ? std::optional<at::Tensor>(b) : std::nullopt;
   at::Tensor y;
   if (given(sc) && sc.scalar_type() == at::kLong) {
-    TORCH_CHECK(sc.numel() == 2, "decode_layers: a GGUF projection's sc must be int64 [first part, count]");
+    TORCH_CHECK(sc.numel() == 2 && sc.is_contiguous() && sc.device().is_cpu(),
+                "decode_layers: a GGUF projection's sc must be a contiguous CPU int64 [first part, count]");
     const int64_t first = sc.data_ptr<int64_t>()[0], count = sc.data_ptr<int64_t>()[1];
     TORCH_CHECK(first >= 0 && count > 0 && first + count <= int64_t(gparts.size()) && gparts.size() == gtypes.size(),
                 "decode_layers: a GGUF projection's parts [", first, ", ", first + count, ") are not in gparts (",

@@ -294,7 +294,7 @@ KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a mul
 
 // ---- AVX2: the register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows, integer dot products ----
 // As llama.cpp's AVX2 kernels do, x is rounded to 8 bits first (Q8: per run of 32, d = max|x| / 127,
-// q = nearest(x / d)), then every run of 32 weights meets it in integer multiply-adds (exact), scaled once
+// q = nearest(x * (1 / d))), then every run of 32 weights meets it in integer multiply-adds (exact), scaled once
 // in fp32: Q8_0 and Q5_0 d_w * d_x * sum(q_w q_x); Q4_K d*sc * d_x * sum(q q_x) - dmin*m * d_x * sum(q_x);
 // Q6_K d*sc * d_x * sum((q - 32) q_x), the scale changing every 16 weights. The twin of this path is
 // engine/ggml.py's `q8_rows` then the fp32 product; up to 4 rows of x a call.
@@ -478,7 +478,9 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   if (N == 0 || O == 0) return y;
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   if (N <= kFewRows2 && !wide) {
-    const Q8Rows xq = q8_rows(xp, N, K);  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits
+    bool any_q8 = false;  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits; Q4_0 and Q4_1 do not
+    for (const int64_t t : r.type) any_q8 = any_q8 || dots_for2(t) != nullptr;
+    const Q8Rows xq = any_q8 ? q8_rows(xp, N, K) : Q8Rows{};
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
       if (w.size() < size_t(K)) w.resize(K);
