@@ -3,9 +3,10 @@
 missing). Stop the run first (kill its process group): the copy is of files at rest.
 
 The lineage's write-ahead log is folded into `lineage.sqlite` first. Left out: adapter weights and
-training checkpoints (docs/ holds no weights), locks, SQLite's side files. A candidate whose pair.json
-names adapter weights the copy leaves out loses that pair.json too: restored, `evolve` then rebuilds it
-(its training from step 0) instead of screening a pair whose files are missing.
+training checkpoints (docs/ holds no weights), locks, SQLite's side files. A candidate not yet screened
+whose pair.json names adapter weights the copy leaves out loses that pair.json too: restored, `evolve`
+then rebuilds it (its training from step 0) instead of screening a pair whose files are missing. A
+screened one keeps it: its verdict is in the lineage, and a rerun reads that instead of screening again.
 
     .venv/bin/python scripts/evolve_checkpoint.py runs/evolve-r1 docs/evolve/run-r1/work
 """
@@ -31,6 +32,8 @@ def main() -> int:
         ap.error(f"{a.workdir} is not an evolve workdir (no lineage.sqlite)")
     with sqlite3.connect(db) as c:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        screened = {k for (k,) in c.execute("SELECT key FROM screens")}  # "gen-5:cand-01"
+    c.close()
     if a.dest.exists():
         shutil.rmtree(a.dest)
     shutil.copytree(a.workdir, a.dest, ignore=shutil.ignore_patterns(*SKIP))
@@ -38,6 +41,8 @@ def main() -> int:
     for pj in sorted(a.dest.glob("gen-*/cand-*/pair.json")):
         m = json.loads(pj.read_text())
         src = a.workdir / pj.parent.relative_to(a.dest)
+        if f"gen-{int(pj.parent.parent.name.split('-')[1])}:{pj.parent.name}" in screened:
+            continue
         for ad in m.get("adapters", {}).values():
             p = Path(ad["path"])
             inside = p.is_relative_to(src.resolve()) or p.is_relative_to(src)
