@@ -3,8 +3,9 @@ rendered with first / warm side by side."""
 
 from __future__ import annotations
 
-from macaronic.bench import first, sections as cli
 import pytest
+
+from macaronic.bench import first, sections as cli
 
 
 def test_the_section_is_listed_and_renders_the_ratio():

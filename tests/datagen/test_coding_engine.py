@@ -53,6 +53,7 @@ def test_fix_prompts_exist_for_most_families():
     assert len(fixed) >= 0.9 * len(FAMILIES)
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_a_wrong_solution_fails_the_tests(sample):
     for p in sample[:len(FAMILIES)]:
         ok, total = coding.run_tests(p.reference, p.tests)

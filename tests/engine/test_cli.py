@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from macaronic.testing import make_random_adapter
 
 
@@ -40,6 +42,7 @@ def test_info_json_reports_fingerprint_and_adapters(tiny_dirs, tmp_path):
     assert "down_proj" in a["targets"]
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_generate_streams_and_rejects_unknown_adapter(tiny_dirs):
     r = run("generate", "--base", str(tiny_dirs["llama"]), "--prompt", "hi", "--max-tokens", "5", "--stats")
     assert r.returncode == 0, r.stderr

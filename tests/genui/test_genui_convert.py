@@ -140,6 +140,7 @@ def test_an_update_to_an_earlier_surface_keeps_its_ids_and_a_v09_card_is_left_al
     assert json.dumps(GOLD[0].values[0]) == before  # the input is not changed
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_a_v09_card_cut_anywhere_closes_into_a_valid_v09_card():
     """The closer on v0.9 text (a v0.9 card cut by a token cap): repaired, then closed by the v0.9
     rules, it stays v0.9 and valid, wherever the cut falls after its first message."""

@@ -15,9 +15,9 @@ import re
 import time
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-import pytest
 
 BUDGET_S = float(os.environ.get("MACARONIC_FUZZ_BUDGET_S", "45"))
 FUZZ_EXAMPLES = int(os.environ.get("MACARONIC_FUZZ_EXAMPLES", "300"))

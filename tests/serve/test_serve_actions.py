@@ -7,9 +7,9 @@ from __future__ import annotations
 import sqlite3
 
 import httpx
+import pytest
 
 from serve_helpers import ServerProcess, model_args
-import pytest
 
 KEY = "sk-tools-test"
 

@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.real_model
 
 
+@pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes
 def test_instructions_probe_rows(tmp_path):
     from macaronic.commands.probe import instructions as main
 

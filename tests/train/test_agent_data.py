@@ -10,6 +10,7 @@ import json
 import runpy
 import sys
 from pathlib import Path
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]

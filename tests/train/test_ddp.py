@@ -7,8 +7,8 @@ import socket
 import subprocess
 import sys
 
-import torch
 import pytest
+import torch
 
 
 def _free_port() -> int:
