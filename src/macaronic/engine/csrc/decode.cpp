@@ -3,8 +3,8 @@
 // For B sequences that each add one token: per layer, RMSNorm, the fused qkv projection (+ its
 // LoRA delta), rotary embedding, the new K/V written into each sequence's buffer, attention of the
 // one query over the buffer, o projection and residual, RMSNorm, gate/up, SiLU * up, down and
-// residual. The projections are the same calls the Python path makes (int4_linear or at::linear,
-// then lora_delta), and the element-wise steps round to bf16 where the PyTorch ops do, so the two
+// residual. The projections are the same calls the Python path makes (int4_linear, ggml_linear or
+// at::linear, then lora_delta), and the element-wise steps round to bf16 where the PyTorch ops do, so the two
 // paths agree up to the attention's summation order. The Python forward in engine/model.py is the
 // reference twin; this file only removes its ~40 dispatches per layer. Knows nothing about
 // tokenizers, scheduling or where the weights and adapters come from.
@@ -13,11 +13,14 @@
 //   x: bf16 [B, D], the embedded tokens;
 //   w: 11 per layer: attn_norm, qkv weight, qkv scales, qkv bias, o weight, o scales, ffn_norm,
 //      gate_up weight, gate_up scales, down weight, down scales. A weight with scales is native int4
-//      (quant.pack_int4's layout), one with empty scales a dense bf16 [out, in]; an empty bias is none;
+//      (quant.pack_int4's layout), one with empty scales a dense bf16 [out, in], one whose scales are
+//      int64 [first, count] the GGUF's own blocks: gparts[first, first + count) with their ggml types
+//      gtypes (engine/ggml.py's GGMLLinear); an empty bias is none;
 //   lora: empty, or per layer for each of the 4 fused projections its A then its n_targets[f] Bs;
 //   slots: 4 int64 [B] slot indices (lora_delta's), an empty one where that projection adds nothing;
 //   ks, vs: per sequence its K/V buffer [L, n_kv, capacity, head_dim] (any strides but the last);
-//   lengths: per sequence the position of its new token; cos, sin: bf16 [B, head_dim] at those positions.
+//   lengths: per sequence the position of its new token; cos, sin: bf16 [B, head_dim] at those positions;
+//   gparts, gtypes: the GGUF projections' parts (uint8 blocks) and types, empty where none.
 // Returns the residual stream after the last layer, bf16 [B, D] (before the final norm).
 
 #include <ATen/ATen.h>
