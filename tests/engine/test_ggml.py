@@ -217,7 +217,7 @@ def test_the_fused_decode_step_serves_the_blocks_as_the_layer_loop_does(ops, tin
     from macaronic.engine.adapters import read_adapter
     from macaronic.engine.model import Transformer
     from macaronic.engine.slots import LoraBank
-    from macaronic.testing import make_random_adapter
+    from macaronic.testing import assert_decode_agrees, make_random_adapter
 
     KINDS = {"attn_v": 8, "attn_output": 2, "ffn_down": 3}  # Q8_0, Q4_0, Q4_1; Q5_0 elsewhere (no k-quant fits 64 wide)
     ran = []
@@ -254,13 +254,6 @@ def test_the_fused_decode_step_serves_the_blocks_as_the_layer_loop_does(ops, tin
     ref, ref_kv = run(False)
     got, got_kv = run(True)
     assert all(r is None for r in ran[: len(steps)]) and all(r is not None for r in ran[len(steps) :])
-    for a, r in zip(got, ref):
-        span = float(r.max() - r.min())
-        # the same projections; only the attention kernels sum in another order (bf16 carries it on, and on
-        # AVX2 the 8-bit rounding of x turns such a difference into a whole rounding step now and then)
-        err = (a - r).abs()
-        assert float(err.max()) <= 0.1 * span and float(err.mean()) <= 0.005 * span, (float(err.max()), span)
-        assert float((a.argmax(-1) == r.argmax(-1)).float().mean()) >= 0.75
-    for (ka, va), (kr, vr) in zip(got_kv, ref_kv):
-        assert float((ka - kr).abs().max()) <= 0.05 * float(kr.abs().max())
-        assert float((va - vr).abs().max()) <= 0.05 * float(vr.abs().max())
+    # the same projections; only the attention kernels sum in another order (bf16 carries it on, and on
+    # AVX2 the 8-bit rounding of x turns such a difference into a whole rounding step now and then)
+    assert_decode_agrees(got, ref, got_kv, ref_kv, max_frac=0.1)

@@ -134,3 +134,17 @@ def tiny_llm(family: str = "llama", n_adapters: int = 4, mode: str = "turn", see
 def write_json(path: Path, obj) -> Path:
     path.write_text(json.dumps(obj))
     return path
+
+
+def assert_decode_agrees(got, ref, got_kv, ref_kv, max_frac: float = 0.05) -> None:
+    """A decode path's logits per step (`got`) against its reference twin's (`ref`), and the K/V both
+    wrote: the largest error at most `max_frac` of each step's logit span, the mean at most 0.5% of it,
+    argmax agreement at least 0.75; K and V within 5% of the reference's largest value."""
+    for a, r in zip(got, ref, strict=True):
+        span = float(r.max() - r.min())
+        err = (a - r).abs()
+        assert float(err.max()) <= max_frac * span and float(err.mean()) <= 0.005 * span, (float(err.max()), span)
+        assert float((a.argmax(-1) == r.argmax(-1)).float().mean()) >= 0.75
+    for (ka, va), (kr, vr) in zip(got_kv, ref_kv, strict=True):
+        assert ka.shape == kr.shape and float((ka - kr).abs().max()) <= 0.05 * float(kr.abs().max())
+        assert float((va - vr).abs().max()) <= 0.05 * float(vr.abs().max())
