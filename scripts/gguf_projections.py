@@ -1,0 +1,57 @@
+"""Time each projection of a base served from its GGUF's own blocks (`--quant gguf`, csrc/ggml.cpp) at one
+row of x, as a decode step calls it: layer 0's qkv, o, gate_up and down and the output head, at each
+thread count, medians of repeated calls; the bytes of blocks each call reads over its time.
+
+    OMP_NUM_THREADS=2 .venv/bin/python scripts/gguf_projections.py --json docs/bench/gguf-projections-avx2.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    ap.add_argument("--calls", type=int, default=20, help="timed calls per projection (the head: a quarter)")
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    from macaronic.bench.machine import cpu_model
+    from macaronic.engine import native
+    from macaronic.engine.base import load_base
+
+    ops = native.ops()
+    b = load_base(a.base, dtype=torch.bfloat16, quant="gguf")
+    layer, m = b.model.layers[0], b.model
+    mods = {"qkv": layer.wqkv, "o": layer.wo, "gate_up": layer.w13, "down": layer.w2, "head": m.lm_head}
+    rows = []
+    for threads in (int(t) for t in a.threads.split(",")):
+        torch.set_num_threads(threads)
+        for name, mod in mods.items():
+            x = torch.randn(1, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
+            for _ in range(3):
+                mod(x)
+            times = []
+            for _ in range(max(3, a.calls // 4 if name == "head" else a.calls)):
+                t = time.perf_counter()
+                mod(x)
+                times.append(time.perf_counter() - t)
+            dt = statistics.median(times)
+            rows.append({"threads": threads, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
+                         "gb_s": round(mod.nbytes() / dt / 1e9, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    out = {"base": a.base, "cpu": cpu_model(),
+           "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"), "rows": rows}
+    Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
