@@ -335,7 +335,8 @@ def encode(tokenizer, messages: list[dict], add_generation_prompt: bool = True, 
     if template_wraps_results(tokenizer):
         messages = [_unwrapped(m) for m in messages]
     specials = special_strings(tokenizer)
-    sentinel = [f"\ue000{secrets.token_hex(6)}.{i}\ue001" for i in range(len(specials))]
+    nonce = secrets.token_hex(6)  # one per call: text cannot guess the marks
+    sentinel = [f"\ue000{nonce}.{i}\ue001" for i in range(len(specials))]
     hidden, hidden_tools = _hide(messages, specials, sentinel), _hide(tools, specials, sentinel)
     if hidden is not messages or hidden_tools is not tools:
         text = tokenizer.apply_chat_template(hidden, tools=hidden_tools, add_generation_prompt=add_generation_prompt,
