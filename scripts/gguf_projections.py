@@ -1,6 +1,7 @@
 """Time each projection of a base served from its GGUF's own blocks (`--quant gguf`, csrc/ggml.cpp) at one
 row of x, as a decode step calls it: layer 0's qkv, o, gate_up and down and the output head, at each
-thread count, medians of repeated calls; the bytes of blocks each call reads over its time.
+thread count and for each family of few-row kernels (`--kernels`: auto, fp32, avx2, vnni; those this CPU
+lacks are skipped), medians of repeated calls; the bytes of blocks each call reads over its time.
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/gguf_projections.py --json docs/bench/gguf-projections-avx2.json
 """
@@ -21,6 +22,8 @@ def main() -> int:
     ap.add_argument("--base", default="qwen2.5-coder-0.5b")
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
     ap.add_argument("--calls", type=int, default=20, help="timed calls per projection (the head: a quarter)")
+    ap.add_argument("--kernels", default="auto", help="comma list of auto, fp32 (x as it is), avx2, vnni "
+                    "(x rounded to 8 bits, integer dot products)")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     from macaronic.bench.machine import cpu_model
@@ -32,8 +35,17 @@ def main() -> int:
     layer, m = b.model.layers[0], b.model
     mods = {"qkv": layer.wqkv, "o": layer.wo, "gate_up": layer.w13, "down": layer.w2, "head": m.lm_head}
     rows = []
-    for threads in (int(t) for t in a.threads.split(",")):
+    codes = {"auto": 0, "fp32": 1, "avx2": 2, "vnni": 3}
+    families = [k for k in a.kernels.split(",") if k]
+    if unknown := [k for k in families if k not in codes]:
+        ap.error(f"--kernels: unknown {unknown}; choose from {sorted(codes)}")
+    for threads, family in ((int(t), k) for t in a.threads.split(",") for k in families):
         torch.set_num_threads(threads)
+        try:
+            ops.ggml_kernels(codes[family])
+        except RuntimeError as e:
+            print(f"skipping {family}: {e}", flush=True)
+            continue
         for name, mod in mods.items():
             x = torch.randn(1, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
             for _ in range(3):
@@ -44,9 +56,10 @@ def main() -> int:
                 mod(x)
                 times.append(time.perf_counter() - t)
             dt = statistics.median(times)
-            rows.append({"threads": threads, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
+            rows.append({"threads": threads, "kernels": family, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
                          "gb_s": round(mod.nbytes() / dt / 1e9, 1)})
             print(json.dumps(rows[-1]), flush=True)
+        ops.ggml_kernels(0)
     out = {"base": a.base, "cpu": cpu_model(),
            "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"), "rows": rows}
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -66,21 +66,46 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
     bias = torch.randn(o, generator=g).bfloat16()
     for n in (1, 2, 5, 8, 9, 33):
         x = torch.randn(n, k, generator=g).bfloat16()
-        # up to 32 rows on AVX2: the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp
-        q8 = n <= 32 and not ops.wide_supported()
         for b in (None, bias):
-            ref = torch.cat([(ggml.q8_rows(x) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
-                             for p, t in zip(parts, types)], 1)
-            ref = (ref if b is None else ref + b.float()).bfloat16().float()
-            y = ops.ggml_linear(x, parts, types, b)
-            assert y.dtype == torch.bfloat16 and y.shape == (n, o)
-            # both compute in fp32 and round once to bf16; the summation order differs
-            assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-3 * ref.abs().max().item())
-            if q8:  # and the rounding is really there: against the unrounded x the Q8 parts differ
-                plain = ggml.GGMLReference.ggml_linear(x, parts, types, b).float()
-                assert not torch.allclose(y.float(), plain, rtol=1e-3, atol=1e-4 * plain.abs().max().item())
+            ints = {}
+            for family in ["auto"] + ggml.kernel_families(ops):
+                # up to 32 rows the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp,
+                # except in the fp32 family
+                q8 = ggml.rounds_x(n, family)
+                ref = torch.cat([(ggml.q8_rows(x) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
+                                 for p, t in zip(parts, types)], 1)
+                ref = (ref if b is None else ref + b.float()).bfloat16().float()
+                with ggml.kernels(ops, family):
+                    y = ops.ggml_linear(x, parts, types, b)
+                assert y.dtype == torch.bfloat16 and y.shape == (n, o)
+                # both compute in fp32 and round once to bf16; the summation order differs
+                assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-3 * ref.abs().max().item()), (family, n)
+                if q8:  # and the rounding is really there: against the unrounded x the Q8 parts differ
+                    plain = ggml.GGMLReference.ggml_linear(x, parts, types, b).float()
+                    assert not torch.allclose(y.float(), plain, rtol=1e-3, atol=1e-4 * plain.abs().max().item())
+                if family != "fp32":
+                    ints[family] = y
+            # AVX2 and VNNI sum the same exact integer products in the same order: equal bit for bit
+            assert all(torch.equal(y, ints["avx2"]) for y in ints.values())
     with pytest.raises(RuntimeError, match="must be a contiguous uint8"):
         ops.ggml_linear(torch.zeros(1, 256, dtype=torch.bfloat16), parts[:1], types[:1], None)
+
+
+def test_kernel_families_are_set_per_process_and_refused_when_unknown(ops):
+    families = ggml.kernel_families(ops)
+    assert families[:2] == ["fp32", "avx2"] and set(families) <= {"fp32", "avx2", "vnni"}
+    assert ("vnni" in families) == ({"avx512f", "avx512vl", "avx512_vnni"} <= native._cpu_flags())
+    with ggml.kernels(ops, "fp32"):
+        assert ops.ggml_kernels(ggml.KERNELS["fp32"]) == ggml.KERNELS["fp32"]
+    assert ops.ggml_kernels(ggml.KERNELS["auto"]) == ggml.KERNELS["auto"]  # restored
+    with pytest.raises(ValueError, match="unknown kernel family"):
+        with ggml.kernels(ops, "avx9"):
+            pass
+    with pytest.raises(RuntimeError, match="0 auto, 1 fp32"):
+        ops.ggml_kernels(7)
+    if "vnni" not in families:
+        with pytest.raises(RuntimeError, match="no AVX-512 VNNI"):
+            ops.ggml_kernels(ggml.KERNELS["vnni"])
 
 
 def _blocks_for(model_dir, type_for):

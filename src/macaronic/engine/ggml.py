@@ -6,8 +6,9 @@ the layouts are described in csrc/ggml.cpp). `gguf_blocks` reads the blocks of t
 `GGMLLinear` keeps them as they are and computes y = x @ W.T with the native kernel
 (torch.ops.macaronic.ggml_linear), whose twin is `dequantize` here: pure PyTorch over the same bytes,
 equal to `gguf.quants.dequantize` bit for bit (the tests hold both to it). Nothing is requantized:
-the weights the engine multiplies are the ones llama.cpp multiplies (on AVX2, up to 32 rows of x are
-rounded to 8 bits first, `q8_rows`, as llama.cpp rounds them on every path). Before serving, every tensor's
+the weights the engine multiplies are the ones llama.cpp multiplies (up to 32 rows of x are rounded to
+8 bits first, `q8_rows`, and meet Q8_0, Q5_0, Q4_K and Q6_K blocks in integer dot products, with AVX-512
+VNNI where the CPU has it, else AVX2, as llama.cpp rounds x on every path; `kernels` picks another family). Before serving, every tensor's
 dequantized blocks are checked against the imported weights (rows permuted where the GGUF converter
 permuted them), so blocks that do not belong to the loaded base never serve.
 Knows nothing about adapters or scheduling.
@@ -16,6 +17,7 @@ Knows nothing about adapters or scheduling.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -76,15 +78,49 @@ def dequantize(raw: Tensor, type_id: int) -> Tensor:
     return out.reshape(o, -1)
 
 
-# the types whose few-row products meet x rounded to 8 bits in the AVX2 kernels (csrc/ggml.cpp)
+# the types whose few-row products meet x rounded to 8 bits in the integer kernels (csrc/ggml.cpp)
 Q8_TYPES = (6, 8, 12, 14)
+FEW_ROWS = 32  # up to this many rows of x take the few-row kernels
+# the few-row kernel families (csrc/ggml.cpp's `ggml_kernels`): "auto" is the fastest this CPU runs
+# (VNNI, else AVX2); "fp32" meets x as it is (the twin is then the plain dequantize + matmul)
+KERNELS = {"auto": 0, "fp32": 1, "avx2": 2, "vnni": 3}
+
+
+def kernel_families(ops) -> list[str]:
+    """The few-row kernel families this CPU runs: fp32 and avx2 always, vnni with AVX-512 VNNI."""
+    out = ["fp32", "avx2"]
+    try:
+        ops.ggml_kernels(KERNELS["vnni"])
+        out.append("vnni")
+    except RuntimeError:
+        pass
+    finally:
+        ops.ggml_kernels(KERNELS["auto"])
+    return out
+
+
+@contextmanager
+def kernels(ops, family: str):
+    """Within the block, every ggml_linear of this process uses `family` for its few rows (for benches
+    and tests; the process-wide setting is restored after). A family the CPU lacks is refused."""
+    if family not in KERNELS:
+        raise ValueError(f"unknown kernel family {family!r}; choose from {sorted(KERNELS)}")
+    before = ops.ggml_kernels(KERNELS[family])
+    try:
+        yield
+    finally:
+        ops.ggml_kernels(before)
+
+
+def rounds_x(n: int, family: str = "auto") -> bool:
+    """Does a product of n rows meet the Q8 types with x rounded to 8 bits (`q8_rows`)?"""
+    return n <= FEW_ROWS and family != "fp32"
 
 
 def q8_rows(x: Tensor) -> Tensor:
     """x [N, K] (K a multiple of 32) as the AVX2 kernels round it before their integer dot products,
     and llama.cpp's own kernels do: per run of 32, d = max|x| / 127, q = nearest(x * (1 / d)), back as d * q
-    (fp32). The native kernel's twin for up to 32 rows on Q8_0, Q5_0, Q4_K and Q6_K where
-    `ops.wide_supported()` is False."""
+    (fp32). The native kernel's twin for up to 32 rows on Q8_0, Q5_0, Q4_K and Q6_K (`rounds_x`)."""
     r = x.float().reshape(*x.shape[:-1], -1, 32)
     d = r.abs().amax(-1, keepdim=True) / 127
     inv = torch.where(d > 0, 1 / d, torch.zeros_like(d))

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 SOURCES = tuple(Path(__file__).with_name("csrc") / f for f in ("int4.cpp", "lora.cpp", "decode.cpp", "pool.cpp", "ggml.cpp"))
-HEADERS = tuple(Path(__file__).with_name("csrc") / f for f in ("pool.h", "avx2.h"))
+HEADERS = tuple(Path(__file__).with_name("csrc") / f for f in ("pool.h", "avx2.h", "ggml_q8.h"))
 # The kernels thread with their own pool (csrc/pool.h), not OpenMP: built without -fopenmp,
 # at::parallel_for would run serially, and with it libgomp's per-thread teams wake slowly.
 FLAGS = ("-O3", "-std=c++20", "-fPIC", "-w")

@@ -14,11 +14,13 @@
 // In every type the nibbles of a 32-weight run hold weight j in the low half of byte j and weight j + 16
 // (j + 32 in the k-quants' 64-weight runs) in the high half, as ggml's dequantize_row_* reads them.
 // Each row is dequantised to fp32 exactly as ggml (and gguf.quants, the twin's reference) does, then:
-// - few rows (decode), AVX-512: Q8_0, Q5_0, Q4_K and Q6_K blocks are widened in registers (Q4_0 and
-//   Q4_1 rows dequantised into L1 first), and each meets every x row in fp32 FMAs;
-// - up to 32 rows, AVX2: as llama.cpp's own kernels, x is rounded to 8 bits per run of 32 and Q8_0, Q5_0,
-//   Q4_K and Q6_K runs meet it in integer dot products, scaled in fp32 (twin: engine/ggml.py's q8_rows
-//   on x, then dequantize + matmul); Q4_0 and Q4_1 rows as on AVX-512;
+// - up to 32 rows (decode; the default family, csrc/ggml_q8.h): as llama.cpp's own kernels, x is rounded
+//   to 8 bits per run of 32 and Q8_0, Q5_0, Q4_K and Q6_K runs meet it in integer dot products (AVX-512
+//   VNNI's vpdpbusd where the CPU has it, else AVX2's maddubs + madd; the same exact sums), scaled in
+//   fp32 (twin: engine/ggml.py's q8_rows on x, then dequantize + matmul); Q4_0 and Q4_1 rows are
+//   dequantised into L1 and meet x as it is;
+// - the fp32 family (`ggml_kernels(1)`, for benches and tests), up to 8 rows on AVX-512: Q8_0, Q5_0, Q4_K
+//   and Q6_K blocks are widened in registers and meet every x row, as it is, in fp32 FMAs;
 // - more rows (prefill): chunks of rows dequantised to fp32 and multiplied by at::mm in fp32.
 // No weight is rounded: the twin is engine/ggml.py's dequantize + matmul. llama.cpp rounds x to 8 bits
 // (q8_0 / q8_K dot products) on every path, so its logits differ from the fp32 paths' in the last bits.
@@ -33,6 +35,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -292,8 +295,8 @@ KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a mul
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-// ---- AVX2: the register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows, integer dot products ----
-// As llama.cpp's AVX2 kernels do, x is rounded to 8 bits first (Q8: per run of 32, d = max|x| / 127,
+// ---- the integer register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows (csrc/ggml_q8.h) ----
+// As llama.cpp's kernels do, x is rounded to 8 bits first (Q8: per run of 32, d = max|x| / 127,
 // q = nearest(x * (1 / d))), then every run of 32 weights meets it in integer multiply-adds (exact), scaled once
 // in fp32: Q8_0 and Q5_0 d_w * d_x * sum(q_w q_x); Q4_K d*sc * d_x * sum(q q_x) - dmin*m * d_x * sum(q_x);
 // Q6_K d*sc * d_x * sum((q - 32) q_x), the scale changing every 16 weights. The twin of this path is
@@ -323,119 +326,42 @@ AVX2_KERNEL Q8Rows q8_rows(const float* x, int64_t N, int64_t K) {
   return o;
 }
 
-// the 32 signed weights of a Q8_0 or Q5_0 block
-template <int T>
-AVX2_KERNEL inline __m256i block_q2(const uint8_t* blk) {
-  if constexpr (T == 8) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-  } else {  // Q5_0: nibbles (weight j low, j + 16 high), bit j of qh as the fifth bit, minus 16
-    uint32_t qh;
-    std::memcpy(&qh, blk + 2, 4);
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
-    const __m128i m = _mm_set1_epi8(15);
-    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-    // byte j <- bit j of qh: broadcast, pick byte j / 8, test bit j % 8
-    __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)),
-                                       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-    bits = _mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), sel);
-    return _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16))), _mm256_set1_epi8(16));
-  }
-}
 
-// 8 int32 sums of 4 products each (lane m: bytes 4m..4m+3): w signed (-128..127), x signed (-127..127)
-AVX2_KERNEL inline __m256 dot_i8(__m256i w, __m256i x) {
-  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-}
-// the same for w unsigned 0..15
-AVX2_KERNEL inline __m256 dot_u4(__m256i w, __m256i x) {
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
-}
-AVX2_KERNEL inline __m256i load_q(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-template <int T, int R>
-AVX2_KERNEL void rows_dot2(const uint8_t* row, const Q8Rows& x, int64_t n0, int64_t K, float* out) {
-  constexpr int64_t kBytes = T == 8 ? 34 : 22;
-  const int64_t runs = K / 32;
-  __m256 a[R];
-  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < runs; ++b) {
-    const uint8_t* blk = row + b * kBytes;
-    const __m256i q = block_q2<T>(blk);
-    const float d = f16_avx2(blk);
-    for (int r = 0; r < R; ++r) {
-      const int64_t at = (n0 + r) * runs + b;
-      a[r] = _mm256_fmadd_ps(dot_i8(q, load_q(x.q.data() + 32 * at)), _mm256_set1_ps(d * x.d[at]), a[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(a[r]);
-}
-
-template <int T, int R>
-AVX2_KERNEL void rows_dot_k2(const uint8_t* row, const Q8Rows& x, int64_t n0, int64_t K, float* out) {
-  constexpr int64_t kBytes = T == 12 ? 144 : 210;
-  const int64_t runs = K / 32;
-  const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
-  __m256 a[R];
-  float mins[R] = {};
-  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < K / 256; ++b) {
-    const uint8_t* blk = row + b * kBytes;
-    if constexpr (T == 12) {
-      const float d = f16_avx2(blk), dmin = f16_avx2(blk + 2);
-      const uint8_t* sb = blk + 4;
-      for (int j = 0; j < 8; ++j) {
-        int sc, m;
-        scale_min_k4(sb, j, sc, m);
-        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (j / 2)));
-        q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
-        for (int r = 0; r < R; ++r) {
-          const int64_t at = (n0 + r) * runs + 8 * b + j;
-          a[r] = _mm256_fmadd_ps(dot_u4(q, load_q(x.q.data() + 32 * at)), _mm256_set1_ps(d * float(sc) * x.d[at]), a[r]);
-          mins[r] += dmin * float(m) * x.s[at];
-        }
-      }
-    } else {
-      const float d = f16_avx2(blk + 208);
-      for (int n = 0; n < 2; ++n) {
-        const uint8_t* ql = blk + 64 * n;
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n);
-        for (int g = 0; g < 4; ++g) {
-          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (g % 2)));
-          q = _mm256_and_si256(g / 2 ? _mm256_srli_epi16(q, 4) : q, low4);
-          const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
-          q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32));
-          // bytes 0..15 (lanes 0..3) take scale 2g, bytes 16..31 scale 2g + 1
-          const __m256 s = _mm256_set_m128(_mm_set1_ps(d * float(sc[2 * g + 1])), _mm_set1_ps(d * float(sc[2 * g])));
-          for (int r = 0; r < R; ++r) {
-            const int64_t at = (n0 + r) * runs + 8 * b + 4 * n + g;
-            a[r] = _mm256_fmadd_ps(dot_i8(q, load_q(x.q.data() + 32 * at)), _mm256_mul_ps(s, _mm256_set1_ps(x.d[at])), a[r]);
-          }
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = macaronic::avx2::hsum(a[r]) - mins[r];
-}
-
-constexpr int kTile2 = 4;
+constexpr int kTile2 = 4;  // rows of x a call
 using Dot8Fn = void (*)(const uint8_t*, const Q8Rows&, int64_t, int64_t, float*);
-template <int T>
-constexpr Dot8Fn kDots2[kTile2] = {rows_dot2<T, 1>, rows_dot2<T, 2>, rows_dot2<T, 3>, rows_dot2<T, 4>};
-template <int T>
-constexpr Dot8Fn kDotsK2[kTile2] = {rows_dot_k2<T, 1>, rows_dot_k2<T, 2>, rows_dot_k2<T, 3>, rows_dot_k2<T, 4>};
 
-const Dot8Fn* dots_for2(int64_t type) {
-  switch (type) {
-    case 8: return kDots2<8>;
-    case 6: return kDots2<6>;
-    case 12: return kDotsK2<12>;
-    case 14: return kDotsK2<14>;
-  }
-  return nullptr;
+namespace q8_avx2 {
+#define Q8_KERNEL AVX2_KERNEL
+#define Q8_VNNI 0
+#include "ggml_q8.h"
+#undef Q8_KERNEL
+#undef Q8_VNNI
+}  // namespace q8_avx2
+
+namespace q8_vnni {
+#define Q8_KERNEL __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define Q8_VNNI 1
+#include "ggml_q8.h"
+#undef Q8_KERNEL
+#undef Q8_VNNI
+}  // namespace q8_vnni
+
+// Which kernels the few-row path (up to kFewRows2 rows of x) uses: x rounded to 8 bits and integer dot
+// products with VNNI (3) or AVX2 (2), or fp32 products on x as it is (1; then only up to kFewRows rows on
+// AVX-512, the rest take the many-row path). 0: the fastest the CPU has (VNNI, else AVX2). Set per process
+// by `ggml_kernels`, for benches and for the tests that hold each family to its twin.
+std::atomic<int> g_kernels{0};
+enum Kernels { kAuto = 0, kFp32 = 1, kIntAvx2 = 2, kIntVnni = 3 };
+
+int kernels() {
+  const int k = g_kernels.load(std::memory_order_relaxed);
+  if (k != kAuto) return k;
+  static const int best = macaronic::cpu_avx512_vnni() ? kIntVnni : kIntAvx2;
+  return best;
 }
+
+// The integer kernel for a type, or none.
+const Dot8Fn* dots_for2(int64_t type, int k) { return k == kIntVnni ? q8_vnni::dots_for2(type) : q8_avx2::dots_for2(type); }
 
 // Where each output row lives: its part's data, row stride and type.
 struct Rows {
@@ -477,9 +403,10 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   at::BFloat16* yp = y.data_ptr<at::BFloat16>();
   if (N == 0 || O == 0) return y;
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
-  if (N <= kFewRows2 && !wide) {
+  const int k = kernels();
+  if (N <= kFewRows2 && k != kFp32) {
     bool any_q8 = false;  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits; Q4_0 and Q4_1 do not
-    for (const int64_t t : r.type) any_q8 = any_q8 || dots_for2(t) != nullptr;
+    for (const int64_t t : r.type) any_q8 = any_q8 || dots_for2(t, k) != nullptr;
     const Q8Rows xq = any_q8 ? q8_rows(xp, N, K) : Q8Rows{};
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
@@ -487,19 +414,19 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
-        if (const Dot8Fn* f = dots_for2(r.type[p])) {
+        if (const Dot8Fn* f = dots_for2(r.type[p], k)) {
           float out[kFewRows2];
           for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xq, n0, K, out + n0);
           for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
           continue;
         }
-        dequant_row2(r.type[p], r.row(p, o), K, w.data());
-        for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(dot2(xp + n * K, w.data(), K) + b);
+        (wide ? dequant_row : dequant_row2)(r.type[p], r.row(p, o), K, w.data());
+        for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16((wide ? dot : dot2)(xp + n * K, w.data(), K) + b);
       }
     });
     return y;
   }
-  if (N <= kFewRows) {
+  if (N <= kFewRows && wide) {
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
       if (w.size() < size_t(K)) w.resize(K);
@@ -550,6 +477,12 @@ at::Tensor ggml_dequantize(const at::Tensor& part, int64_t type, int64_t K) {
   return out;
 }
 
+int64_t ggml_kernels(int64_t which) {
+  TORCH_CHECK(which >= kAuto && which <= kIntVnni, "ggml_kernels: 0 auto, 1 fp32, 2 AVX2 integer, 3 VNNI integer; got ", which);
+  TORCH_CHECK(which != kIntVnni || macaronic::cpu_avx512_vnni(), "ggml_kernels: this CPU has no AVX-512 VNNI");
+  return g_kernels.exchange(int(which));
+}
+
 }  // namespace
 
 namespace macaronic {
@@ -562,4 +495,5 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("ggml_linear(Tensor x, Tensor[] parts, int[] types, Tensor? bias) -> Tensor", &ggml_linear);
   m.def("ggml_dequantize(Tensor part, int type, int K) -> Tensor", &ggml_dequantize);
+  m.def("ggml_kernels(int which) -> int", &ggml_kernels);
 }
