@@ -32,12 +32,14 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--quant", default="int4", choices=["int4", "gguf"],
                     help="ours at int4 (requantized, the served default) or gguf (the GGUF's own blocks)")
+    ap.add_argument("--kernels", default="auto", choices=["auto", "fp32", "avx2", "vnni"],
+                    help="with --quant gguf: the few-row kernel family (engine/ggml.py's KERNELS)")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     from importlib.util import find_spec
 
     from macaronic.bench.suite import _decode, _llamacpp_decode, med
-    from macaronic.engine import bases, native
+    from macaronic.engine import bases, ggml, native
     from macaronic.engine.base import base_gguf, load_base, resolve_base
     from macaronic.engine.llm import load_tokenizer
 
@@ -46,6 +48,8 @@ def main() -> int:
         return 2
     t0, load = time.time(), os.getloadavg()
     ops = native.ops()
+    if ops is not None:
+        ops.ggml_kernels(ggml.KERNELS[a.kernels])
     b = load_base(resolve_base(a.base), dtype=torch.bfloat16, quant=a.quant)
     tok = load_tokenizer(b.path)
     prompts = [tok.apply_chat_template([{"role": "user", "content": f"Write item {i} of a long list."}],
@@ -66,6 +70,7 @@ def main() -> int:
     m = {k: med(v) for k, v in rows.items()}
     out = {"base": a.base, "quant": a.quant, "cpu": cpu_model(), "threads": torch.get_num_threads(),
            "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
+           "ggml_few_rows": None if ops is None else (ggml.default_family(ops) if a.kernels == "auto" else a.kernels),
            "reps": a.reps, "tokens": a.tokens, "seconds": round(time.time() - t0), "rows": rows, "medians": m,
            "ratios": {"1 stream, ours with an adapter / llama.cpp bare": round(m["single_tok_s"] / m["llamacpp_single_tok_s"], 3),
                       "1 stream, bare / bare": round(m["base_single_tok_s"] / m["llamacpp_single_tok_s"], 3),

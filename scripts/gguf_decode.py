@@ -47,7 +47,7 @@ def main() -> int:
     if not a.json:
         ap.error("--json is required")
     from macaronic.bench.machine import cpu_model
-    from macaronic.engine import native
+    from macaronic.engine import ggml, native
 
     t0, rows = time.time(), {q: [] for q in a.quants.split(",")}
     for rep in range(a.reps):
@@ -62,6 +62,7 @@ def main() -> int:
             print(f"rep {rep + 1} {q}: {rows[q][-1]} tok/s", flush=True)
     ops = native.ops()
     out = {"base": a.base, "cpu": cpu_model(), "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
+           "ggml_few_rows": None if ops is None else ggml.default_family(ops),
            "reps": a.reps, "tokens": a.tokens, "seconds": round(time.time() - t0), "rows": rows,
            "medians": {q: statistics.median(v) for q, v in rows.items()}}
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -27,7 +27,7 @@ def main() -> int:
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     from macaronic.bench.machine import cpu_model
-    from macaronic.engine import native
+    from macaronic.engine import ggml, native
     from macaronic.engine.base import load_base
 
     ops = native.ops()
@@ -61,7 +61,8 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
         ops.ggml_kernels(0)
     out = {"base": a.base, "cpu": cpu_model(),
-           "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"), "rows": rows}
+           "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
+           "ggml_few_rows": None if ops is None else ggml.default_family(ops), "rows": rows}
     Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -94,7 +94,7 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
 def test_kernel_families_are_set_per_process_and_refused_when_unknown(ops):
     families = ggml.kernel_families(ops)
     assert families[:2] == ["fp32", "avx2"] and set(families) <= {"fp32", "avx2", "vnni"}
-    assert ("vnni" in families) == ({"avx512f", "avx512vl", "avx512_vnni"} <= native._cpu_flags())
+    assert ("vnni" in families) == ({"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= native._cpu_flags())
     with ggml.kernels(ops, "fp32"):
         assert ops.ggml_kernels(ggml.KERNELS["fp32"]) == ggml.KERNELS["fp32"]
     assert ops.ggml_kernels(ggml.KERNELS["auto"]) == ggml.KERNELS["auto"]  # restored

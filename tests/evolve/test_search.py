@@ -443,6 +443,24 @@ def test_a_pair_whose_files_are_gone_is_not_present_to_parent(tmp_path):
         assert not Run._present(run, "0" * 64)  # not in this lineage
 
 
+def test_a_planned_candidate_whose_parent_lost_its_files_is_not_built():
+    """A generation's plan (candidates.json) written while a screened parent still had its adapters,
+    resumed from a checkpoint without weights: its children of that parent are left out (unless already
+    built); the champion's are kept."""
+    from types import SimpleNamespace as C
+
+    from macaronic.evolve.loop import buildable
+
+    champ, gone, there = "c" * 64, "g" * 64, "t" * 64
+    cands = [C(name="cand-01", parent=champ), C(name="cand-02", parent=gone), C(name="cand-03", parent=there),
+             C(name="cand-04", parent=gone)]
+    keep, lost = buildable(cands, champ, lambda pid: pid != gone, lambda c: c.name == "cand-04")
+    assert [c.name for c in keep] == ["cand-01", "cand-03", "cand-04"] and [c.name for c in lost] == ["cand-02"]
+    # even the champion's own files gone: its children are kept (nothing else could run)
+    keep, lost = buildable(cands[:1], champ, lambda pid: False, lambda c: False)
+    assert [c.name for c in keep] == ["cand-01"] and lost == []
+
+
 def test_the_dev_diff_script_counts_changed_scores_and_transcripts(tmp_path, capsys, monkeypatch):
     """scripts/evolve_dev_diff.py: against the first pair in the file, each later pair's shared units,
     the units whose score changed and those whose transcript changed at all."""

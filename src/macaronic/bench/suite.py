@@ -297,13 +297,19 @@ def prefill_throughput(base, lengths=(512, 2048)) -> dict:
 _QUIET: list = []  # llama.cpp's log callback, kept alive for the process
 
 
-def peer_gguf(base) -> Path | None:
-    """The GGUF the llama.cpp peer loads for a benchmarked base: SmolLM2-135M's file, or None for any
-    other base (its llama.cpp rows are left out; `macaronic bench bases` assembles a split GGUF)."""
-    from macaronic.engine.base import smollm2_gguf
+def peer_gguf(base, scratch: Path | None = None) -> Path | None:
+    """The GGUF the llama.cpp peer loads for a benchmarked base: SmolLM2-135M's file; with `scratch`, any
+    registered base's (a split one assembled there, checked); else None (its llama.cpp rows are left out)."""
+    from macaronic.engine import bases
+    from macaronic.engine.base import base_gguf, smollm2_gguf
     from macaronic.engine.bases import SMALL_BASE
 
-    return smollm2_gguf() if getattr(base, "name", None) == SMALL_BASE else None
+    name = getattr(base, "name", None)
+    if name == SMALL_BASE:
+        return smollm2_gguf()
+    if scratch is None or name not in bases.BASES:
+        return None
+    return base_gguf(name, scratch / bases.get(name).gguf)
 
 
 def _llama_model(gguf: Path | None = None):

@@ -112,6 +112,11 @@ def kernels(ops, family: str):
         ops.ggml_kernels(before)
 
 
+def default_family(ops) -> str:
+    """What "auto" runs on this CPU: "vnni" where it has AVX-512 VNNI, else "avx2"."""
+    return "vnni" if "vnni" in kernel_families(ops) else "avx2"
+
+
 def rounds_x(n: int, family: str = "auto") -> bool:
     """Does a product of n rows meet the Q8 types with x rounded to 8 bits (`q8_rows`)?"""
     return n <= FEW_ROWS and family != "fp32"

@@ -199,6 +199,18 @@ def _await_lock(path: Path, proc, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+
+def buildable(cands: list, champion: str, present, built) -> tuple[list, list]:
+    """The generation's candidates that can still be built, and those that cannot: a candidate not yet built
+    (`built(c)` false) whose parent is not the champion and whose parent's files are missing or changed
+    (`present(parent)` false) cannot. Its proposal (candidates.json) may predate the loss: a workdir
+    restored from a checkpoint without weights keeps the plan but not a screened parent's adapters."""
+    keep, lost = [], []
+    for c in cands:
+        (lost if c.parent != champion and not built(c) and not present(c.parent) else keep).append(c)
+    return keep, lost
+
+
 class Run:
     """One workdir's search: the pieces every generation shares."""
 
@@ -392,6 +404,10 @@ class Run:
             write_json_atomic(cpath, [c.to_dict() for c in cands])
             (d / "clusters.json").write_text(json.dumps({f"{a}/{b}": n for (a, b), n in found.most_common()},
                                                         indent=2) + "\n")
+        cands, lost = buildable(cands, champ.id, self._present, lambda c: (d / c.name / "pair.json").exists())
+        for c in lost:
+            self.hooks.log(f"gen {g}: {c.name} {c.operator} not built: its parent {c.parent[:12]}'s files are missing "
+                           "or changed (a workdir restored without weights)")
         self.hooks.log(f"gen {g}: {len(cands)} candidates: " + ", ".join(f"{c.name} {c.operator} ({c.note})" for c in cands))
         screened = []
         for c in cands:

@@ -27,9 +27,9 @@ inline bool cpu_avx2() {  // what these twins need
   return ok;
 }
 
-inline bool cpu_avx512_vnni() {  // vpdpbusd on 256-bit registers (csrc/ggml_q8.h)
-  static const bool ok = cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                         __builtin_cpu_supports("avx512vnni");
+inline bool cpu_avx512_vnni() {  // vpdpbusd and masked byte ops on 256-bit registers (csrc/ggml_q8.h)
+  static const bool ok = cpu_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   return ok;
 }
 

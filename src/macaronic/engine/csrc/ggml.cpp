@@ -339,7 +339,7 @@ namespace q8_avx2 {
 }  // namespace q8_avx2
 
 namespace q8_vnni {
-#define Q8_KERNEL __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define Q8_KERNEL __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define Q8_VNNI 1
 #include "ggml_q8.h"
 #undef Q8_KERNEL

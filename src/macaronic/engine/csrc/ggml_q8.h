@@ -1,6 +1,6 @@
 // The integer register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows against x rounded to 8 bits (Q8Rows),
 // included twice by ggml.cpp, each time inside its own namespace with Q8_KERNEL (the target attribute)
-// and Q8_VNNI defined: once for AVX2 (maddubs + madd), once for AVX-512 VNNI (vpdpbusd on 256-bit
+// and Q8_VNNI defined: once for AVX2 (maddubs + madd), once for AVX-512 VNNI + BW (vpdpbusd, masked ops, on 256-bit
 // registers, which AVX-512 VL allows). Both sum the same exact int32 products, so their results are
 // bit-identical; only the instruction count differs. No include guard, on purpose.
 
@@ -15,6 +15,9 @@ Q8_KERNEL inline __m256i block_q2(const uint8_t* blk) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
     const __m128i m = _mm_set1_epi8(15);
     const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+#if Q8_VNNI  // AVX-512 BW: minus 16 where bit j of qh is clear, in one masked op
+    return _mm256_mask_sub_epi8(q, __mmask32(~qh), q, _mm256_set1_epi8(16));
+#endif
     // byte j <- bit j of qh: broadcast, pick byte j / 8, test bit j % 8
     __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)),
                                        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
