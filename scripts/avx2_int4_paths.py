@@ -1,7 +1,7 @@
 """Where the native int4 kernel's register path stops paying: path 1 (registers) against path 3 (dequantised
 chunks for at::mm) per row count, on one layer of the default base's four projection shapes (random weights
 packed by `pack_int4`), wall time, median of 7, this process's threads. The AVX2 twins' `kFewRows2`
-(csrc/int4.cpp) was chosen from this; on an AVX-512 box it shows the AVX-512 paths.
+(csrc/int4.cpp) was chosen from this; on an AVX-512 box it shows the AVX-512 paths (their `kFewRowsWide` without AMX).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/avx2_int4_paths.py --json docs/bench/int4-paths-avx2.json
 """

@@ -9,7 +9,7 @@
 //   sc: fp16 [O/16, G, 2, 16]: the scales and mins of the block's 16 outputs (fp16 like GGUF's Q4_1,
 //       so a base imported from Q4_1 repacks without loss).
 // Three paths, picked per call by the row count:
-// - few rows (decode, up to 4 with AMX): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
+// - few rows (decode and short prefills: up to 4 with AMX, 128 without): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
 //   vdpbf16ps multiplies them with pairs of x, and each group ends with
 //   acc += scale * dot + (min - 128 * scale) * sum(x over the group). The weights are read once
 //   per call, the arithmetic is fp32 and no weight is rounded.
@@ -49,6 +49,11 @@ namespace {
 constexpr int64_t kGroup = 32;
 constexpr int64_t kBlock = 16;
 constexpr int kRowTile = 8;
+// Without AMX, the register kernel up to this many rows: it beats dequantised chunks for at::mm up to about 256
+// rows on a 2-core AMD EPYC with AVX-512 BF16 and no AMX (one layer of the default base's four projection shapes,
+// scripts/avx2_int4_paths.py, docs/bench/int4-paths-avx512.json: 1.4 against 3.1 ms at 17 rows, 5.7 against 7.3
+// at 128, even at 256, 23 against 21 at 512; docs/LOG.md, 2026-12-07). It was 16, measured on SmolLM2's shapes.
+constexpr int64_t kFewRowsWide = 128;
 constexpr int64_t kChunkBytes = int64_t(1) << 20;  // a dequantised chunk stays in L2 for at::mm
 constexpr int64_t kAhead = 2048;                    // the few-rows path's software prefetch distance (bytes of nibbles)
 
@@ -362,10 +367,10 @@ void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, cons
 
 bool amx_ready();
 
-// path: 0 picks by the row count (measured on SmolLM2's shapes, docs/LOG.md: the register kernel up to
-// 4 rows with AMX, where the two are even, up to 16 without), 1 the register kernel, 2 AMX tiles,
+// path: 0 picks by the row count (docs/LOG.md: the register kernel up to 4 rows with AMX, where the two
+// are even on SmolLM2's shapes, up to kFewRowsWide without), 1 the register kernel, 2 AMX tiles,
 // 3 dequantise + at::mm. The paths round differently (AMX and mm see bf16 weights), so a sequence's
-// logits can differ in the last bits between a batch of up to 4 rows and a larger one.
+// logits can differ in the last bits between a batch of up to 4 (128 without AMX) rows and a larger one.
 at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
                        int64_t path) {
   check(x, qw, sc, bias);
@@ -376,7 +381,7 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
   const at::Half* s = sc.data_ptr<at::Half>();
   if (N == 0) return at::empty({0, O}, x.options());
   if (!macaronic::wide()) return int4_linear_avx2(x, q, s, bias, G, n_blocks, path);
-  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= 16 ? 1 : 3);
+  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= kFewRowsWide ? 1 : 3);
   if (path == 1) {
     at::Tensor y = at::empty({N, O}, x.options());
     at::Tensor xs = at::empty({N, G}, x.options().dtype(at::kFloat));
