@@ -1,5 +1,5 @@
 """Time each projection of a base served from its GGUF's own blocks (`--quant gguf`, csrc/ggml.cpp) at one
-row of x, as a decode step calls it: layer 0's qkv, o, gate_up and down and the output head, at each
+row of x, as a decode step calls it (or at each of `--rows`): layer 0's qkv, o, gate_up and down and the output head, at each
 thread count and for each family of few-row kernels (`--kernels`: auto, fp32, avx2, vnni; those this CPU
 lacks are skipped), medians of repeated calls; the bytes of blocks each call reads over its time.
 
@@ -21,6 +21,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="qwen2.5-coder-0.5b")
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    ap.add_argument("--rows", default="1", help="comma list of rows of x per call (1: a decode step's)")
     ap.add_argument("--calls", type=int, default=20, help="timed calls per projection (the head: a quarter)")
     ap.add_argument("--kernels", default="auto", help="comma list of auto, fp32 (x as it is), avx2, vnni "
                     "(x rounded to 8 bits, integer dot products)")
@@ -35,7 +36,7 @@ def main() -> int:
     layer, m = b.model.layers[0], b.model
     mods = {"qkv": layer.wqkv, "o": layer.wo, "gate_up": layer.w13, "down": layer.w2, "head": m.lm_head}
     rows = []
-    codes = {"auto": 0, "fp32": 1, "avx2": 2, "vnni": 3}
+    codes = ggml.KERNELS
     families = [k for k in a.kernels.split(",") if k]
     if unknown := [k for k in families if k not in codes]:
         ap.error(f"--kernels: unknown {unknown}; choose from {sorted(codes)}")
@@ -46,8 +47,10 @@ def main() -> int:
         except RuntimeError as e:
             print(f"skipping {family}: {e}", flush=True)
             continue
-        for name, mod in mods.items():
-            x = torch.randn(1, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
+        for n, (name, mod) in ((int(r), m) for r in a.rows.split(",") for m in mods.items()):
+            if name == "head" and n > 1:  # a prefill computes the head on its last row only
+                continue
+            x = torch.randn(n, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
             for _ in range(3):
                 mod(x)
             times = []
@@ -56,7 +59,7 @@ def main() -> int:
                 mod(x)
                 times.append(time.perf_counter() - t)
             dt = statistics.median(times)
-            rows.append({"threads": threads, "kernels": family, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
+            rows.append({"threads": threads, "kernels": family, "rows": n, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
                          "gb_s": round(mod.nbytes() / dt / 1e9, 1)})
             print(json.dumps(rows[-1]), flush=True)
         ops.ggml_kernels(0)
