@@ -172,11 +172,13 @@ def _peer_main(conn, gguf: str) -> None:
 
 
 def markdown(r: dict) -> list[str]:
+    from macaronic.engine.bases import SMALL_BASE
+
     if not r["llamacpp"]:
         return ["No peer figures: llama.cpp (llama-cpp-python, the optional `bench` extra) is not installed, or the "
                 "base is not a registered one with a GGUF the peer can load.", ""]
     quants = r.get("quants", ["int4"])
-    out = [f"Base: {r.get('base', 'smollm2-135m-instruct')}. Decode tokens/s after the prompt, {r['tokens']} tokens per "
+    out = [f"Base: {r.get('base', SMALL_BASE)}. Decode tokens/s after the prompt, {r['tokens']} tokens per "
            f"stream, median of {r['reps']} interleaved repetitions. Ours: "
            + " and ".join({"int4": "int4 (requantized from the GGUF, the served default)",
                            "gguf": "gguf (the GGUF's own blocks; up to 32 rows x rounded to 8 bits and integer dot "
