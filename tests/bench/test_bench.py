@@ -205,3 +205,14 @@ def test_benchmarks_write_markdown_only_where_they_are_told(monkeypatch, tmp_pat
     assert seen["modes"].png == tmp_path / "x.png"  # beside its JSON, not in docs/
     bench_command.main(["--json", str(json_path), "--only", "lora", "--md", str(tmp_path / "B.md")])
     assert seen["bench"].md == str(tmp_path / "B.md")
+
+
+def test_bench_refuses_a_prompt_count_outside_humaneval(capsys):
+    """`macaronic bench --prompts N` (the agreement section's HumanEval prompts) says what it takes."""
+    from macaronic.commands import bench as bench_command
+
+    for bad in ("0", "165"):
+        with pytest.raises(SystemExit) as e:
+            bench_command.main(["--only", "agreement", "--prompts", bad, "--json", "unused.json"])
+        assert e.value.code == 2
+        assert f"--prompts must be between 1 and 164 (HumanEval's problems), got {bad}" in capsys.readouterr().err

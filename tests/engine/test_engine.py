@@ -228,6 +228,25 @@ def test_sampling_seed_stop_strings_and_top_k(llm_factory):
     assert last.finish_reason == "stop" and stop not in text and full.startswith(text)
 
 
+def test_ignore_eos_decodes_past_the_end_of_turn_tokens_to_max_tokens(llm_factory):
+    """`ignore_eos` (vLLM's): the end-of-turn tokens end nothing; max_tokens does. The third token greedy
+    decoding gives stands in for an end-of-turn token."""
+    llm = llm_factory(mode="turn", n=1)
+    p = llm.encode_chat([{"role": "user", "content": "end early"}])
+    llm.submit(p, "a0", GREEDY).result()
+    full = llm.submit(p, "a0", GREEDY)
+    full.result()
+    eot = full.output_ids[2]
+    ended = llm.submit(p, "a0", SamplingParams(max_tokens=12, stop_token_ids=(eot,)))
+    _, last = ended.result()
+    assert last.finish_reason == "stop" and ended.output_ids == full.output_ids[:full.output_ids.index(eot)]
+    on = llm.submit(p, "a0", SamplingParams(max_tokens=12, stop_token_ids=(eot,), ignore_eos=True))
+    _, last = on.result()
+    assert last.finish_reason == "length" and on.output_ids == full.output_ids
+    with pytest.raises(ValueError, match="ignore_eos must be true or false"):
+        SamplingParams(ignore_eos="yes").validate()
+
+
 def test_async_iteration(llm_factory):
     import asyncio
 

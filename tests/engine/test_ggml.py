@@ -64,7 +64,7 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
     parts = [torch.from_numpy(random_blocks(t, 16 + 8 * i, k, seed=20 + i)) for i, t in enumerate(types)]
     o = sum(p.shape[0] for p in parts)
     bias = torch.randn(o, generator=g).bfloat16()
-    for n in (1, 2, 5, 8, 9, 33):
+    for n in (1, 2, 3, 5, 7, 8, 9, 31, 32, 33):  # every tile width (4, 3, 2, 1 rows), both sides of 32
         x = torch.randn(n, k, generator=g).bfloat16()
         for b in (None, bias):
             ints = {}
@@ -96,6 +96,7 @@ def test_kernel_families_are_set_per_process_and_refused_when_unknown(ops):
     assert families[:2] == ["fp32", "avx2"] and set(families) <= {"fp32", "avx2", "vnni"}
     assert ("vnni" in families) == ({"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= native._cpu_flags())
     with ggml.kernels(ops, "fp32"):
+        assert ggml.kernel_families(ops) == families  # probing leaves the setting as it was
         assert ops.ggml_kernels(ggml.KERNELS["fp32"]) == ggml.KERNELS["fp32"]
     assert ops.ggml_kernels(ggml.KERNELS["auto"]) == ggml.KERNELS["auto"]  # restored
     with pytest.raises(ValueError, match="unknown kernel family"):

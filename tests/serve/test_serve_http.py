@@ -71,6 +71,24 @@ def test_clear_4xx_errors(client, server):
     assert r.status_code == 413
     r = httpx.post(url, json={"model": "chat", "messages": hi, "temperature": 9})
     assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+    r = httpx.post(url, json={"model": "chat", "messages": hi, "ignore_eos": "sometimes"})  # a field of ours, not extra
+    assert r.status_code == 400 and r.json()["error"]["param"] == "ignore_eos"
+
+
+def test_ignore_eos_gives_replies_of_max_tokens(client):
+    """vLLM's `ignore_eos` through the official client (`extra_body`), as benchmark clients send it: every
+    reply runs to max_tokens, text and streamed; a reply under a grammar still ends where the grammar does."""
+    hi = [{"role": "user", "content": "say one word"}]
+    r = client.chat.completions.create(model="chat", messages=hi, max_tokens=9, temperature=0, extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 9
+    chunks = list(client.chat.completions.create(model="chat", messages=hi, max_tokens=7, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    assert chunks[-1].usage.completion_tokens == 7
+    j = client.chat.completions.create(model="chat", messages=hi, max_tokens=200, temperature=0,
+                                       response_format={"type": "json_object"}, extra_body={"ignore_eos": True})
+    assert j.choices[0].finish_reason in ("stop", "length")
+    if j.choices[0].finish_reason == "stop":
+        json.loads(j.choices[0].message.content)
 
 
 @pytest.mark.long  # over 10 s on 2 cores: the long CI step keeps the default suite under 15 minutes

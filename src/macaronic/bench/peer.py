@@ -186,7 +186,7 @@ def markdown(r: dict) -> list[str]:
            + ", native kernels, a rank-8 turn adapter on every stream (4 adapters over 16 streams; the decode step in "
            "one native call); llama.cpp: the same GGUF, no adapter, its extra buffer types off (their AMX path faults "
            "on the Intel Xeon VMs these benches also ran on), in a process of its own, idle while ours runs. Both at "
-           "the row's thread count. Goals (issue 40, the default base): 1 stream at least 1.5x, 16 streams at least 3x.",
+           "the row's thread count. Goals (issue 40, for the default base): 1 stream at least 1.5x, 16 streams at least 3x.",
            "", "| threads | ours | ours, 1 stream | llama.cpp, 1 | ours / llama.cpp | ours, 16 mixed | llama.cpp, 16 | ours / llama.cpp |",
            "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for row in r["rows"]:

@@ -41,8 +41,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--md", default=None, metavar="FILE", help=MD_HELP.format(what="the sections that ran"))
     ap.add_argument("--base", default=SMALL_BASE,
                     help=f"a registered base ({', '.join(BASES)}) or a model directory; default {SMALL_BASE}, the base "
-                         "of every published engine figure and of the llama.cpp peer (another base's llama.cpp rows are "
-                         "left out; `macaronic bench bases` compares the bases with their own GGUFs)")
+                         "of every published engine figure (another base's llama.cpp rows in the engine section are left "
+                         "out; the peer, alora and agreement sections load any registered base's GGUF; `macaronic bench "
+                         "bases` compares the bases)")
+    ap.add_argument("--prompts", type=int, default=None, metavar="N",
+                    help="agreement: the first N HumanEval prompts (default 8; 4 with --quick; issue 40's goal counts 40)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
     ap.add_argument("--threads", type=int, default=None,
@@ -57,6 +60,8 @@ def main(argv: list[str]) -> int:
     unknown = sections - set(SECTIONS)
     if unknown:
         ap.error(f"unknown sections {sorted(unknown)}; choose from {','.join(SECTIONS)}")
+    if a.prompts is not None and not 1 <= a.prompts <= 164:
+        ap.error(f"--prompts must be between 1 and 164 (HumanEval's problems), got {a.prompts}")
     return run(a, argv, sections)
 
 

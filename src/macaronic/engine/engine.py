@@ -264,6 +264,12 @@ class Engine:
         self.stats = {"prefill_tokens": 0, "prefill_forwards": 0, "reused_tokens": 0, "decode_steps": 0,
                       "generated_tokens": 0, "upper_tokens": 0, "scored": 0}
 
+    def _stop_ids(self, sp: SamplingParams) -> frozenset:
+        """The tokens that end a reply: none with `ignore_eos`, else the request's or the model's end-of-turn ones."""
+        if sp.ignore_eos:
+            return frozenset()
+        return frozenset(self.default_stop_ids if sp.stop_token_ids is None else sp.stop_token_ids)
+
     def _default_stop_ids(self) -> tuple[int, ...]:
         ids = set(self.base.args.eos_token_ids)
         if self.tok is not None:
@@ -496,11 +502,10 @@ class Engine:
         split = self._split_of(req)
         todo = self._upper_history(tokens, kv, split) if split is not None else None
         labels = match.labels
-        stop_ids = req.sampling.stop_token_ids
         return _Seq(
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
             pos=kv.length, reused=reuse, upper_todo=todo, gen=make_generator(req.sampling.seed), t0=t0,
-            stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+            stop_ids=self._stop_ids(req.sampling),
             detok=Detokenizer(self.tok) if self.tok is not None else None, stops=StopMatcher(req.sampling.stop),
         )
 
@@ -722,10 +727,9 @@ class Engine:
             kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
             kv.keep_residual(seq.kv.resid, self.base.args.dim)
             kv.copy_prefix(seq.kv, n)
-            stop_ids = req.sampling.stop_token_ids
             sib = _Seq(req=req, handle=h, tokens=seq.tokens, labels=seq.labels, own_label=seq.own_label, slot=slot,
                        kv=kv, pos=n, reused=n, gen=make_generator(req.sampling.seed), t0=seq.t0,
-                       stop_ids=frozenset(self.default_stop_ids if stop_ids is None else stop_ids),
+                       stop_ids=self._stop_ids(req.sampling),
                        detok=Detokenizer(self.tok) if self.tok is not None else None,
                        stops=StopMatcher(req.sampling.stop))
             self._active.append(sib)

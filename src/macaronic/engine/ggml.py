@@ -90,19 +90,18 @@ def kernel_families(ops) -> list[str]:
     """The few-row kernel families this CPU runs: fp32 and avx2 always, vnni with AVX-512 VNNI."""
     out = ["fp32", "avx2"]
     try:
-        ops.ggml_kernels(KERNELS["vnni"])
-        out.append("vnni")
+        before = ops.ggml_kernels(KERNELS["vnni"])  # refused (nothing changed) where the CPU lacks it
     except RuntimeError:
-        pass
-    finally:
-        ops.ggml_kernels(KERNELS["auto"])
-    return out
+        return out
+    ops.ggml_kernels(before)
+    return [*out, "vnni"]
 
 
 @contextmanager
 def kernels(ops, family: str):
-    """Within the block, every ggml_linear of this process uses `family` for its few rows (for benches
-    and tests; the process-wide setting is restored after). A family the CPU lacks is refused."""
+    """Within the block, every ggml_linear of this process uses `family` for its few rows, then the
+    setting before is restored. For benches and tests on one thread: the setting is process-wide, so an
+    engine serving meanwhile would change family mid-step. A family the CPU lacks is refused."""
     if family not in KERNELS:
         raise ValueError(f"unknown kernel family {family!r}; choose from {sorted(KERNELS)}")
     before = ops.ggml_kernels(KERNELS[family])

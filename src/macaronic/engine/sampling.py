@@ -21,6 +21,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-turn tokens
     repetition_penalty: float = 1.0
     loop_cut: tuple[int, int] | None = None  # (max period, min span) in tokens: end a reply stuck in a loop
+    ignore_eos: bool = False  # vLLM's: the end-of-turn tokens (stop_token_ids) end nothing; max_tokens or `stop` does
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def validate(self, max_tokens_limit: int | None = None) -> "SamplingParams":
@@ -37,6 +38,8 @@ class SamplingParams:
             problems.append(f"top_k must be a non-negative integer, got {self.top_k!r}")
         if not (0.0 < float(self.repetition_penalty) <= 5.0):
             problems.append(f"repetition_penalty must be in (0, 5], got {self.repetition_penalty}")
+        if not isinstance(self.ignore_eos, bool):
+            problems.append(f"ignore_eos must be true or false, got {self.ignore_eos!r}")
         if len(self.stop) > 16 or any(not isinstance(s, str) or not s or len(s) > 256 for s in self.stop):
             problems.append("stop must be at most 16 non-empty strings of at most 256 characters")
         if self.loop_cut is not None and not (

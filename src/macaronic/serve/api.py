@@ -55,6 +55,9 @@ class ChatRequest(BaseModel):
     repetition_penalty: float | None = Field(None, gt=0, le=5)
     seed: int | None = Field(None, ge=0, le=SEED_MAX)
     stop: str | list[str] | None = None
+    ignore_eos: bool | None = Field(None, description="vLLM's extension: the end-of-turn token ends no text reply, "
+                                    "max_tokens or stop does (benchmarks of equal lengths); a reply under a grammar "
+                                    "(tools, response_format, a card) still ends where the grammar does")
     n: int | None = Field(None, ge=1, le=8, description="answers to sample; they share the prompt's prefill")
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -79,7 +82,7 @@ class ChatRequest(BaseModel):
     def sampling(self) -> dict:
         return {"max_tokens": self.max_completion_tokens or self.max_tokens, "temperature": self.temperature,
                 "top_p": self.top_p, "top_k": self.top_k, "repetition_penalty": self.repetition_penalty,
-                "seed": self.seed, "stop": self.stop}
+                "seed": self.seed, "stop": self.stop, "ignore_eos": self.ignore_eos}
 
 
 class FeedbackRequest(BaseModel):

@@ -120,6 +120,8 @@ class RemoteBackend:
             body["top_k"] = sampling.top_k
         if sampling.repetition_penalty != 1.0:
             body["repetition_penalty"] = sampling.repetition_penalty
+        if sampling.ignore_eos and structure is None:  # vLLM's own field; a grammar's end is the reply's end
+            body["ignore_eos"] = True
         if structure is not None:  # vLLM's structured-output field; xgrammar on its side too
             key = {"json_schema": "json", "structural_tag": "structural_tag", "ebnf": "grammar"}[structure.kind]
             body["structured_outputs"] = {key: json.loads(structure.source) if key == "json" else structure.source}

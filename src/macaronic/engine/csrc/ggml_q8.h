@@ -17,13 +17,14 @@ Q8_KERNEL inline __m256i block_q2(const uint8_t* blk) {
     const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
 #if Q8_VNNI  // AVX-512 BW: minus 16 where bit j of qh is clear, in one masked op
     return _mm256_mask_sub_epi8(q, __mmask32(~qh), q, _mm256_set1_epi8(16));
-#endif
+#else
     // byte j <- bit j of qh: broadcast, pick byte j / 8, test bit j % 8
     __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)),
                                        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
     const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
     bits = _mm256_cmpeq_epi8(_mm256_and_si256(bits, sel), sel);
     return _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(bits, _mm256_set1_epi8(16))), _mm256_set1_epi8(16));
+#endif
   }
 }
 
