@@ -58,11 +58,15 @@ def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32
         torch.set_num_threads(th)
         b = loaded[q]
         llm = make_llm(b, tok, max_batch=16, prefix_cache=False)
-        for i in range(4):
-            d = workdir / f"peer{i}"
-            if not (d / "adapter_config.json").exists():
-                make_random_adapter(d, b.args, rank=8, seed=500 + i, mode="turn", scale=0.05)
-            llm.add_adapter(d, f"p{i}")
+        try:
+            for i in range(4):
+                d = workdir / f"peer{i}"
+                if not (d / "adapter_config.json").exists():
+                    make_random_adapter(d, b.args, rank=8, seed=500 + i, mode="turn", scale=0.05)
+                llm.add_adapter(d, f"p{i}")
+        except BaseException:
+            llm.close()  # not yet among the engines `close` ends
+            raise
         prompts = prompts or [llm.encode_chat([{"role": "user", "content": f"Write item {i} of a long list."}])
                               for i in range(16)]
         return llm
