@@ -36,33 +36,30 @@ def main() -> int:
     layer, m = b.model.layers[0], b.model
     mods = {"qkv": layer.wqkv, "o": layer.wo, "gate_up": layer.w13, "down": layer.w2, "head": m.lm_head}
     rows = []
-    codes = ggml.KERNELS
     families = [k for k in a.kernels.split(",") if k]
-    if unknown := [k for k in families if k not in codes]:
-        ap.error(f"--kernels: unknown {unknown}; choose from {sorted(codes)}")
+    if unknown := [k for k in families if k not in ggml.KERNELS]:
+        ap.error(f"--kernels: unknown {unknown}; choose from {sorted(ggml.KERNELS)}")
     for threads, family in ((int(t), k) for t in a.threads.split(",") for k in families):
         torch.set_num_threads(threads)
-        try:
-            ops.ggml_kernels(codes[family])
-        except RuntimeError as e:
-            print(f"skipping {family}: {e}", flush=True)
+        if family not in ("auto", *ggml.kernel_families(ops)):
+            print(f"skipping {family}: this CPU lacks it", flush=True)
             continue
-        for n, (name, mod) in ((int(r), m) for r in a.rows.split(",") for m in mods.items()):
-            if name == "head" and n > 1:  # a prefill computes the head on its last row only
-                continue
-            x = torch.randn(n, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
-            for _ in range(3):
-                mod(x)
-            times = []
-            for _ in range(max(3, a.calls // 4 if name == "head" else a.calls)):
-                t = time.perf_counter()
-                mod(x)
-                times.append(time.perf_counter() - t)
-            dt = statistics.median(times)
-            rows.append({"threads": threads, "kernels": family, "rows": n, "projection": name, "types": mod.types, "ms": round(dt * 1e3, 3),
-                         "gb_s": round(mod.nbytes() / dt / 1e9, 1)})
-            print(json.dumps(rows[-1]), flush=True)
-        ops.ggml_kernels(0)
+        with ggml.kernels(ops, family):
+            for n, (name, mod) in ((int(r), m) for r in a.rows.split(",") for m in mods.items()):
+                if name == "head" and n > 1:  # a prefill computes the head on its last row only
+                    continue
+                x = torch.randn(n, mod.in_features, generator=torch.Generator().manual_seed(0)).bfloat16()
+                for _ in range(3):
+                    mod(x)
+                times = []
+                for _ in range(max(3, a.calls // 4 if name == "head" else a.calls)):
+                    t = time.perf_counter()
+                    mod(x)
+                    times.append(time.perf_counter() - t)
+                dt = statistics.median(times)
+                rows.append({"threads": threads, "kernels": family, "rows": n, "projection": name, "types": mod.types,
+                             "ms": round(dt * 1e3, 3), "gb_s": round(mod.nbytes() / dt / 1e9, 1)})
+                print(json.dumps(rows[-1]), flush=True)
     out = {"base": a.base, "cpu": cpu_model(),
            "kernels": None if ops is None else ("avx512-bf16" if ops.wide_supported() else "avx2"),
            "ggml_few_rows": None if ops is None else ggml.default_family(ops), "rows": rows}

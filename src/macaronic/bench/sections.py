@@ -142,7 +142,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
         if "agreement" in sections:
             from macaronic.bench import llamacpp_agreement
 
-            n = getattr(a, "prompts", None) or (4 if a.quick else 8)
+            n = a.prompts or (4 if a.quick else 8)
             task = prog.add_task("greedy agreement with llama.cpp", total=n + len(llamacpp_agreement.VARIANTS))
             result["agreement"] = llamacpp_agreement.run(a.base, work / "agreement", prompts=n,
                                                          tokens=64 if a.quick else 512, threads=a.threads or 2,

@@ -88,13 +88,7 @@ KERNELS = {"auto": 0, "fp32": 1, "avx2": 2, "vnni": 3}
 
 def kernel_families(ops) -> list[str]:
     """The few-row kernel families this CPU runs: fp32 and avx2 always, vnni with AVX-512 VNNI."""
-    out = ["fp32", "avx2"]
-    try:
-        before = ops.ggml_kernels(KERNELS["vnni"])  # refused (nothing changed) where the CPU lacks it
-    except RuntimeError:
-        return out
-    ops.ggml_kernels(before)
-    return [*out, "vnni"]
+    return ["fp32", "avx2", "vnni"] if ops.vnni_supported() else ["fp32", "avx2"]
 
 
 @contextmanager
@@ -113,7 +107,7 @@ def kernels(ops, family: str):
 
 def default_family(ops) -> str:
     """What "auto" runs on this CPU: "vnni" where it has AVX-512 VNNI, else "avx2"."""
-    return "vnni" if "vnni" in kernel_families(ops) else "avx2"
+    return "vnni" if ops.vnni_supported() else "avx2"
 
 
 def rounds_x(n: int, family: str = "auto") -> bool:

@@ -199,7 +199,6 @@ def _await_lock(path: Path, proc, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-
 def buildable(cands: list, champion: str, present, built) -> tuple[list, list]:
     """The generation's candidates that can still be built, and those that cannot: a candidate not yet built
     (`built(c)` false) whose parent is not the champion and whose parent's files are missing or changed

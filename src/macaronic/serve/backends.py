@@ -12,7 +12,7 @@ Knows nothing about routing, views or HTTP.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Protocol
 
 from macaronic.engine import errors
@@ -226,8 +226,6 @@ class LocalBackend:
                      structure=None, logprobs: int | None = None):
         ids = await self.aencode(messages)
         extra = await self._extra(messages, adapter, structure, logprobs)
-        if structure is not None and sampling.ignore_eos:  # a grammar's end is the reply's end
-            sampling = replace(sampling, ignore_eos=False)
         try:
             h = self.llm.submit(ids, adapter, sampling, loop=asyncio.get_running_loop(), **extra)
         except EngineError as e:

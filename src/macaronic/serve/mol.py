@@ -37,7 +37,7 @@ import functools
 import json
 import logging
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, AsyncIterator
 
 from macaronic.engine.sampling import SamplingParams
@@ -56,6 +56,12 @@ from macaronic.substrate.toolcalls import OPEN as CALL_OPEN
 log = logging.getLogger("macaronic.serve")
 SAMPLING_KEYS = {f.name for f in fields(SamplingParams)} - {"extra", "stop_token_ids"}
 HOLD_CHARS = "<{`"  # with tools, streaming pauses where a tool call could start
+
+
+def under(sp: SamplingParams, structure) -> SamplingParams:
+    """The sampling a reply decodes with: under a grammar (tools, response_format, a card) `ignore_eos`
+    yields, since the grammar's end is the reply's end."""
+    return replace(sp, ignore_eos=False) if structure is not None and sp.ignore_eos else sp
 
 
 def opens_call(token: str) -> bool:
@@ -563,8 +569,8 @@ class MoL:
         buf, sent, hold, shown = "", 0, converted, ""  # shown: what went out of a converted card
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
-        stream = self.backend.stream(view, route.adapter, sp, structure=structure.spec if structure else None,
-                                     logprobs=logprobs)
+        stream = self.backend.stream(view, route.adapter, under(sp, structure),
+                                     structure=structure.spec if structure else None, logprobs=logprobs)
         try:
             async for item in stream:
                 if isinstance(item, Generation):
@@ -652,8 +658,8 @@ class MoL:
         view = [{"role": m["role"], "content": views.render_assistant(m) if m["role"] == "assistant" else m["content"]}
                 for m in msgs]
         gen = None
-        stream = self.backend.stream(view, adapter, sp, structure=structure.spec if structure else None,
-                                     logprobs=logprobs)
+        stream = self.backend.stream(view, adapter, under(sp, structure),
+                                     structure=structure.spec if structure else None, logprobs=logprobs)
         try:
             async for item in stream:
                 if isinstance(item, Generation):

@@ -120,7 +120,7 @@ class RemoteBackend:
             body["top_k"] = sampling.top_k
         if sampling.repetition_penalty != 1.0:
             body["repetition_penalty"] = sampling.repetition_penalty
-        if sampling.ignore_eos and structure is None:  # vLLM's own field; a grammar's end is the reply's end
+        if sampling.ignore_eos:  # vLLM's own field
             body["ignore_eos"] = True
         if structure is not None:  # vLLM's structured-output field; xgrammar on its side too
             key = {"json_schema": "json", "structural_tag": "structural_tag", "ebnf": "grammar"}[structure.kind]

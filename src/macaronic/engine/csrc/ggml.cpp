@@ -326,7 +326,6 @@ AVX2_KERNEL Q8Rows q8_rows(const float* x, int64_t N, int64_t K) {
   return o;
 }
 
-
 constexpr int kTile2 = 4;  // rows of x a call
 using Dot8Fn = void (*)(const uint8_t*, const Q8Rows&, int64_t, int64_t, float*);
 
@@ -496,4 +495,5 @@ TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("ggml_linear(Tensor x, Tensor[] parts, int[] types, Tensor? bias) -> Tensor", &ggml_linear);
   m.def("ggml_dequantize(Tensor part, int type, int K) -> Tensor", &ggml_dequantize);
   m.def("ggml_kernels(int which) -> int", &ggml_kernels);
+  m.def("vnni_supported() -> bool", &macaronic::cpu_avx512_vnni);
 }
