@@ -69,17 +69,19 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
         for b in (None, bias):
             ints = {}
             for family in ["auto"] + ggml.kernel_families(ops):
-                # up to 32 rows the Q8 types meet x rounded to 8 bits (ggml.q8_rows), as in llama.cpp,
-                # except in the fp32 family
+                # up to 32 rows the Q8 types meet x rounded to 8 bits as llama.cpp rounds it for their
+                # type (ggml.q8_rows), except in the fp32 family
                 q8 = ggml.rounds_x(n, family)
-                ref = torch.cat([(ggml.q8_rows(x) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
+                ref = torch.cat([(ggml.q8_rows(x, t) if q8 and t in ggml.Q8_TYPES else x.float()) @ ggml.dequantize(p, t).T
                                  for p, t in zip(parts, types)], 1)
                 ref = (ref if b is None else ref + b.float()).bfloat16().float()
                 with ggml.kernels(ops, family):
                     y = ops.ggml_linear(x, parts, types, b)
                 assert y.dtype == torch.bfloat16 and y.shape == (n, o)
-                # both compute in fp32 and round once to bf16; the summation order differs
-                assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-3 * ref.abs().max().item()), (family, n)
+                # both compute in fp32 and round once to bf16 (one step apart where the sums straddle a
+                # rounding boundary; the summation order differs)
+                step = 2.0 ** (torch.floor(torch.log2(ref.abs().clamp_min(1e-30))) - 7)
+                assert bool(((y.float() - ref).abs() <= step + 1e-3 * ref.abs().max()).all()), (family, n)
                 if q8:  # and the rounding is really there: against the unrounded x the Q8 parts differ
                     plain = ggml.GGMLReference.ggml_linear(x, parts, types, b).float()
                     assert not torch.allclose(y.float(), plain, rtol=1e-3, atol=1e-4 * plain.abs().max().item())
@@ -89,6 +91,23 @@ def test_native_linear_matches_the_twin_on_mixed_parts(ops):
             assert all(torch.equal(y, ints["avx2"]) for y in ints.values())
     with pytest.raises(RuntimeError, match="must be a contiguous uint8"):
         ops.ggml_linear(torch.zeros(1, 256, dtype=torch.bfloat16), parts[:1], types[:1], None)
+
+
+def test_q8_rows_rounds_as_llamacpp_does_for_each_type():
+    # q8_0 (Q8_0, Q5_0): per 32, d = fp16(max|x| / 127), q = nearest(x * 127 / max|x|)
+    x = torch.tensor([[0.5, -1.27, 0.3] + [0.0] * 29 + [2.0] + [0.001] * 31])
+    got = ggml.q8_rows(x, 8)
+    d0 = float(torch.tensor(1.27 / 127).half())
+    assert got[0, 1].item() == pytest.approx(-127 * d0) and got[0, 0].item() == pytest.approx(50 * d0)
+    assert got[0, 32].item() == pytest.approx(127 * float(torch.tensor(2.0 / 127).half()))
+    # q8_K (Q4_K, Q6_K): per 256, by the signed element of largest magnitude: iscale = -127 / m
+    y = torch.zeros(1, 256)
+    y[0, 0], y[0, 1], y[0, 200] = -1.27, 0.5, 1.0
+    got = ggml.q8_rows(y, 12)
+    d = 1 / (-127 / -1.27)
+    assert got[0, 0].item() == pytest.approx(-127 * d) and got[0, 1].item() == pytest.approx(50 * d)
+    assert got[0, 200].item() == pytest.approx(100 * d)
+    assert torch.equal(ggml.q8_rows(torch.zeros(2, 256), 14), torch.zeros(2, 256))
 
 
 def test_kernel_families_are_set_per_process_and_refused_when_unknown(ops):
@@ -158,10 +177,14 @@ def test_a_model_served_from_blocks_equals_its_dequantized_twin(ops, tiny_dirs, 
             for t in (5, 9, 2):  # decode steps
                 out.append(b.model.decode(torch.tensor([t]), [SeqSlice(kv, 1)]).float())
         logits.append(torch.cat(out))
-    # bf16 activations against fp32: the same argmax, logits within bf16's rounding
+    # x rounded to 8 bits (as llama.cpp rounds it) against fp32: logits within that rounding, and the
+    # same argmax except where the reference's best two are closer than that
     diff = (logits[0] - logits[1]).abs().max().item()
     assert diff < 0.05 * logits[0].abs().max().item(), diff
-    assert torch.equal(logits[0].argmax(-1), logits[1].argmax(-1))
+    top2 = logits[0].topk(2, -1).values
+    near_tie = (top2[:, 0] - top2[:, 1]) < 2 * diff
+    same = logits[0].argmax(-1) == logits[1].argmax(-1)
+    assert bool((same | near_tie).all()) and int(same.sum()) >= len(same) - 2, (same, near_tie)
 
 
 def test_blocks_that_are_not_the_base_are_refused(ops, tiny_dirs, tmp_path, monkeypatch):

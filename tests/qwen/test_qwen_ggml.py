@@ -48,9 +48,10 @@ def test_real_tensors_dequantize_exactly_and_the_kernel_matches(qwen_blocks, qwe
                 assert torch.equal(w, f.get_tensor(f"model.layers.{i}.{hf[part]}.weight")), name  # the import's weights
             for n in (1, 3, 24) if ops is not None else ():
                 x = torch.randn(n, w.shape[1], generator=g).bfloat16()
-                # up to 32 rows the Q8 types meet x rounded to 8 bits, as in llama.cpp (ggml.q8_rows)
+                # up to 32 rows the Q8 types meet x rounded to 8 bits as llama.cpp rounds it for their type
+                # (ggml.q8_rows)
                 q8 = ggml.rounds_x(n) and t in ggml.Q8_TYPES
-                ref = ggml.GGMLReference.ggml_linear(ggml.q8_rows(x) if q8 else x, [raw], [t]).float()
+                ref = ggml.GGMLReference.ggml_linear(ggml.q8_rows(x, t) if q8 else x, [raw], [t]).float()
                 y = ops.ggml_linear(x, [raw.contiguous()], [t], None).float()
                 assert torch.allclose(y, ref, rtol=1e-2, atol=2e-3 * ref.abs().max().item()), (name, n)
 

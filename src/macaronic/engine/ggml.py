@@ -7,8 +7,9 @@ the layouts are described in csrc/ggml.cpp). `gguf_blocks` reads the blocks of t
 (torch.ops.macaronic.ggml_linear), whose twin is `dequantize` here: pure PyTorch over the same bytes,
 equal to `gguf.quants.dequantize` bit for bit (the tests hold both to it). Nothing is requantized:
 the weights the engine multiplies are the ones llama.cpp multiplies (up to 32 rows of x are rounded to
-8 bits first, `q8_rows`, and meet Q8_0, Q5_0, Q4_K and Q6_K blocks in integer dot products, with AVX-512
-VNNI where the CPU has it, else AVX2, as llama.cpp rounds x on every path; `kernels` picks another family). Before serving, every tensor's
+8 bits first as llama.cpp's x86 code rounds them for each type, `q8_rows`, and meet Q8_0, Q5_0, Q4_K and
+Q6_K blocks in integer dot products, with AVX-512 VNNI where the CPU has it, else AVX2; `kernels` picks
+another family). Before serving, every tensor's
 dequantized blocks are checked against the imported weights (rows permuted where the GGUF converter
 permuted them), so blocks that do not belong to the loaded base never serve.
 Knows nothing about adapters or scheduling.
@@ -115,19 +116,34 @@ def rounds_x(n: int, family: str = "auto") -> bool:
     return n <= FEW_ROWS and family != "fp32"
 
 
-def q8_rows(x: Tensor) -> Tensor:
-    """x [N, K] (K a multiple of 32) as the AVX2 kernels round it before their integer dot products,
-    and llama.cpp's own kernels do: per run of 32, d = max|x| / 127, q = nearest(x * (1 / d)), back as d * q
-    (fp32). The native kernel's twin for up to 32 rows on Q8_0, Q5_0, Q4_K and Q6_K (`rounds_x`)."""
+K_QUANTS = (12, 14)  # Q4_K, Q6_K: they meet x as q8_K; Q8_0 and Q5_0 as q8_0
+
+
+def q8_rows(x: Tensor, type_: int = 8) -> Tensor:
+    """x [N, K] as llama.cpp's x86 code rounds it for a weight of ggml type `type_` before its integer dot
+    products (fp32 back): Q8_0 and Q5_0 meet q8_0 (per run of 32, d = fp16(max|x| / 127),
+    q = nearest(x * (127 / max|x|))); Q4_K and Q6_K meet q8_K (per 256, iscale = -127 / m, m the element
+    of largest magnitude, q = min(127, nearest(iscale * x)), d = 1 / iscale). The native kernel's twin for
+    the Q8 types (`rounds_x`)."""
+    if type_ in K_QUANTS:
+        r = x.float().reshape(*x.shape[:-1], -1, 256)
+        m = r.gather(-1, r.abs().argmax(-1, keepdim=True))
+        # tensor over tensor: a division by or of a number may run as a product with a reciprocal,
+        # which rounds differently from the kernel's division
+        mul = torch.where(m != 0, torch.full_like(m, -127.0) / m, torch.zeros_like(m))
+        d = torch.where(m != 0, torch.ones_like(m) / mul, torch.zeros_like(m))
+        return (torch.round(r * mul).clamp(max=127) * d).reshape(x.shape)
     r = x.float().reshape(*x.shape[:-1], -1, 32)
-    d = r.abs().amax(-1, keepdim=True) / 127
-    inv = torch.where(d > 0, 1 / d, torch.zeros_like(d))
-    return (torch.round(r * inv) * d).reshape(x.shape)
+    amax = r.abs().amax(-1, keepdim=True)
+    d = (amax / torch.full_like(amax, 127.0)).half().float()
+    mul = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))
+    return (torch.round(r * mul) * d).reshape(x.shape)
 
 
 class GGMLReference:
     """The pure-PyTorch twin of torch.ops.macaronic's ggml_linear (same call), for tests: every part
-    dequantized to fp32, one fp32 matmul, rounded to bf16 like the kernel's output."""
+    dequantized to fp32, one fp32 matmul, rounded to bf16 like the kernel's output (x is met as given:
+    the callers round it with `q8_rows` where the kernel does)."""
 
     @staticmethod
     def ggml_linear(x: Tensor, parts: list[Tensor], types: list[int], bias: Tensor | None = None) -> Tensor:

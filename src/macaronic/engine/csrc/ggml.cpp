@@ -15,15 +15,14 @@
 // (j + 32 in the k-quants' 64-weight runs) in the high half, as ggml's dequantize_row_* reads them.
 // Each row is dequantised to fp32 exactly as ggml (and gguf.quants, the twin's reference) does, then:
 // - up to 32 rows (decode; the default family, csrc/ggml_q8.h): as llama.cpp's own kernels, x is rounded
-//   to 8 bits per run of 32 and Q8_0, Q5_0, Q4_K and Q6_K runs meet it in integer dot products (AVX-512
-//   VNNI's vpdpbusd where the CPU has it, else AVX2's maddubs + madd; the same exact sums), scaled in
-//   fp32 (twin: engine/ggml.py's q8_rows on x, then dequantize + matmul); Q4_0 and Q4_1 rows are
-//   dequantised into L1 and meet x as it is;
+//   to 8 bits as llama.cpp's x86 code rounds it for the weight's type (q8_0 for Q8_0 and Q5_0, q8_K for
+//   Q4_K and Q6_K) and Q8_0, Q5_0, Q4_K and Q6_K runs meet it in integer dot products (AVX-512 VNNI's vpdpbusd where the CPU has it, else AVX2's maddubs + madd; the
+//   same exact sums), scaled in fp32 (twin: engine/ggml.py's q8_rows on x, then dequantize + matmul);
+//   Q4_0 and Q4_1 rows are dequantised into L1 and meet x as it is;
 // - the fp32 family (`ggml_kernels(1)`, for benches and tests), up to 8 rows on AVX-512: Q8_0, Q5_0, Q4_K
 //   and Q6_K blocks are widened in registers and meet every x row, as it is, in fp32 FMAs;
 // - more rows (prefill): chunks of rows dequantised to fp32 and multiplied by at::mm in fp32.
-// No weight is rounded: the twin is engine/ggml.py's dequantize + matmul. llama.cpp rounds x to 8 bits
-// (q8_0 / q8_K dot products) on every path, so its logits differ from the fp32 paths' in the last bits.
+// No weight is rounded: the twin is engine/ggml.py's dequantize + matmul.
 // Knows nothing about models, adapters or Python.
 
 #include <ATen/ATen.h>
@@ -296,10 +295,13 @@ KERNEL inline float dot(const float* a, const float* b, int64_t K) {  // K a mul
 }
 
 // ---- the integer register kernels for Q8_0, Q5_0, Q4_K and Q6_K rows (csrc/ggml_q8.h) ----
-// As llama.cpp's kernels do, x is rounded to 8 bits first (Q8: per run of 32, d = max|x| / 127,
-// q = nearest(x * (1 / d))), then every run of 32 weights meets it in integer multiply-adds (exact), scaled once
-// in fp32: Q8_0 and Q5_0 d_w * d_x * sum(q_w q_x); Q4_K d*sc * d_x * sum(q q_x) - dmin*m * d_x * sum(q_x);
-// Q6_K d*sc * d_x * sum((q - 32) q_x), the scale changing every 16 weights. The twin of this path is
+// As llama.cpp's kernels do, x is rounded to 8 bits first, the way llama.cpp's own x86 code rounds it for
+// the weight's type: for Q8_0 and Q5_0 as q8_0 (per run of 32, d = fp16(max|x| / 127),
+// q = nearest(x * (127 / max|x|))); for Q4_K and Q6_K as q8_K (per 256, iscale = -127 / m where m is the
+// element of largest magnitude, q = min(127, nearest(iscale * x)), d = 1 / iscale). Then every run of 32
+// weights meets it in integer multiply-adds (exact), scaled once in fp32: Q8_0 and Q5_0
+// d_w * d_x * sum(q_w q_x); Q4_K d*sc * d_x * sum(q q_x) - dmin*m * d_x * sum(q_x); Q6_K
+// d*sc * d_x * sum((q - 32) q_x), the scale changing every 16 weights. The twin of this path is
 // engine/ggml.py's `q8_rows` then the fp32 product; up to 4 rows of x a call.
 
 struct Q8Rows {  // x rounded to 8 bits: q [N, K], d and d * sum(q) per run of 32 [N, K / 32]
@@ -307,21 +309,36 @@ struct Q8Rows {  // x rounded to 8 bits: q [N, K], d and d * sum(q) per run of 3
   std::vector<float> d, s;
 };
 
-AVX2_KERNEL Q8Rows q8_rows(const float* x, int64_t N, int64_t K) {
+// q8_0 (k_quant false) or q8_K (true; K a multiple of 256) rows of x [N, K], d repeated per run of 32.
+AVX2_KERNEL Q8Rows q8_rows(const float* x, int64_t N, int64_t K, bool k_quant) {
   Q8Rows o;
   o.q.resize(N * K), o.d.resize(N * K / 32), o.s.resize(N * K / 32);
-  for (int64_t r = 0; r < N * K / 32; ++r) {
-    const float* v = x + 32 * r;
-    float amax = 0.f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.f, id = d > 0.f ? 1.f / d : 0.f;
-    int sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      const int q = int(std::nearbyint(v[i] * id));
-      o.q[32 * r + i] = int8_t(q);
-      sum += q;
+  const int64_t group = k_quant ? 256 : 32;
+  for (int64_t g = 0; g < N * K / group; ++g) {
+    const float* v = x + group * g;
+    float amax = 0.f, m = 0.f;
+    for (int i = 0; i < group; ++i) {
+      const float a = std::fabs(v[i]);
+      if (a > amax) amax = a, m = v[i];
     }
-    o.d[r] = d, o.s[r] = d * float(sum);
+    float d, mul;
+    if (k_quant) {
+      mul = amax > 0.f ? -127.f / m : 0.f;
+      d = amax > 0.f ? 1.f / mul : 0.f;
+    } else {
+      d = float(at::Half(amax / 127.f));
+      mul = amax > 0.f ? 127.f / amax : 0.f;
+    }
+    for (int64_t r = 0; r < group / 32; ++r) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int q = std::min(127, int(std::nearbyint(v[32 * r + i] * mul)));
+        o.q[group * g + 32 * r + i] = int8_t(q);
+        sum += q;
+      }
+      const int64_t at = g * (group / 32) + r;
+      o.d[at] = d, o.s[at] = d * float(sum);
+    }
   }
   return o;
 }
@@ -404,17 +421,22 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   const int k = kernels();
   if (N <= kFewRows2 && k != kFp32) {
-    bool any_q8 = false;  // Q8_0, Q5_0 and the k-quants meet x rounded to 8 bits; Q4_0 and Q4_1 do not
-    for (const int64_t t : r.type) any_q8 = any_q8 || dots_for2(t, k) != nullptr;
-    const Q8Rows xq = any_q8 ? q8_rows(xp, N, K) : Q8Rows{};
+    bool any_q8 = false, any_k = false;  // Q8_0, Q5_0 meet q8_0 x, the k-quants q8_K x; Q4_0 and Q4_1 x as it is
+    for (const int64_t t : r.type) {
+      any_q8 = any_q8 || (dots_for2(t, k) != nullptr && t != 12 && t != 14);
+      any_k = any_k || t == 12 || t == 14;
+    }
+    const Q8Rows x0 = any_q8 ? q8_rows(xp, N, K, false) : Q8Rows{};
+    const Q8Rows xk = any_k ? q8_rows(xp, N, K, true) : Q8Rows{};
     macaronic::parallel_for(0, O, 16, [&](int64_t o0, int64_t o1) {
       thread_local std::vector<float> w;
       if (w.size() < size_t(K)) w.resize(K);
+      float out[kFewRows2];
       for (int64_t o = o0; o < o1; ++o) {
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
         if (const Dot8Fn* f = dots_for2(r.type[p], k)) {
-          float out[kFewRows2];
+          const Q8Rows& xq = r.type[p] == 12 || r.type[p] == 14 ? xk : x0;
           for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xq, n0, K, out + n0);
           for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
           continue;
