@@ -187,7 +187,7 @@ class Server:
     (`--lora-init-without-apply`); each request names the scales it wants."""
 
     def __init__(self, gguf: Path, loras=(), threads: int = 2, ctx: int = 8192, binary: Path | None = None,
-                 log: Path | None = None):
+                 log: Path | None = None, extra: tuple[str, ...] = ()):
         binary = binary or server_binary()
         if binary is None:
             raise LlamaCppError("llama-server is not built: `macaronic llamacpp build`")
@@ -195,7 +195,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port), "-c", str(ctx),
                "-t", str(threads), "-tb", str(threads), "-np", "1", "--no-webui", "--slots",
-               "--slot-save-path", tempfile.gettempdir()]  # enables the slot actions (erase)
+               "--slot-save-path", tempfile.gettempdir(), *extra]  # enables the slot actions (erase)
         for p in loras:
             cmd += ["--lora", str(p)]
         if loras:

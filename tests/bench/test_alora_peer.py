@@ -99,10 +99,21 @@ def test_the_agreement_table_lists_each_precision():
     from macaronic.bench import llamacpp_agreement
 
     r = {"base": "qwen2.5-coder-0.5b", "gguf": "q.gguf", "prompts": 2, "tokens": 64, "threads": 2, "llamacpp": "0.3.36",
-         "rows": {"fp32": {"identical": 1, "first_difference_mean": 40.5, "first_differences": [64, 17]},
-                  "int4": {"identical": 0, "first_difference_mean": 3.0, "first_differences": [2, 4]}}}
+         "rows": {"fp32": {"identical": 1, "first_differences": [17], "identical_fa_off": 2, "first_differences_fa_off": []},
+                  "int4": {"identical": 0, "first_differences": [2, 4], "identical_fa_off": 0,
+                           "first_differences_fa_off": [2, 5]},
+                  "llama.cpp -fa off": {"identical": 1, "first_differences": [30]}}}
     text = "\n".join(llamacpp_agreement.markdown(r))
-    assert "| fp32 | 1 / 2 | 40.5 | 64, 17 |" in text and "| int4 | 0 / 2 | 3.0 | 2, 4 |" in text
+    assert "| fp32 | 1 / 2 | 2 / 2 | 17 |" in text and "| int4 | 0 / 2 | 0 / 2 | 2, 4 |" in text
+    assert "| llama.cpp -fa off | 1 / 2 |  | 30 |" in text
+
+
+def test_agreement_counts_identical_replies_and_where_the_others_part():
+    from macaronic.bench import llamacpp_agreement
+
+    ours = [[1, 2, 3], [1, 2], [5, 6, 7]]
+    row = llamacpp_agreement._compare(ours, {"default": [[1, 2, 3], [1, 2, 9], [5, 0, 7]], "fa-off": ours})
+    assert row == {"identical": 1, "first_differences": [2, 1], "identical_fa_off": 3, "first_differences_fa_off": []}
 
 
 @pytest.mark.long
@@ -114,5 +125,5 @@ def test_the_small_base_decodes_what_llama_cpp_decodes_from_its_q4_1_file(tmp_pa
     from macaronic.bench import llamacpp_agreement
 
     r = llamacpp_agreement.run("smollm2-135m-instruct", tmp_path, prompts=2, tokens=16)
-    assert {name: min(x["first_differences"]) >= 8 for name, x in r["rows"].items()} == {
-        "fp32": True, "int4": True, "gguf": True}, r["rows"]
+    assert {name: all(f >= 8 for f in x["first_differences"]) for name, x in r["rows"].items()} == {
+        "fp32": True, "int4": True, "gguf": True, "llama.cpp -fa off": True}, r["rows"]

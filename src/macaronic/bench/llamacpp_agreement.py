@@ -3,11 +3,13 @@
 Does the served base compute what llama.cpp computes from the same file? For the first P HumanEval
 prompts (the request the coding suite sends, rendered by the chat template), each precision of ours
 (`fp32`: the dequantized weights; `int4`: the served requantization; `gguf`: the GGUF's own blocks,
-`engine/ggml.py`) and llama.cpp's server (`macaronic.llamacpp`, no adapter) decode greedily from the same
-token ids until the end-of-turn token or N tokens, as the coding suite does. Per precision: replies
-identical to llama.cpp's token for token, and where the others first differ (the shorter reply's
-length where one is a prefix of the other). llama.cpp's own kernels quantize activations to 8 bits for its dot
-products, so "equal" is not expected everywhere; the order of the rows is what this shows.
+`engine/ggml.py`, which at fp32 meet x rounded to 8 bits as llama.cpp rounds it) and llama.cpp's
+server (`macaronic.llamacpp`, no adapter) decode greedily from the same token ids until the end-of-turn
+token or N tokens, as the coding suite does. llama.cpp runs twice: as its server starts by default
+(flash attention, which on a CPU keeps K/V in fp16 and sums the attention in fp16 while it decodes)
+and with `-fa off` (fp16 K/V, fp32 sums); the second also against the first, which is how far llama.cpp
+agrees with itself. Per row: replies identical token for token, and where the others first differ (the
+shorter reply's length where one is a prefix of the other).
 """
 
 from __future__ import annotations
@@ -21,6 +23,20 @@ import torch
 from macaronic.engine.sampling import SamplingParams
 
 VARIANTS = {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4"), "gguf": ("float32", "gguf")}
+REFERENCES = {"default": (), "fa-off": ("-fa", "off")}  # llama-server's flags for each reference run
+
+
+def _compare(ours: list[list[int]], refs: dict[str, list[list[int]]]) -> dict:
+    """Per reference: replies identical token for token, and where the others first differ (the shorter
+    reply's length where one is a prefix of the other)."""
+    row = {}
+    for ref, theirs in refs.items():
+        firsts = [next((i for i, (a, c) in enumerate(zip(o, t)) if a != c), min(len(o), len(t)))
+                  for o, t in zip(ours, theirs)]
+        key = "" if ref == "default" else f"_{ref.replace('-', '_')}"
+        row[f"identical{key}"] = sum(o == t for o, t in zip(ours, theirs))
+        row[f"first_differences{key}"] = [f for f, o, t in zip(firsts, ours, theirs) if o != t]
+    return row
 
 
 def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64, threads: int = 2,
@@ -46,14 +62,19 @@ def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64
     eos = set(probe.engine._default_stop_ids())  # the end-of-turn tokens a served reply stops at
     probe.close()
     del first, probe
-    with llamacpp.Server(gguf, (), threads=threads, ctx=4096, binary=binary, log=workdir / "llama-server.log") as srv:
-        theirs = []
-        for p in ids:
-            out = srv.post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
-                                            "cache_prompt": False, "return_tokens": True})
-            theirs.append([t for t in out["tokens"] if t not in eos])
-            if progress:
-                progress()
+    # llama.cpp twice: as its server starts by default (flash attention on this CPU: K/V in fp16 and the
+    # attention's sum in fp16 while it decodes) and with `-fa off` (fp16 K/V, fp32 sums)
+    refs = {}
+    for ref, extra in REFERENCES.items():
+        with llamacpp.Server(gguf, (), threads=threads, ctx=4096, binary=binary, log=workdir / f"llama-server-{ref}.log",
+                             extra=extra) as srv:
+            refs[ref] = []
+            for p in ids:
+                out = srv.post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
+                                                "cache_prompt": False, "return_tokens": True})
+                refs[ref].append([t for t in out["tokens"] if t not in eos])
+                if progress:
+                    progress()
     sp = SamplingParams(max_tokens=tokens)  # both sides stop at the model's end-of-turn tokens
     rows = {}
     for name in variants:
@@ -66,13 +87,10 @@ def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64
             h.result()
             ours.append([t for t in h.output_ids if t not in eos])
         llm.close()
-        firsts = [next((i for i, (a, c) in enumerate(zip(o, t)) if a != c), min(len(o), len(t)))
-                  for o, t in zip(ours, theirs)]
-        rows[name] = {"identical": sum(o == t for o, t in zip(ours, theirs)),
-                      "first_difference_mean": round(statistics.mean(firsts), 1),
-                      "first_differences": firsts}
+        rows[name] = _compare(ours, refs)
         if progress:
             progress()
+    rows["llama.cpp -fa off"] = _compare(refs["fa-off"], {"default": refs["default"]})
     return {"base": bases.get(base_name).name, "gguf": gguf.name,
             "prompts": len(ids), "tokens": tokens, "threads": threads, "llamacpp": llamacpp.VERSION, "rows": rows,
             "at": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -81,10 +99,13 @@ def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64
 def markdown(r: dict) -> list[str]:
     out = [f"Base {r['base']}, `{r['gguf']}`: the first {r['prompts']} HumanEval prompts as the coding suite asks "
            f"them, greedy to the end of the reply or {r['tokens']} tokens; llama.cpp's server (llama-cpp-python "
-           f"{r['llamacpp']}'s source) against each of our precisions, {r['threads']} threads.", "",
-           "| ours | replies identical to llama.cpp's | first difference, mean token | first differences |",
+           f"{r['llamacpp']}'s source) as it starts by default and with `-fa off`, against each of our precisions "
+           f"and against itself, {r['threads']} threads.", "",
+           "| ours | identical to llama.cpp's replies | to llama.cpp -fa off's | first differences (default) |",
            "|---|---:|---:|---|"]
+    n = r["prompts"]
     for name, x in r["rows"].items():
-        out.append(f"| {name} | {x['identical']} / {r['prompts']} | {x['first_difference_mean']} | "
-                   f"{', '.join(map(str, x['first_differences']))} |")
+        off = x.get("identical_fa_off")
+        off = "" if off is None else f"{off} / {n}"
+        out.append(f"| {name} | {x['identical']} / {n} | {off} | {', '.join(map(str, x['first_differences']))} |")
     return out
