@@ -461,6 +461,33 @@ def test_a_planned_candidate_whose_parent_lost_its_files_is_not_built():
     assert [c.name for c in keep] == ["cand-01"] and lost == []
 
 
+def test_a_built_candidate_whose_weights_are_gone_counts_as_not_built(tmp_path):
+    """A workdir restored from a checkpoint keeps a built candidate's pair.json, not its adapters:
+    built_here says it is not built (the loop builds it again instead of screening or gating files that
+    are not there)."""
+    import shutil
+    from pathlib import Path
+
+    from macaronic.evolve.loop import built_here
+    from macaronic.pairs.ids import PairManifest
+
+    harness = Path(__file__).resolve().parents[2] / "src" / "macaronic" / "harness" / "default"
+    ad = tmp_path / "adapters" / "chat"
+    ad.mkdir(parents=True)
+    (ad / "adapter_config.json").write_text("{}")
+    (ad / "adapter_model.safetensors").write_bytes(b"weights")
+    out = tmp_path / "cand-01"
+    assert built_here(out) is None  # nothing there
+    out.mkdir()
+    m = PairManifest.build("smollm2-135m-instruct", {"chat": ad}, harness, base_fp="f" * 64)
+    m.save(out / "pair.json")
+    assert built_here(out) == m
+    shutil.rmtree(ad)  # restored without weights
+    assert built_here(out) is None
+    (out / "pair.json").write_text("{not json")
+    assert built_here(out) is None
+
+
 def test_the_dev_diff_script_counts_changed_scores_and_transcripts(tmp_path, capsys, monkeypatch):
     """scripts/evolve_dev_diff.py: against the first pair in the file, each later pair's shared units,
     the units whose score changed and those whose transcript changed at all."""

@@ -210,6 +210,20 @@ def buildable(cands: list, champion: str, present, built) -> tuple[list, list]:
     return keep, lost
 
 
+def built_here(out: Path):
+    """The candidate's manifest when it is built in `out` and its files are all there as recorded; None
+    when it is not built, or its weights are gone (a workdir restored from a checkpoint keeps pair.json,
+    not the adapters: screening or gating it would fail, so it is built again)."""
+    path = out / "pair.json"
+    if not path.exists():
+        return None
+    try:
+        m = PairManifest.load(path)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None if m.verify() else m
+
+
 class Run:
     """One workdir's search: the pieces every generation shares."""
 
@@ -403,7 +417,7 @@ class Run:
             write_json_atomic(cpath, [c.to_dict() for c in cands])
             (d / "clusters.json").write_text(json.dumps({f"{a}/{b}": n for (a, b), n in found.most_common()},
                                                         indent=2) + "\n")
-        cands, lost = buildable(cands, champ.id, self._present, lambda c: (d / c.name / "pair.json").exists())
+        cands, lost = buildable(cands, champ.id, self._present, lambda c: built_here(d / c.name) is not None)
         for c in lost:
             self.hooks.log(f"gen {g}: {c.name} {c.operator} not built: its parent {c.parent[:12]}'s files are missing "
                            "or changed (a workdir restored without weights)")
@@ -464,12 +478,16 @@ class Run:
             return False
 
     def build(self, c, out: Path, g: int) -> PairManifest:
-        if (out / "pair.json").exists():
-            return PairManifest.load(out / "pair.json")
+        m = built_here(out)
+        if m is not None:
+            return m
         if out.exists():
             import shutil
 
-            shutil.rmtree(out)  # renamed but pair.json not yet written: rebuild
+            if (out / "pair.json").exists():
+                self.hooks.log(f"gen {g}: {c.name}'s files are missing or changed (a workdir restored without "
+                               "weights): building it again")
+            shutil.rmtree(out)  # renamed but pair.json not yet written, or its weights gone: rebuild
         parent = self.lin.pair(c.parent)
         rows = [r for r in read_rows(self.workdir / "experience.jsonl", self.contract.sha256) if r["pair"] == parent.id]
         from macaronic.evolve.successor import load_features, save_features
