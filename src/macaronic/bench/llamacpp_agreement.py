@@ -3,7 +3,7 @@
 Does the served base compute what llama.cpp computes from the same file? For the first P HumanEval
 prompts (the request the coding suite sends, rendered by the chat template), each precision of ours
 (`fp32`: the dequantized weights; `int4`: the served requantization; `gguf`: the GGUF's own blocks,
-`engine/ggml.py`, which at fp32 meet x rounded to 8 bits as llama.cpp rounds it) and llama.cpp's
+`engine/ggml.py`, with bf16 activations) and llama.cpp's
 server (`macaronic.llamacpp`, no adapter) decode greedily from the same token ids until the end-of-turn
 token or N tokens, as the coding suite does. llama.cpp runs twice: as its server starts by default
 (flash attention, which on a CPU keeps K/V in fp16 and sums the attention in fp16 while it decodes)
@@ -22,7 +22,7 @@ import torch
 
 from macaronic.engine.sampling import SamplingParams
 
-VARIANTS = {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4"), "gguf": ("float32", "gguf")}
+VARIANTS = {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4"), "gguf": ("bfloat16", "gguf")}
 REFERENCES = {"default": (), "fa-off": ("-fa", "off")}  # llama-server's flags for each reference run
 
 
