@@ -9,8 +9,9 @@ percentile and max of |ours - llama.cpp's| over all steps.
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/llamacpp_logprobs.py --json docs/bench/llamacpp-logprobs.json
 
-A variant's source can be another checkout (`--src DIR`, e.g. `git archive COMMIT src | tar -x -C DIR`):
-the precision runs in a child process importing that tree, against the same llama.cpp reference.
+A variant can run another commit's code: `DTYPE:QUANT@DIR/src` after `git archive COMMIT src | tar -x -C DIR`
+runs that precision in a child process importing DIR/src (its native kernels built from that tree),
+against the same llama.cpp reference; the child refuses to run if it imported anything else.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def prompts(n: int):
     return ids
 
 
-def reference(ids, tokens: int, threads: int, work: Path, extra=()) -> list[list[tuple[int, float]]]:
+def reference(ids, tokens: int, threads: int, work: Path, extra=(), name: str = "default") -> list[list[tuple[int, float]]]:
     from macaronic import llamacpp
     from macaronic.engine import bases
     from macaronic.engine.base import base_gguf
@@ -53,7 +54,7 @@ def reference(ids, tokens: int, threads: int, work: Path, extra=()) -> list[list
     gguf = base_gguf(BASE, scratch=work / bases.get(BASE).gguf)
     out = []
     with llamacpp.Server(gguf, (), threads=threads, ctx=4096, binary=llamacpp.build(log=print),
-                         log=work / "llama-server.log", extra=tuple(extra)) as srv:
+                         log=work / f"llama-server-{name}.log", extra=tuple(extra)) as srv:
         for p in ids:
             r = srv.post("/completion", {"prompt": p, "n_predict": tokens, "temperature": 0.0, "top_k": 1,
                                          "cache_prompt": False, "n_probs": 1, "post_sampling_probs": False})
@@ -81,6 +82,8 @@ def distances(ids, ref, dtype: str, quant: str) -> list[float]:
 
 
 def summary(d: list[float]) -> dict:
+    if not d:
+        return {"steps": 0}
     d = sorted(d)
     return {"steps": len(d), "mean": round(statistics.mean(d), 5), "p50": round(d[len(d) // 2], 5),
             "p90": round(d[int(len(d) * 0.9)], 5), "max": round(d[-1], 4)}
@@ -97,7 +100,12 @@ def main() -> int:
     ap.add_argument("--child", nargs=3, metavar=("IDS_REF", "VARIANT", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:  # one variant from another source tree: ids and reference from the parent
-        sys.path.insert(0, os.environ["MACARONIC_SRC_TREE"])
+        tree = os.environ["MACARONIC_SRC_TREE"]
+        sys.path.insert(0, tree)
+        import macaronic
+
+        if not str(Path(macaronic.__file__).resolve()).startswith(tree):
+            raise SystemExit(f"the variant's tree {tree} was not imported (got {macaronic.__file__})")
         data = json.loads(Path(a.child[0]).read_text())
         import torch
 
@@ -113,7 +121,7 @@ def main() -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        refs = {"default": reference(ids, a.tokens, a.threads, work), "fa-off": reference(ids, a.tokens, a.threads, work, ("-fa", "off"))}
+        refs = {"default": reference(ids, a.tokens, a.threads, work), "fa-off": reference(ids, a.tokens, a.threads, work, ("-fa", "off"), "fa-off")}
         # llama.cpp against itself: up to where the two replies first part, both reported the
         # log-probability of the same token after the same tokens
         same = []
@@ -129,6 +137,8 @@ def main() -> int:
                 shared = work / "ids_ref.json"
                 shared.write_text(json.dumps({"ids": ids, "ref": refs["default"]}))
                 out = work / "child.json"
+                if not (Path(src) / "macaronic").is_dir():
+                    raise SystemExit(f"{src}: not a source tree (DIR/src, holding macaronic/)")
                 env = {**os.environ, "MACARONIC_SRC_TREE": str(Path(src).resolve())}
                 subprocess.run([sys.executable, __file__, "--json", "-", "--threads", str(a.threads),
                                 "--child", str(shared), spec, str(out)], check=True, env=env)

@@ -462,9 +462,10 @@ def test_a_planned_candidate_whose_parent_lost_its_files_is_not_built():
 
 
 def test_a_built_candidate_whose_weights_are_gone_counts_as_not_built(tmp_path):
-    """A workdir restored from a checkpoint keeps a built candidate's pair.json, not its adapters:
-    built_here says it is not built (the loop builds it again instead of screening or gating files that
-    are not there)."""
+    """A workdir restored from a checkpoint keeps a built candidate's pair.json, not the adapters it
+    trained into its directory: built_here says it is not built (the loop builds it again instead of
+    screening or gating files that are not there). Files outside the candidate's directory (a parent's
+    adapter it kept) are not its to judge."""
     import shutil
     from pathlib import Path
 
@@ -472,17 +473,20 @@ def test_a_built_candidate_whose_weights_are_gone_counts_as_not_built(tmp_path):
     from macaronic.pairs.ids import PairManifest
 
     harness = Path(__file__).resolve().parents[2] / "src" / "macaronic" / "harness" / "default"
-    ad = tmp_path / "adapters" / "chat"
-    ad.mkdir(parents=True)
-    (ad / "adapter_config.json").write_text("{}")
-    (ad / "adapter_model.safetensors").write_bytes(b"weights")
     out = tmp_path / "cand-01"
-    assert built_here(out) is None  # nothing there
-    out.mkdir()
-    m = PairManifest.build("smollm2-135m-instruct", {"chat": ad}, harness, base_fp="f" * 64)
+    kept = tmp_path / "shipped" / "genui"
+    for d in (out / "adapters" / "chat", kept):
+        d.mkdir(parents=True)
+        (d / "adapter_config.json").write_text("{}")
+        (d / "adapter_model.safetensors").write_bytes(b"weights")
+    assert built_here(tmp_path / "cand-02") is None  # nothing there
+    m = PairManifest.build("smollm2-135m-instruct", {"chat": out / "adapters" / "chat", "genui": kept}, harness,
+                           base_fp="f" * 64)
     m.save(out / "pair.json")
     assert built_here(out) == m
-    shutil.rmtree(ad)  # restored without weights
+    (kept / "adapter_model.safetensors").write_bytes(b"changed")  # not the candidate's own: still built
+    assert built_here(out) == m
+    shutil.rmtree(out / "adapters")  # restored without its weights
     assert built_here(out) is None
     (out / "pair.json").write_text("{not json")
     assert built_here(out) is None

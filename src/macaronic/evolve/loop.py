@@ -211,9 +211,10 @@ def buildable(cands: list, champion: str, present, built) -> tuple[list, list]:
 
 
 def built_here(out: Path):
-    """The candidate's manifest when it is built in `out` and its files are all there as recorded; None
-    when it is not built, or its weights are gone (a workdir restored from a checkpoint keeps pair.json,
-    not the adapters: screening or gating it would fail, so it is built again)."""
+    """The candidate's manifest when it is built in `out` with its own adapters there; None when it is
+    not built, or the adapters it trained into `out` are gone (a workdir restored from a checkpoint keeps
+    pair.json, not the weights: screening or gating it would fail, so it is built again). Files outside
+    `out` (a parent's adapters, the harness) are not this check's to judge."""
     path = out / "pair.json"
     if not path.exists():
         return None
@@ -221,7 +222,12 @@ def built_here(out: Path):
         m = PairManifest.load(path)
     except (ValueError, KeyError, TypeError):
         return None
-    return None if m.verify() else m
+    here = out.resolve()
+    for a in m.adapters.values():
+        p = Path(a["path"])
+        if p.is_relative_to(here) and not (p / "adapter_model.safetensors").is_file():
+            return None
+    return m
 
 
 class Run:
@@ -510,9 +516,12 @@ class Run:
         from macaronic.pairs.reach import components_between, reached_suites, reusable_tasks
 
         key = f"gen-{g}:{c.name}"
-        done = [sc for sc in self.lin.screens(g) if sc["key"] == key]
-        if done:
-            return done[0]["detail"]["result"]
+        done = [sc for sc in self.lin.screens(g) if sc["key"] in (key, f"{key}@{m.id[:12]}")]
+        mine = [sc for sc in done if sc["pair_id"] == m.id]
+        if mine:
+            return mine[0]["detail"]["result"]
+        if done:  # screened as other bytes (built again after its weights were lost): these screen on their own
+            key = f"{key}@{m.id[:12]}"
         comps = sorted(components_between(m, champ))
         touched = reached_suites(self.contract, comps) if comps else set()
         same = reusable_tasks(self.contract, comps, champ_dev, Path(champ.harness["path"])) if touched else set()
