@@ -113,7 +113,8 @@ def test_agreement_counts_identical_replies_and_where_the_others_part():
 
     ours = [[1, 2, 3], [1, 2], [5, 6, 7]]
     row = llamacpp_agreement._compare(ours, {"default": [[1, 2, 3], [1, 2, 9], [5, 0, 7]], "fa-off": ours})
-    assert row == {"identical": 1, "first_differences": [2, 1], "identical_fa_off": 3, "first_differences_fa_off": []}
+    assert row == {"identical": 1, "first_differences": [2, 1], "parted": [1, 2], "identical_fa_off": 3,
+                   "first_differences_fa_off": [], "parted_fa_off": []}
 
 
 @pytest.mark.long

@@ -25,8 +25,8 @@ REFERENCES = {"default": (), "fa-off": ("-fa", "off")}  # llama-server's flags f
 
 
 def _compare(ours: list[list[int]], refs: dict[str, list[list[int]]]) -> dict:
-    """Per reference: replies identical token for token, and where the others first differ (the shorter
-    reply's length where one is a prefix of the other)."""
+    """Per reference: replies identical token for token, where the others first differ (the shorter
+    reply's length where one is a prefix of the other) and which prompts they were."""
     row = {}
     for ref, theirs in refs.items():
         firsts = [next((i for i, (a, c) in enumerate(zip(o, t)) if a != c), min(len(o), len(t)))
@@ -34,6 +34,7 @@ def _compare(ours: list[list[int]], refs: dict[str, list[list[int]]]) -> dict:
         key = "" if ref == "default" else f"_{ref.replace('-', '_')}"
         row[f"identical{key}"] = sum(o == t for o, t in zip(ours, theirs))
         row[f"first_differences{key}"] = [f for f, o, t in zip(firsts, ours, theirs) if o != t]
+        row[f"parted{key}"] = [i for i, (o, t) in enumerate(zip(ours, theirs)) if o != t]  # scripts/llamacpp_parting.py --prompts
     return row
 
 
