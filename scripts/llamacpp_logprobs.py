@@ -26,22 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 BASE = "qwen2.5-coder-0.5b"
 
 
 def prompts(n: int):
+    from macaronic.bench.llamacpp_agreement import humaneval_asks
     from macaronic.bench.suite import make_llm
     from macaronic.engine.base import load_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.suites.external import humaneval_problems
 
     b = load_base(BASE)
-    tok = load_tokenizer(b.path)
-    llm = make_llm(b, tok, max_batch=1, prefix_cache=False)
-    ids = [llm.encode_chat([{"role": "user", "content": "Complete this Python function. Reply with the whole function "
-                             f"in one ```python block.\n\n```python\n{p['prompt'].strip()}\n```"}])
-           for p in humaneval_problems()[:n]]
+    llm = make_llm(b, load_tokenizer(b.path), max_batch=1, prefix_cache=False)
+    ids = [llm.encode_chat(m) for m in humaneval_asks(range(n))]
     llm.close()
     return ids
 
@@ -121,7 +117,11 @@ def main() -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        refs = {"default": reference(ids, a.tokens, a.threads, work), "fa-off": reference(ids, a.tokens, a.threads, work, ("-fa", "off"), "fa-off")}
+        from macaronic.bench.llamacpp_agreement import REFERENCES
+
+        refs = {name: reference(ids, a.tokens, a.threads, work, flags, name) for name, flags in REFERENCES.items()}
+        shared = work / "ids_ref.json"  # what a variant from another tree reads
+        shared.write_text(json.dumps({"ids": ids, "ref": refs["default"]}))
         # llama.cpp against itself: up to where the two replies first part, both reported the
         # log-probability of the same token after the same tokens
         same = []
@@ -134,8 +134,6 @@ def main() -> int:
         for v in a.variants.split(","):
             spec, _, src = v.partition("@")
             if src:
-                shared = work / "ids_ref.json"
-                shared.write_text(json.dumps({"ids": ids, "ref": refs["default"]}))
                 out = work / "child.json"
                 if not (Path(src) / "macaronic").is_dir():
                     raise SystemExit(f"{src}: not a source tree (DIR/src, holding macaronic/)")

@@ -33,6 +33,7 @@ def main() -> int:
     import torch
 
     from macaronic import llamacpp
+    from macaronic.bench.llamacpp_agreement import humaneval_asks
     from macaronic.bench.suite import make_llm
     from macaronic.engine import bases
     from macaronic.engine.base import base_gguf, load_base
@@ -40,7 +41,6 @@ def main() -> int:
     from macaronic.engine.llm import load_tokenizer
     from macaronic.engine.model import SeqSlice
     from macaronic.engine.sampling import SamplingParams
-    from macaronic.suites.external import humaneval_problems
 
     torch.set_num_threads(a.threads)
     t0 = time.time()
@@ -48,9 +48,7 @@ def main() -> int:
     b = load_base(BASE)
     tok = load_tokenizer(b.path)
     llm = make_llm(b, tok, max_batch=len(which), prefix_cache=False)
-    problems = humaneval_problems()
-    ids = [llm.encode_chat([{"role": "user", "content": "Complete this Python function. Reply with the whole function in "
-                             f"one ```python block.\n\n```python\n{problems[i]['prompt'].strip()}\n```"}]) for i in which]
+    ids = [llm.encode_chat(m) for m in humaneval_asks(which)]
     eos = set(llm.engine._default_stop_ids())
     hs = [llm.submit(p, None, SamplingParams(max_tokens=a.tokens)) for p in ids]
     ours = []

@@ -24,6 +24,17 @@ VARIANTS = {"fp32": ("float32", "none"), "int4": ("bfloat16", "int4"), "gguf": (
 REFERENCES = {"default": (), "fa-off": ("-fa", "off")}  # llama-server's flags for each reference run
 
 
+def humaneval_asks(indices) -> list[list[dict]]:
+    """The chat messages this bench (and scripts/llamacpp_logprobs.py, llamacpp_parting.py) sends for
+    HumanEval problems `indices`: the coding suite's request, the prompt stripped."""
+    from macaronic.suites.external import humaneval_problems
+
+    problems = humaneval_problems()
+    return [[{"role": "user", "content": "Complete this Python function. Reply with the whole function in one "
+                                         f"```python block.\n\n```python\n{problems[i]['prompt'].strip()}\n```"}]
+            for i in indices]
+
+
 def _compare(ours: list[list[int]], refs: dict[str, list[list[int]]]) -> dict:
     """Per reference: replies identical token for token, where the others first differ (the shorter
     reply's length where one is a prefix of the other) and which prompts they were."""
@@ -45,17 +56,13 @@ def run(base_name: str | None, workdir: Path, prompts: int = 8, tokens: int = 64
     from macaronic.engine import bases
     from macaronic.engine.base import base_gguf, load_base
     from macaronic.engine.llm import load_tokenizer
-    from macaronic.suites.external import humaneval_problems
-
     binary = llamacpp.build(log=log)
     workdir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(threads)
     first = load_base(base_name)
     tok = load_tokenizer(first.path)
     gguf = base_gguf(first.name, scratch=workdir / bases.get(first.name).gguf)
-    asks = [[{"role": "user", "content": "Complete this Python function. Reply with the whole function in one "
-                                          f"```python block.\n\n```python\n{p['prompt'].strip()}\n```"}]
-            for p in humaneval_problems()[:prompts]]
+    asks = humaneval_asks(range(prompts))
     probe = make_llm(first, tok)
     ids = [probe.encode_chat(m) for m in asks]
     eos = set(probe.engine._default_stop_ids())  # the end-of-turn tokens a served reply stops at

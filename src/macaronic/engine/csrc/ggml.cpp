@@ -421,10 +421,11 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
   const bool wide = macaronic::wide();  // the AVX-512 kernels, else their AVX2 twins
   const int k = kernels();
   if (N <= kFewRows2 && k != kFp32) {
-    bool any_q8 = false, any_k = false;  // Q8_0, Q5_0 meet q8_0 x, the k-quants q8_K x; Q4_0 and Q4_1 x as it is
+    auto k_quant = [](int64_t t) { return t == 12 || t == 14; };  // Q4_K, Q6_K: they meet q8_K x
+    bool any_q8 = false, any_k = false;  // Q8_0, Q5_0 meet q8_0 x; Q4_0 and Q4_1 x as it is
     for (const int64_t t : r.type) {
-      any_q8 = any_q8 || (dots_for2(t, k) != nullptr && t != 12 && t != 14);
-      any_k = any_k || t == 12 || t == 14;
+      any_q8 = any_q8 || (dots_for2(t, k) != nullptr && !k_quant(t));
+      any_k = any_k || k_quant(t);
     }
     const Q8Rows x0 = any_q8 ? q8_rows(xp, N, K, false) : Q8Rows{};
     const Q8Rows xk = any_k ? q8_rows(xp, N, K, true) : Q8Rows{};
@@ -436,7 +437,7 @@ at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRe
         const int64_t p = r.find(o);
         const float b = bp ? float(bp[o]) : 0.f;
         if (const Dot8Fn* f = dots_for2(r.type[p], k)) {
-          const Q8Rows& xq = r.type[p] == 12 || r.type[p] == 14 ? xk : x0;
+          const Q8Rows& xq = k_quant(r.type[p]) ? xk : x0;
           for (int64_t n0 = 0; n0 < N; n0 += kTile2) f[std::min<int64_t>(kTile2, N - n0) - 1](r.row(p, o), xq, n0, K, out + n0);
           for (int64_t n = 0; n < N; ++n) yp[n * O + o] = at::BFloat16(out[n] + b);
           continue;
