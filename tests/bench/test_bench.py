@@ -216,3 +216,26 @@ def test_bench_refuses_a_prompt_count_outside_humaneval(capsys):
             bench_command.main(["--only", "agreement", "--prompts", bad, "--json", "unused.json"])
         assert e.value.code == 2
         assert f"--prompts must be between 1 and 164 (HumanEval's problems), got {bad}" in capsys.readouterr().err
+
+
+def test_vllm_section_renders_the_parts_it_measured(tmp_path):
+    """`macaronic bench vllm --parts` measures some parts: the section shows those, the served column
+    only when that server ran, and refuses a part it does not know."""
+    from macaronic.bench import vllm_peer
+    from macaronic.commands import bench as bench_command
+
+    common = {"command": "macaronic bench vllm", "seconds": 1.0, "base": "qwen2.5-coder-0.5b", "threads": 2,
+              "tokens": 32, "machine": {"cpu": "CPU", "cores": 2},
+              "vllm": {"version": "0", "startup_s": 1, "settings": "s", "adapters": {"agent": {"rank": 8}, "genui": {"rank": 8}}},
+              "macaronic": {"startup_s": 1}}
+    decode = {f"{k}_{n}_{f}": v for k in ("macaronic", "vllm", "served") for n in (1, 16)
+              for f, v in (("tok_s", 10.0 * n), ("mean_tokens", 32.0))}
+    text = vllm_peer.markdown({**common, "decode": decode, "served": {"startup_s": 2, "precision": {"quant": "int4"}}})
+    assert "Macaronic as served" in text and "quant int4" in text and "1.0x |" in text
+    assert "Switched-turn" not in text and "Adapter load" not in text
+    only_load = vllm_peer.markdown({**common, "load": {"adapter": "genui", "vllm_load_ms": 1, "vllm_first_request_ms": 2,
+                                                       "vllm_resident_request_ms": 3, "macaronic_register_ms": 4,
+                                                       "macaronic_load_ms": 5}})
+    assert "`genui` adapter" in only_load and "decode tokens/s" not in only_load and "as served" not in only_load
+    with pytest.raises(SystemExit, match="--parts takes some of decode,switch,load"):
+        bench_command.main(["vllm", "--json", str(tmp_path / "x.json"), "--parts", "decode,speed"])

@@ -139,3 +139,15 @@ def test_bad_requests_get_openai_errors(client):
                                        max_tokens=2)
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="coding", messages=[{"role": "user", "content": "x"}], max_tokens=-3)
+
+
+def test_bench_streams_are_equally_long_on_vllm(vllm):
+    """`macaronic bench vllm` compares decode at equal output lengths: vLLM honours the `ignore_eos`
+    the bench sends, so every stream (adapters round-robin) is exactly as long as asked."""
+    import asyncio
+
+    from macaronic.bench import vllm_peer
+
+    names = [x["name"] for x in json.loads((vllm.export_dir / "manifest.json").read_text())["adapters"]]
+    got = asyncio.run(vllm_peer._streams(vllm.url, 3, 6, names))
+    assert got["mean_tokens"] == 6.0 and got["tok_s"] > 0

