@@ -92,6 +92,9 @@ def test_a_role_marked_bare_adds_no_instruction_where_its_pair_has_no_adapter():
     msgs = [{"role": "user", "content": "hi"}]
     assert conversation(served, "chat", msgs) == [conversation(b, None, msgs)[0], msgs[0]]  # the bare base's layout
     assert len(conversation(b, "chat", msgs)) == 3
+    at_answer = b.served(["chat", "agent", "coding", "genui"], ["genui"])  # genui's adapter: assistant header
+    assert at_answer.role("genui").system_prompt == "" and at_answer.role("agent").system_prompt == b.role("agent").system_prompt
+    assert conversation(at_answer, "genui", msgs) == conversation(served, "chat", msgs)  # one layout up to the answer
 
 
 def test_a_role_file_with_an_unknown_without_adapter_value_is_refused():

@@ -149,3 +149,49 @@ def test_user_turn_kv_is_the_bare_base_and_is_shared(trained, tiny_base, tmp_pat
     finally:
         llm.close()
 
+
+
+def test_a_pair_renders_no_instruction_before_a_turn_its_adapter_answers_from_the_assistant_header(trained, tiny_base):
+    """The served layout under the assistant-header rule: the role adds no instruction before the user
+    turn, so the turn up to the assistant header is the bare base's layout, the same in every role (one
+    prefill any specialist continues and the router can read); the contract's runner renders the same."""
+    from macaronic.contract.runner import LocalRunner
+    from macaronic.engine.llm import load_llm
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import conversation
+    from macaronic.serve.mol import MoL
+
+    b = load_bundle()
+    assert b.role("chat").system_prompt  # the bundle's own chat instruction, left out below
+    llm = load_llm(tiny_base, [])
+    llm.add_adapter(trained, name="chat")  # as the contract's runner registers a pair's adapters: by role
+    try:
+        mol = MoL.from_llm(llm, b)
+        assert mol.adapter_for_role("chat") == "chat" and mol.backend.adapters()["chat"].activation == "assistant"
+        assert mol.bundle.role("chat").system_prompt == "" and mol.bundle.id == b.id
+        assert mol.bundle.role("genui").system_prompt == b.role("genui").system_prompt  # no adapter: as before
+        msgs = [{"role": "user", "content": "Name three rivers."}]
+        assert conversation(mol.bundle, "chat", msgs) == [conversation(b, None, msgs)[0], msgs[0]]
+        runner = type("Shim", (), {"bundle": b, "llm": llm})()
+        assert LocalRunner.prompt(runner, msgs, "chat", None) == conversation(mol.bundle, "chat", msgs)
+    finally:
+        llm.close()
+
+
+def test_training_data_at_the_assistant_header_lose_the_role_instruction_as_serving_does():
+    """`macaronic train --activation assistant` trains on the layout the pair serves that adapter with:
+    the role's instruction before each user turn it answers is left out (`builders.at_answer`), the
+    header and everything else kept; applying it twice changes nothing."""
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import conversation
+    from macaronic.train.builders import at_answer, build
+
+    examples = build("genui_engine_compose", 3, seed=7)
+    got = at_answer(examples, "genui")
+    ins = load_bundle().role("genui").system_prompt.strip()
+    for ex, new in zip(examples, got):
+        assert sum(m["content"] == ins for m in ex.messages) == 1
+        assert [m for m in ex.messages if m["content"] != ins] == list(new.messages)
+        served = conversation(load_bundle().served(["genui"], ["genui"]), "genui", list(new.messages[1:-1]))
+        assert served == list(new.messages[:-1])  # the served layout, byte for byte
+    assert at_answer(got, "genui") == got

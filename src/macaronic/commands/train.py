@@ -119,16 +119,22 @@ def native_bf16() -> bool:
 
 
 def load_examples(args) -> tuple[list, str]:
-    from macaronic.train.builders import build
+    """The examples and where they came from, laid out as the served pair renders them for this adapter
+    (at the assistant header: no role instruction before the user turn, `builders.at_answer`)."""
+    from macaronic.train.builders import at_answer, build
     from macaronic.datagen.examples import read_jsonl
 
     if args.data:
-        return read_jsonl(args.data), f"file:{args.data.name}"
-    gen = args.generator or role_defaults(args.role)[0]
-    from macaronic.engine.bases import BASES
+        examples, source = read_jsonl(args.data), f"file:{args.data.name}"
+    else:
+        gen = args.generator or role_defaults(args.role)[0]
+        from macaronic.engine.bases import BASES
 
-    base = args.base if args.base in BASES else None  # a model directory gets the default identity
-    return build(gen, args.examples, args.seed, base), f"generator:{gen}"
+        base = args.base if args.base in BASES else None  # a model directory gets the default identity
+        examples, source = build(gen, args.examples, args.seed, base), f"generator:{gen}"
+    if getattr(args, "activation", "user") == "assistant":
+        examples = at_answer(examples, args.role)
+    return examples, source
 
 
 def run(args) -> Path:

@@ -83,7 +83,8 @@ class LocalRunner:
         """The layout messages `role` answers from (the one renderer)."""
         from macaronic.prompts import conversation
 
-        bundle = self.bundle.served(self.llm.adapters.names())  # as the served pair renders it (MoL)
+        infos = self.llm.adapters.infos()  # as the served pair renders it (MoL)
+        bundle = self.bundle.served([i.name for i in infos], [i.name for i in infos if i.activation == "assistant"])
         return conversation(bundle, role, [for_renderer(m, bundle) for m in messages], tools)
 
 

@@ -87,13 +87,17 @@ class HarnessBundle:
         """Identity first, then the role's own instructions."""
         return f"{self.identity.strip()}\n\n{self.role(role).system_prompt.strip()}"
 
-    def served(self, adapter_roles) -> "HarnessBundle":
+    def served(self, adapter_roles, assistant_roles=()) -> "HarnessBundle":
         """The bundle as a pair serving adapters for `adapter_roles` renders it: a role marked
-        `without_adapter: base` that has no adapter there adds no instruction. Same id: the pair id
-        names the adapters, so bundle + adapters still fix the behaviour."""
+        `without_adapter: base` that has no adapter there adds no instruction, and neither does a role
+        in `assistant_roles`, whose adapter switches on at the assistant header (an Activated LoRA
+        carries its role itself; the user turn before it is then the bare base's in every role, one
+        prefill the router can read). Same id: the pair id names the adapters, so bundle + adapters
+        still fix the behaviour."""
         import dataclasses
 
         bare = {r.name for r in self.roles if r.without_adapter == "base" and r.name not in set(adapter_roles)}
+        bare |= {r.name for r in self.roles if r.name in set(assistant_roles)}
         if not bare:
             return self
         roles = tuple(dataclasses.replace(r, system_prompt="") if r.name in bare else r for r in self.roles)

@@ -26,6 +26,7 @@ class AdapterMeta:
     mode: str = "full"  # "full" or "turn"
     role: str | None = None
     id: str | None = None
+    activation: str = "user"  # turn mode: where it switches on, the "user" or the "assistant" header
 
 
 @dataclass
@@ -145,7 +146,8 @@ class LocalBackend:
         return [{**one(t, lp), "top_logprobs": [one(i, v) for i, v in top]} for t, lp, top in entries]
 
     def adapters(self) -> dict[str, AdapterMeta]:
-        return {i.name: AdapterMeta(i.name, i.mode, i.role, i.id) for i in self.llm.adapters.infos()}
+        return {i.name: AdapterMeta(i.name, i.mode, i.role, i.id, i.activation)
+                for i in self.llm.adapters.infos()}
 
     def engine_stats(self) -> dict[str, float]:
         """The engine's counters (tokens prefilled and generated, steps), the sequences it runs now and

@@ -226,14 +226,18 @@ class MoL:
         self.store = store or Store(":memory:")
         self._pending: dict[str, asyncio.Future] = {}
         self._genui_schema: dict | None = None
-        by_role = {}
+        by_role, at_answer = {}, set()
         for role in bundle.role_names:
             a = self.adapter_for_role(role)
             meta = self.backend.adapters().get(a) if a else None
             if meta is not None:
                 by_role[role] = meta.id or meta.name
+                if meta.activation == "assistant":
+                    at_answer.add(role)
         self.pair_id = pair_id(backend.base()["fingerprint"], by_role, bundle.id)  # macaronic.pairs rule
-        self.bundle = bundle.served(by_role)  # roles without their adapter and marked so answer as the bare base
+        # roles without their adapter and marked so answer as the bare base; roles whose adapter switches
+        # on at the assistant header add no instruction before the user turn
+        self.bundle = bundle.served(by_role, at_answer)
 
     @classmethod
     def from_llm(cls, llm, bundle=None, router=None, **kw) -> "MoL":

@@ -104,7 +104,8 @@ class RemoteBackend:
                 continue  # a macaronic server's routed public name is no adapter
             meta = meta or self._local.get(m["id"]) or {}
             role = meta.get("role") or (m["id"] if m["id"] in self.roles else None)
-            out[m["id"]] = AdapterMeta(m["id"], meta.get("mode", "full"), role, meta.get("id"))
+            out[m["id"]] = AdapterMeta(m["id"], meta.get("mode", "full"), role, meta.get("id"),
+                                     meta.get("activation", "user"))
         return out
 
     async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,

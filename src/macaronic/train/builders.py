@@ -38,6 +38,25 @@ def role_prompt_head(role: str) -> list[dict]:
     return prompt_head(_bundle(), role, openai_tools() if output_of(role) == "tool_calls" else None)
 
 
+def at_answer(examples: list[Example], role: str) -> list[Example]:
+    """The examples as a pair renders them for an adapter that switches on at the assistant header: the
+    role's instruction (the system message before each user turn the role answers) left out, as
+    `HarnessBundle.served(..., assistant_roles)` leaves it out when serving. Idempotent; an example of
+    another role (its `role`, else `role`) loses that role's instruction."""
+    from macaronic.prompts import role_instruction
+
+    out = []
+    for ex in examples:
+        ins = role_instruction(_bundle(), ex.role or role)
+        msgs = ex.messages
+        if ins is not None:
+            msgs = tuple(m for i, m in enumerate(msgs)
+                         if not (m.get("role") == "system" and m.get("content") == ins["content"]
+                                 and i + 1 < len(msgs) and msgs[i + 1].get("role") == "user"))
+        out.append(ex if msgs == ex.messages else Example(msgs, ex.role, ex.source))
+    return out
+
+
 def role_system_prompt(role: str) -> str:
     """The head's text in one string (for logs and length checks)."""
     return "\n\n".join(m["content"] for m in role_prompt_head(role))
