@@ -9,6 +9,8 @@ one draw of a generator's examples written twice, as the served harness renders 
 
     .venv/bin/python scripts/activation_study_data.py genui_engine_compose 160 7 runs/act-qwen
     # -> runs/act-qwen/user.jsonl, runs/act-qwen/assistant.jsonl
+    .venv/bin/python scripts/activation_study_data.py shipped:agent 160 7 runs/act-qwen-agent
+    # shipped:ROLE: n rows drawn (seeded) from the data the default base's shipped ROLE adapter was trained on
 """
 
 from __future__ import annotations
@@ -21,7 +23,24 @@ from macaronic.train.builders import at_answer, build
 
 
 def main(generator: str, n: int, seed: int, out: str) -> None:
-    examples = build(generator, n, seed)
+    if generator.startswith("shipped:"):
+        import random
+
+        from macaronic.datagen.examples import read_jsonl
+        from macaronic.engine.adapters import recorded_data
+        from macaronic.engine.llm import shipped_adapters_dir
+
+        role = generator.split(":", 1)[1]
+        path = recorded_data(shipped_adapters_dir() / role)
+        if path is None:
+            raise SystemExit(f"the shipped {role} adapter has no recorded data file; name its generator instead "
+                             f"(its macaronic.json `data.source`)")
+        rows = read_jsonl(path)
+        if n > len(rows):
+            raise SystemExit(f"the shipped {role} adapter was trained on {len(rows)} examples; ask for at most that many")
+        examples = random.Random(seed).sample(rows, n)
+    else:
+        examples = build(generator, n, seed)
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     with open(d / "user.jsonl", "w") as u, open(d / "assistant.jsonl", "w") as a:

@@ -218,24 +218,37 @@ def test_bench_refuses_a_prompt_count_outside_humaneval(capsys):
         assert f"--prompts must be between 1 and 164 (HumanEval's problems), got {bad}" in capsys.readouterr().err
 
 
-def test_vllm_section_renders_the_parts_it_measured(tmp_path):
+def test_vllm_section_renders_the_parts_it_measured(tmp_path, capsys):
     """`macaronic bench vllm --parts` measures some parts: the section shows those, the served column
-    only when that server ran, and refuses a part it does not know."""
+    only when that server ran; the committed runs (the SmolLM2 one of 2026-12-01, before `--parts`,
+    and the default base's) still render; a part or base it does not know is refused up front."""
+    import json
+    from pathlib import Path
+
     from macaronic.bench import vllm_peer
     from macaronic.commands import bench as bench_command
 
     common = {"command": "macaronic bench vllm", "seconds": 1.0, "base": "qwen2.5-coder-0.5b", "threads": 2,
-              "tokens": 32, "machine": {"cpu": "CPU", "cores": 2},
+              "tokens": 32, "machine": {"cpu": "CPU", "cores": 2}, "parts": ["decode"], "ignore_eos": True,
               "vllm": {"version": "0", "startup_s": 1, "settings": "s", "adapters": {"agent": {"rank": 8}, "genui": {"rank": 8}}},
               "macaronic": {"startup_s": 1}}
-    decode = {f"{k}_{n}_{f}": v for k in ("macaronic", "vllm", "served") for n in (1, 16)
-              for f, v in (("tok_s", 10.0 * n), ("mean_tokens", 32.0))}
+    decode = {f"{k}_{n}_{f}": v for k, x in (("macaronic", 10.0), ("vllm", 5.0), ("served", 30.0)) for n in (1, 16)
+              for f, v in (("tok_s", x * n), ("mean_tokens", 32.0))}
     text = vllm_peer.markdown({**common, "decode": decode, "served": {"startup_s": 2, "precision": {"quant": "int4"}}})
-    assert "Macaronic as served" in text and "quant int4" in text and "1.0x |" in text
+    assert "| 10.0 | 5.0 | 2.0x | 30.0 | 6.0x |" in text and "| 160.0 | 80.0 | 2.0x | 480.0 | 6.0x |" in text
+    assert "quant int4" in text and "32 tokens each, `ignore_eos`" in text
     assert "Switched-turn" not in text and "Adapter load" not in text
     only_load = vllm_peer.markdown({**common, "load": {"adapter": "genui", "vllm_load_ms": 1, "vllm_first_request_ms": 2,
                                                        "vllm_resident_request_ms": 3, "macaronic_register_ms": 4,
                                                        "macaronic_load_ms": 5}})
     assert "`genui` adapter" in only_load and "decode tokens/s" not in only_load and "as served" not in only_load
-    with pytest.raises(SystemExit, match="--parts takes some of decode,switch,load"):
-        bench_command.main(["vllm", "--json", str(tmp_path / "x.json"), "--parts", "decode,speed"])
+    root = Path(__file__).resolve().parents[2] / "docs" / "bench"
+    old = vllm_peer.markdown(json.loads((root / "vllm.json").read_text()))
+    assert "shared with other jobs" in old and "ignore_eos" not in old and "history last computed on `chat`" in old
+    new = vllm_peer.markdown(json.loads((root / "vllm-qwen.json").read_text()))
+    assert "nothing else running by intent" in new and "`ignore_eos`" in new and "Macaronic as served" in new
+    for bad, said in ((["--parts", "decode,speed"], "--parts takes some of decode,switch,load"),
+                      (["--base", "no-such-base"], "unknown base 'no-such-base'")):
+        with pytest.raises(SystemExit) as e:
+            bench_command.main(["vllm", "--json", str(tmp_path / "x.json"), *bad])
+        assert e.value.code == 2 and said in capsys.readouterr().err

@@ -719,3 +719,33 @@ def test_a_candidates_training_resumes_from_its_checkpoint_after_a_kill(tmp_path
     data.write_text('{"a": 2}\n')  # other data: another directory, no resume
     successor._train(champ, "agent", data, tmp / "adapters" / "genui", meta, 40, None)
     assert calls[2][0] != work and calls[2][1] is False
+
+
+def test_a_successor_trains_under_its_parents_activation_rule(tmp_path, monkeypatch):
+    """An adapter that switches on at the assistant header is retrained at the assistant header (the
+    layout it was trained and is served with), and GRPO, which trains at the user header, refuses it;
+    a user-header adapter's command is the one it always was (resume keys unchanged)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    import pytest
+
+    from macaronic.evolve import successor
+
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(cmd) or SimpleNamespace(returncode=1, stderr="stop"))
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"messages": []}\n')
+    for activation in ("assistant", "user"):
+        a = tmp_path / activation / "genui"
+        a.mkdir(parents=True)
+        (a / "adapter_config.json").write_text(json.dumps({"r": 8}))
+        (a / "macaronic.json").write_text(json.dumps({"mode": "turn", **({"activation": activation} if activation != "user" else {})}))
+        meta = successor._adapter_meta(str(a))
+        assert meta["activation"] == activation
+        with pytest.raises(RuntimeError, match="stop"):
+            successor._train(SimpleNamespace(base=None), "genui", data, tmp_path / "out" / activation, meta, 2, None)
+    assert seen[0][seen[0].index("--activation") + 1] == "assistant" and "--activation" not in seen[1]
+    with pytest.raises(ValueError, match="switches on at the assistant header"):
+        successor.grpo(SimpleNamespace(base=None), tmp_path, {}, {"genui": str(tmp_path / "assistant" / "genui")},
+                       print, {"role": "genui"})

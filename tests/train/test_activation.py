@@ -195,3 +195,53 @@ def test_training_data_at_the_assistant_header_lose_the_role_instruction_as_serv
         served = conversation(load_bundle().served(["genui"], ["genui"]), "genui", list(new.messages[1:-1]))
         assert served == list(new.messages[:-1])  # the served layout, byte for byte
     assert at_answer(got, "genui") == got
+
+
+def test_macaronic_train_at_the_assistant_header_reads_its_data_without_the_instruction(tmp_path):
+    """`macaronic train --activation assistant` lays out what it reads (a data file or a generator) as
+    the pair will serve it; `--activation user` reads it as it is."""
+    from argparse import Namespace
+
+    from macaronic.commands.train import load_examples
+    from macaronic.datagen.examples import write_jsonl
+    from macaronic.harness import load_bundle
+    from macaronic.train.builders import build
+
+    ins = load_bundle().role("genui").system_prompt.strip()
+    data = tmp_path / "genui.jsonl"
+    write_jsonl(data, build("genui_engine_compose", 2, seed=3))
+    for kw in ({"data": data}, {"data": None, "generator": "genui_engine_compose", "examples": 2, "seed": 3,
+                                "base": "qwen2.5-coder-0.5b"}):
+        as_is, _ = load_examples(Namespace(role="genui", activation="user", **kw))
+        at, _ = load_examples(Namespace(role="genui", activation="assistant", **kw))
+        assert all(any(m["content"] == ins for m in ex.messages) for ex in as_is)
+        assert not any(m["content"] == ins for ex in at for m in ex.messages)
+        assert [len(ex.messages) - 1 for ex in as_is] == [len(ex.messages) for ex in at]
+
+
+def test_a_front_over_an_engine_reads_the_activation_and_renders_the_same_layout(trained, tiny_base):
+    """`macaronic serve --engine openai://` in front of a `--engine-only` server: the engine lists the
+    adapter's activation in /v1/models, the front's backend reads it, and the front's pair renders
+    the turn without the role instruction, as the engine's own pair would."""
+    import httpx
+
+    from macaronic.engine.llm import load_llm
+    from macaronic.harness import load_bundle
+    from macaronic.serve.app import create_app
+    from macaronic.serve.guard import ServeConfig
+    from macaronic.serve.mol import MoL
+    from macaronic.serve.remote import RemoteBackend
+    from tests.serve.serve_helpers import InProcessServer
+
+    llm = load_llm(tiny_base, [])
+    llm.add_adapter(trained, name="chat")
+    srv = InProcessServer(create_app(MoL.from_llm(llm, load_bundle()), ServeConfig(engine_only=True)))
+    try:
+        listed = {m["id"]: m["macaronic"] for m in httpx.get(srv.url + "/v1/models").json()["data"]}
+        assert listed["chat"]["activation"] == "assistant"
+        front = MoL(RemoteBackend("openai://" + srv.url.removeprefix("http://")), load_bundle())
+        assert front.backend.adapters()["chat"].activation == "assistant"
+        assert front.bundle.role("chat").system_prompt == ""
+    finally:
+        srv.stop()
+        llm.close()

@@ -143,11 +143,12 @@ def test_bad_requests_get_openai_errors(client):
 
 def test_bench_streams_are_equally_long_on_vllm(vllm):
     """`macaronic bench vllm` compares decode at equal output lengths: vLLM honours the `ignore_eos`
-    the bench sends, so every stream (adapters round-robin) is exactly as long as asked."""
+    the bench sends, so every stream (adapters round-robin) is exactly as long as asked, even when
+    the reply would end at once (without `ignore_eos` a one-word answer stops after a few tokens)."""
     import asyncio
 
     from macaronic.bench import vllm_peer
 
     names = [x["name"] for x in json.loads((vllm.export_dir / "manifest.json").read_text())["adapters"]]
-    got = asyncio.run(vllm_peer._streams(vllm.url, 3, 6, names))
-    assert got["mean_tokens"] == 6.0 and got["tok_s"] > 0
+    got = asyncio.run(vllm_peer._streams(vllm.url, 3, 24, names, ask="Reply with the one word yes and nothing else."))
+    assert got["mean_tokens"] == 24.0 and got["tok_s"] > 0

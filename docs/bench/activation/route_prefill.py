@@ -1,8 +1,12 @@
-"""Route head on the answer's own prefill (SmolLM2): a head fitted on the bare base's residual
-entering layer 15 at the end of the user turn, in context (identity header + the conversation as
+"""Route head on the answer's own prefill (SmolLM2 by default): a head fitted on the bare base's residual
+entering layer LAYER (15 on SmolLM2) at the end of the user turn, in context (identity header + the conversation as
 served, no role instruction), against the same fit on the shipped head's views (chatmean + chatlast
-of the request alone as a user message with the generation prompt, layer 15). Same data (the
-router's fit train/dev: templates + hand-written train), held-out hand-written writers as test."""
+of the request alone as a user message with the generation prompt, the same layer). Same data (the
+router's fit train/dev: templates + hand-written train), held-out hand-written writers as test.
+
+    python docs/bench/activation/route_prefill.py OUT.json [BASE LAYER TEMPLATES THREADS]
+    # defaults: smollm2-135m-instruct 15 500 1 (the run of 2026-12-04); the default base reads layer 16
+"""
 import json, sys, time
 import numpy as np
 import torch
@@ -19,9 +23,10 @@ from macaronic.router.handwritten import load_handwritten
 from macaronic.router.head import HeadPolicy, _macro_f1
 from macaronic.contract.stats import paired_bootstrap
 
-torch.set_num_threads(1)
-LAYER = 15
-llm = load_llm(resolve_base("smollm2-135m-instruct"), [], EngineConfig())
+BASE, LAYER, TEMPLATES, THREADS = (sys.argv[2:] + ["smollm2-135m-instruct", "15", "500", "1"][len(sys.argv[2:]):])[:4]
+LAYER, TEMPLATES = int(LAYER), int(TEMPLATES)
+torch.set_num_threads(int(THREADS))
+llm = load_llm(resolve_base(BASE), [], EngineConfig.from_env())  # MACARONIC_DTYPE / MACARONIC_QUANT (unset: fp32)
 rule, bundle = TurnRule(llm.tokenizer), load_bundle()
 train, dev = router_fit_data()
 test = load_handwritten("test")
@@ -31,7 +36,7 @@ sets = {k: [e for e in v if e.get("kind") != "tool_result"] for k, v in (("train
 rng = random.Random(0)
 hand = [e for e in sets["train"] if e.get("kind") != "template"]
 tmpl = [e for e in sets["train"] if e.get("kind") == "template"]
-sets["train"] = hand + rng.sample(tmpl, min(500, len(tmpl)))
+sets["train"] = hand + rng.sample(tmpl, min(TEMPLATES, len(tmpl)))
 sets["dev"] = rng.sample(sets["dev"], min(200, len(sets["dev"])))
 
 
@@ -64,7 +69,7 @@ for k, ex in sets.items():
     lens += [r[1] for r in rows]
     print(k, len(ex), f"{time.time() - t0:.0f}s", file=sys.stderr, flush=True)
 labels = {k: [e["label"] for e in ex] for k, ex in sets.items()}
-out = {"layer": LAYER, "n": {k: len(v) for k, v in sets.items()}, "prefill_tokens_mean": float(np.mean(lens)), "views": {}}
+out = {"base": BASE, "layer": LAYER, "templates": TEMPLATES, "n": {k: len(v) for k, v in sets.items()}, "prefill_tokens_mean": float(np.mean(lens)), "views": {}}
 correct = {}
 for name, views in (("shipped", ("chatmean", "chatlast")), ("prefill", ("usermean", "userlast"))):
     X = feats[name]

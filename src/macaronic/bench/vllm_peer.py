@@ -139,7 +139,7 @@ def switch_ttft(servers: dict[str, str], lengths, reps: int, count, progress, a:
     return rows
 
 
-async def _streams(url: str, n: int, tokens: int, models: list[str]) -> dict:
+async def _streams(url: str, n: int, tokens: int, models: list[str], ask: str | None = None) -> dict:
     """n concurrent streamed requests, `models` round-robin, each exactly `tokens` long (`ignore_eos`);
     decode tokens/s from each stream's first token to its last, aggregated over the span in which all
     streams decode."""
@@ -147,7 +147,7 @@ async def _streams(url: str, n: int, tokens: int, models: list[str]) -> dict:
         first = None
         body = {"model": models[i % len(models)], "stream": True, "max_tokens": tokens, "temperature": 0,
                 "ignore_eos": True, "stream_options": {"include_usage": True},
-                "messages": [{"role": "user", "content": f"Count from {i} to {i + 400}, one number per line."}]}
+                "messages": [{"role": "user", "content": ask or f"Count from {i} to {i + 400}, one number per line."}]}
         done, count = None, 0
         async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
             async for line in r.aiter_lines():
@@ -224,6 +224,14 @@ def macaronic_load(work: Path, reps: int, base: str | None, name: str) -> dict:
     return {"macaronic_register_ms": med(reg), "macaronic_load_ms": med(load)}
 
 
+def parse_parts(text: str | None) -> tuple[str, ...]:
+    """`--parts`: some of PARTS, comma-separated (None: all); ValueError names what it takes."""
+    parts = PARTS if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+    if not parts or set(parts) - set(PARTS):
+        raise ValueError(f"--parts takes some of {','.join(PARTS)}, got {text!r}")
+    return parts
+
+
 def run(a, argv: list[str]) -> int:
     """vLLM beside Macaronic with the options of `macaronic bench vllm` (`a`: commands/bench.py)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers below are stopped on a kill
@@ -235,14 +243,12 @@ def run(a, argv: list[str]) -> int:
     from macaronic.engine import bases
 
     base = bases.get(a.base).name
-    parts = PARTS if a.parts is None else tuple(x.strip() for x in a.parts.split(",") if x.strip())
-    if not parts or set(parts) - set(PARTS):
-        raise SystemExit(f"macaronic bench vllm: --parts takes some of {','.join(PARTS)}, got {a.parts!r}")
+    parts = parse_parts(a.parts)
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = 1 if a.quick else 3
     t0 = time.time()
     result: dict = {"command": "macaronic bench vllm " + " ".join(argv), "machine": machine.describe(),
-                    "base": base, "threads": a.threads, "tokens": a.tokens, "parts": list(parts)}
+                    "base": base, "threads": a.threads, "tokens": a.tokens, "parts": list(parts), "ignore_eos": True}
     with tempfile.TemporaryDirectory(prefix="macaronic-bench-vllm-") as tmp, Progress() as prog:
         out = export(Path(tmp) / "export", "--base", base)
         manifest = json.loads((out / "manifest.json").read_text())
@@ -279,7 +285,7 @@ def run(a, argv: list[str]) -> int:
                 task = prog.add_task("decode (1, 16 streams)", total=2 * reps * len(servers))
                 result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task), names)
             if "switch" in parts:
-                task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps * 2)
+                task = prog.add_task("switched-turn TTFT", total=len(lengths) * reps * len(servers))
                 result["switch_ttft"] = switch_ttft(servers, lengths, reps, count, lambda: prog.advance(task),
                                                     first, second)
                 result["switch"] = {"from": first, "to": second}
@@ -288,11 +294,16 @@ def run(a, argv: list[str]) -> int:
                 result["load"] = {"adapter": second, **vllm_load(vllm.url, out, reps, second),
                                   **macaronic_load(Path(tmp) / "copies", reps, base, second)}
                 prog.advance(task)
-        finally:
-            vllm.stop()
-            for server in (ours, served):
-                if server:
-                    server.stop()
+        finally:  # every server stopped, whichever stop fails
+            errors = []
+            for server in (vllm, ours, served):
+                try:
+                    if server:
+                        server.stop()
+                except Exception as e:  # noqa: BLE001 - reported once all are stopped
+                    errors.append(e)
+            if errors:
+                raise errors[0]
     result["seconds"] = round(time.time() - t0, 1)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -313,8 +324,9 @@ def vllm_flags(out: Path) -> list[str]:
 def markdown(r: dict) -> str:
     m, v = r["machine"], r["vllm"]
     ranks = ", ".join(f"{k} r{x['rank']}" for k, x in v["adapters"].items())
-    out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, nothing else "
-           f"running by intent (ratios of side-by-side runs mean more than absolute figures). Base "
+    idle = "nothing else running by intent" if "parts" in r else "shared with other jobs while measuring"
+    out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, {idle} "
+           f"(ratios of side-by-side runs mean more than absolute figures). Base "
            f"{r.get('base', 'smollm2-135m-instruct')}; each engine: {r['threads']} core(s), bf16 on the same weights, "
            f"the shipped adapters ({ranks}), over HTTP with the same client. "
            f"vLLM {v['version']} ({v['settings']}); start-up {v['startup_s']} s. Macaronic: "
@@ -333,7 +345,8 @@ def markdown(r: dict) -> str:
             a, b = d[f"macaronic_{n}_tok_s"], d[f"vllm_{n}_tok_s"]
             label = "1 stream" if n == 1 else "16 mixed-adapter streams"
             means = " / ".join(str(d[f"{k}_{n}_mean_tokens"]) for k in ("macaronic", "vllm", "served") if f"{k}_{n}_mean_tokens" in d)
-            row = f"| {label} ({r['tokens']} tokens each, `ignore_eos`; mean generated {means}) | {a} | {b} | {round(a / b, 2)}x |"
+            each = f"{r['tokens']} tokens each, `ignore_eos`" if r.get("ignore_eos") else f"{r['tokens']} max tokens"
+            row = f"| {label} ({each}; mean generated {means}) | {a} | {b} | {round(a / b, 2)}x |"
             if sv:
                 c = d[f"served_{n}_tok_s"]
                 row += f" {c} | {round(c / b, 2)}x |"

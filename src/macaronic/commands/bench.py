@@ -84,7 +84,16 @@ def vllm(argv: list[str]) -> int:
     ap.add_argument("--no-served", dest="served", action="store_false",
                     help="leave out the third server: Macaronic on the registered base at its served precision "
                          "(int4 on the default base's GGUF), beside the bf16 pair")
-    return vllm_peer.run(ap.parse_args(argv), argv)
+    a = ap.parse_args(argv)
+    try:
+        vllm_peer.parse_parts(a.parts)
+        if a.base is not None:
+            from macaronic.engine import bases
+
+            bases.get(a.base)
+    except (ValueError, KeyError) as e:
+        ap.error(str(e).strip("'\""))
+    return vllm_peer.run(a, argv)
 
 
 def modes_parser() -> argparse.ArgumentParser:

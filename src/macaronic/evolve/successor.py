@@ -221,6 +221,8 @@ def _train(champion, role: str, data: Path, out_dir: Path, meta: dict, steps: in
            "--save-every", str(SAVE_EVERY), "--no-progress", "--description", meta["description"]]
     if init:
         cmd += ["--init-adapter", str(init)]
+    if meta.get("activation", "user") != "user":  # the champion's rule (and layout) carries to its successor
+        cmd += ["--activation", meta["activation"]]
     if champion.base:
         cmd += ["--base", champion.base]
     h = hashlib.sha256(json.dumps(cmd[1:]).encode())
@@ -338,6 +340,8 @@ def grpo(champion, tmp: Path, ctx: dict, adapters: dict, log, opts: dict) -> dic
     """A few GRPO steps (`macaronic train grpo`, verifiable reward) warm-started from the adapter."""
     role, steps = opts.get("role", "coding"), int(opts.get("steps", 4))
     meta = _adapter_meta(adapters[role])
+    if meta["activation"] != "user":
+        raise ValueError(f"grpo trains at the user header; the {role} adapter switches on at the {meta['activation']} header")
     out_dir = tmp / "adapters" / role
     cmd = [sys.executable, "-m", "macaronic.cli", "train", "grpo", role, "--init", str(adapters[role]),
            "--out", str(out_dir), "--mode", meta["mode"], "--rank", str(meta["rank"]), "--steps", str(steps),
@@ -360,7 +364,7 @@ def _adapter_meta(path: str) -> dict:
     meta = json.loads((p / "macaronic.json").read_text()) if (p / "macaronic.json").is_file() else {}
     tc = (meta.get("training") or {}).get("config") or {}
     data = meta.get("data") or {}
-    return {"mode": meta.get("mode", "full"), "rank": int(cfg.get("r", 8)), "steps": int(tc.get("steps", 60)),
+    return {"mode": meta.get("mode", "full"), "activation": meta.get("activation", "user"), "rank": int(cfg.get("r", 8)), "steps": int(tc.get("steps", 60)),
             "batch": int(tc.get("batch", 4)), "lr": float(tc.get("lr", 3e-4)), "seed": int(tc.get("seed", 0)),
             "source": data.get("source", ""), "examples": int(data.get("examples", 0)),
             "description": meta.get("description") or "specialist after rejection-sampling fine-tuning",

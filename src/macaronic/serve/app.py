@@ -178,7 +178,8 @@ def create_app(mol: MoL | Served, config: ServeConfig = ServeConfig(), metrics: 
         adapters = mol.backend.adapters()
         for name, meta in adapters.items():
             data.append({"id": name, "object": "model", "created": now, "owned_by": "macaronic", "parent": b["id"],
-                         "macaronic": {"kind": "adapter", "mode": meta.mode, "role": meta.role, "id": meta.id}})
+                         "macaronic": {"kind": "adapter", "mode": meta.mode, "role": meta.role, "id": meta.id,
+                                       **({"activation": meta.activation} if meta.activation != "user" else {})}})
         if not config.engine_only:  # a role with no adapter (none shipped: the do-no-harm rule) is answered by the base
             have = set(adapters) | {m.role for m in adapters.values()}
             data += [{"id": r, "object": "model", "created": now, "owned_by": "macaronic", "parent": b["id"],

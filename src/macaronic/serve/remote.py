@@ -49,7 +49,8 @@ def local_meta(root: str) -> dict:
         meta = json.loads((path / "macaronic.json").read_text()) if (path / "macaronic.json").is_file() else {}
         cfg = json.loads((path / "adapter_config.json").read_text())
         mode = meta.get("mode") or ("turn" if cfg.get("alora_invocation_tokens") else "full")
-        return {"mode": mode if mode in ("full", "turn") else "full", "role": meta.get("role"), "id": dir_sha256(path)}
+        return {"mode": mode if mode in ("full", "turn") else "full", "role": meta.get("role"), "id": dir_sha256(path),
+                "activation": meta.get("activation", "user")}  # trained at the assistant header: no role instruction
     except (OSError, ValueError):
         return {}
 
