@@ -51,7 +51,7 @@ def prefill_batch(exs):
     """[N, 2D]: mean over the user turn and the last position, residual entering LAYER; one varlen forward."""
     ids = [prefill_ids(e) for e in exs]
     seqs = [SeqSlice(KVBuffer(llm.args, len(x), llm.base.model.dtype), len(x)) for x in ids]
-    h = llm.base.model(torch.tensor([t for x in ids for t in x]), seqs, hidden=True, last_layer=LAYER)  # [sum T, D]
+    h = llm.base.model.score(torch.tensor([t for x in ids for t in x]), seqs, last_layer=LAYER)  # [sum T, D]
     rows = []
     for x, seg in zip(ids, torch.split(h, [len(x) for x in ids])):
         s = rule.start(x)

@@ -277,10 +277,11 @@ def run(a, argv: list[str]) -> int:
                                    "adapters": {x["name"]: {"rank": x["rank"], "mode": x["trained_mode"]}
                                                 for x in manifest["adapters"]}}
             servers = {"macaronic": ours.url, "vllm": vllm.url, **({"served": served.url} if served else {})}
-            if served:
-                from macaronic.commands.serve import served_precision
-
-                result["served"] = {"startup_s": served.startup_s, "precision": served_precision(base, None, None)}
+            if served:  # `macaronic serve`'s rule: MACARONIC_DTYPE / MACARONIC_QUANT, else the registry's
+                env = {k: os.environ[v] for k, v in (("dtype", "MACARONIC_DTYPE"), ("quant", "MACARONIC_QUANT"))
+                       if os.environ.get(v)}
+                precision = env or dict(zip(("dtype", "quant"), bases.get(base).served))
+                result["served"] = {"startup_s": served.startup_s, "precision": precision}
             if "decode" in parts:
                 task = prog.add_task("decode (1, 16 streams)", total=2 * reps * len(servers))
                 result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task), names)
@@ -322,12 +323,14 @@ def vllm_flags(out: Path) -> list[str]:
 
 
 def markdown(r: dict) -> str:
+    from macaronic.engine.bases import SMALL_BASE  # a run before `--base` was on it
+
     m, v = r["machine"], r["vllm"]
     ranks = ", ".join(f"{k} r{x['rank']}" for k, x in v["adapters"].items())
     idle = "nothing else running by intent" if "parts" in r else "shared with other jobs while measuring"
     out = [f"Command: `{r['command']}` ({r['seconds']} s). Machine: {m['cpu']}, {m['cores']} cores, {idle} "
            f"(ratios of side-by-side runs mean more than absolute figures). Base "
-           f"{r.get('base', 'smollm2-135m-instruct')}; each engine: {r['threads']} core(s), bf16 on the same weights, "
+           f"{r.get('base', SMALL_BASE)}; each engine: {r['threads']} core(s), bf16 on the same weights, "
            f"the shipped adapters ({ranks}), over HTTP with the same client. "
            f"vLLM {v['version']} ({v['settings']}); start-up {v['startup_s']} s. Macaronic: "
            f"`macaronic serve --engine-only --dtype bfloat16`, turn-mode adapters; start-up {r['macaronic']['startup_s']} s."]
