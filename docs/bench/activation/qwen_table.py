@@ -6,7 +6,8 @@ items, assistant − user, 95% bootstrap (2,000 resamples, seed 0, `contract.sta
 
     python docs/bench/activation/qwen_table.py docs/bench/activation
     # genui: qwen-genui-{user,assistant}-set{3,4}.json (`macaronic genui probe --set 3|4 --adapter-dir ...`)
-    # agent: qwen-agent-{user,assistant}-{4x20,irr}.json (`macaronic probe bfcl ... --models agent --adapter-dir ...`)
+    # agent: qwen-agent-{user,assistant}-{4x20,irr,4x40-from21}.json (`macaronic probe bfcl ... --models agent
+    #   --adapter-dir ...`; the last with `--offset 20 --limit 40`)
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ def genui(d: Path, arm: str) -> dict[str, dict]:
 
 def bfcl(d: Path, arm: str) -> dict[str, dict]:
     out = {}
-    for part in ("4x20", "irr"):
-        f = d / f"qwen-agent-{arm}-{part}.json"
+    for f in sorted(d.glob(f"qwen-agent-{arm}-*.json")):  # 4x20, irr, and 4x40-from21 (problems 21-60)
         if f.is_file():
             for cat, c in json.loads(f.read_text())["categories"].items():
                 out.update({f"{cat}/{r['id']}": r for r in c["rows"]["agent"]})
