@@ -4,11 +4,12 @@ Does the served base compute what llama.cpp computes from the same file? For the
 prompts (the request the coding suite sends, rendered by the chat template), each precision of ours
 (`fp32`: the dequantized weights; `int4`: the served requantization; `gguf`: the GGUF's own blocks,
 `engine/ggml.py`, with bf16 activations) and llama.cpp's server (`macaronic.llamacpp`, no adapter)
-decode greedily from the same token ids until the end-of-turn token or N tokens, as the coding suite does. llama.cpp runs twice: as its server starts by default
-(flash attention, which on a CPU keeps K/V in fp16 and sums the attention in fp16 while it decodes)
-and with `-fa off` (fp16 K/V, fp32 sums); the second also against the first, which is how far llama.cpp
-agrees with itself. Per row: replies identical token for token, and where the others first differ (the
-shorter reply's length where one is a prefix of the other).
+decode greedily from the same token ids until the end-of-turn token or N tokens, as the coding suite
+does. llama.cpp runs twice: as its server starts by default (flash attention, which on a CPU keeps
+K/V in fp16 and sums the attention in fp16 while it decodes) and with `-fa off` (fp16 K/V, fp32
+sums); the second also against the first, which is how far llama.cpp agrees with itself. Per row:
+replies identical token for token, and where the others first differ (the shorter reply's length
+where one is a prefix of the other).
 """
 
 from __future__ import annotations

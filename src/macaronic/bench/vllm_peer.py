@@ -238,9 +238,8 @@ def run(a, argv: list[str]) -> int:
     from rich.progress import Progress
 
     from macaronic.bench import machine
-    from macaronic.engine.llm import load_tokenizer
-
     from macaronic.engine import bases
+    from macaronic.engine.llm import load_tokenizer
 
     base = bases.get(a.base).name
     parts = parse_parts(a.parts)
@@ -277,11 +276,11 @@ def run(a, argv: list[str]) -> int:
                                    "adapters": {x["name"]: {"rank": x["rank"], "mode": x["trained_mode"]}
                                                 for x in manifest["adapters"]}}
             servers = {"macaronic": ours.url, "vllm": vllm.url, **({"served": served.url} if served else {})}
-            if served:  # `macaronic serve`'s rule: MACARONIC_DTYPE / MACARONIC_QUANT, else the registry's
+            if served:  # `macaronic serve`'s rule; where the environment sets it, what it says
                 env = {k: os.environ[v] for k, v in (("dtype", "MACARONIC_DTYPE"), ("quant", "MACARONIC_QUANT"))
                        if os.environ.get(v)}
-                precision = env or dict(zip(("dtype", "quant"), bases.get(base).served))
-                result["served"] = {"startup_s": served.startup_s, "precision": precision}
+                result["served"] = {"startup_s": served.startup_s,
+                                    "precision": env or bases.served_precision(base, None, None)}
             if "decode" in parts:
                 task = prog.add_task("decode (1, 16 streams)", total=2 * reps * len(servers))
                 result["decode"] = decode(servers, a.tokens, reps, lambda: prog.advance(task), names)

@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from macaronic.engine.bases import BASE_HELP
+from macaronic.engine.bases import BASE_HELP, served_precision
 
 DESCRIPTION = """Serve the OpenAI-compatible Mixture-of-LoRA API and the web chat.
 
@@ -122,18 +122,6 @@ def api_key_from(a) -> str | None:
             raise SystemExit(f"macaronic serve: {a.api_key_file} is empty")
         return key
     return a.api_key or os.environ.get("MACARONIC_API_KEY") or None
-
-
-def served_precision(base: str | None, dtype: str | None, quant: str | None) -> dict:
-    """--dtype/--quant as given; with neither (and neither MACARONIC_DTYPE nor MACARONIC_QUANT set),
-    a registered base's served precision from the registry; a model directory runs fp32."""
-    from macaronic.engine.bases import BASES, registered
-
-    precision = {k: v for k, v in (("dtype", dtype), ("quant", quant)) if v}
-    if precision or os.environ.get("MACARONIC_DTYPE") or os.environ.get("MACARONIC_QUANT"):
-        return precision
-    name = registered(base)
-    return dict(zip(("dtype", "quant"), BASES[name].served)) if name else {}
 
 
 def budgets_from(a):

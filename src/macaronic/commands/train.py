@@ -132,7 +132,7 @@ def load_examples(args) -> tuple[list, str]:
 
         base = args.base if args.base in BASES else None  # a model directory gets the default identity
         examples, source = build(gen, args.examples, args.seed, base), f"generator:{gen}"
-    if getattr(args, "activation", "user") == "assistant":
+    if args.activation == "assistant":
         examples = at_answer(examples, args.role)
     return examples, source
 

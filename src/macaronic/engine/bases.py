@@ -197,6 +197,16 @@ def registered(name: str | None) -> str | None:
     return name if name in BASES else None
 
 
+def served_precision(base: str | None, dtype: str | None, quant: str | None) -> dict:
+    """--dtype/--quant as given; with neither (and neither MACARONIC_DTYPE nor MACARONIC_QUANT set),
+    a registered base's served precision from the registry; a model directory runs fp32."""
+    precision = {k: v for k, v in (("dtype", dtype), ("quant", quant)) if v}
+    if precision or os.environ.get("MACARONIC_DTYPE") or os.environ.get("MACARONIC_QUANT"):
+        return precision
+    name = registered(base)
+    return dict(zip(("dtype", "quant"), BASES[name].served)) if name else {}
+
+
 def licence_path(spec: BaseSpec) -> Path:
     return PACKAGE / spec.licence
 

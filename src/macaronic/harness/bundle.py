@@ -96,8 +96,8 @@ class HarnessBundle:
         still fix the behaviour."""
         import dataclasses
 
-        bare = {r.name for r in self.roles if r.without_adapter == "base" and r.name not in set(adapter_roles)}
-        bare |= {r.name for r in self.roles if r.name in set(assistant_roles)}
+        have, at_answer = set(adapter_roles), set(assistant_roles)
+        bare = {r.name for r in self.roles if (r.without_adapter == "base" and r.name not in have) or r.name in at_answer}
         if not bare:
             return self
         roles = tuple(dataclasses.replace(r, system_prompt="") if r.name in bare else r for r in self.roles)

@@ -45,9 +45,9 @@ def at_answer(examples: list[Example], role: str) -> list[Example]:
     another role (its `role`, else `role`) loses that role's instruction."""
     from macaronic.prompts import role_instruction
 
-    out = []
+    bundle, out = _bundle(), []  # read once: the bundle is a directory of files
     for ex in examples:
-        ins = role_instruction(_bundle(), ex.role or role)
+        ins = role_instruction(bundle, ex.role or role)
         msgs = ex.messages
         if ins is not None:
             msgs = tuple(m for i, m in enumerate(msgs)
