@@ -66,3 +66,36 @@ def test_routing_cost_runs_every_variant_and_renders(tiny_routed):
     tt = r["tools_ttft"]
     assert tt["turns"] == 4 and tt["tools"] and 0 <= tt["took"] <= tt["decided"] <= 4 and tt["added_p50_ms"] is not None
     assert "Tools attached (create_event" in text
+
+
+def test_routing_through_the_mol_on_the_answers_prefill_splits_what_it_continued():
+    """`mol_ttft` with a prefill head: a route the bare base answers continues the prefill the head
+    read (`upper_tokens`); one whose adapter starts at the user header prefills its own turn."""
+    from dataclasses import replace
+
+    from macaronic.harness import load_bundle
+    from macaronic.router import Router
+    from macaronic.router.config import RouterConfig
+    from macaronic.router.data import load_routing_data
+    from macaronic.testing import tiny_llm
+
+    llm = tiny_llm(n_adapters=2)  # chat and agent adapters: coding answers as the bare base
+    try:
+        bundle = load_bundle()
+        cfg = replace(RouterConfig.from_dict(bundle.router), head_depth=0.5, head_prefill=True)
+        router = Router.fit(llm, load_routing_data("train")[::16], load_routing_data("dev")[::16], bundle, cfg)
+        m = routing.mol_ttft(llm, router, turns=6)
+    finally:
+        llm.close()
+    assert m["prefill_head"] and m["turns"] == 6 == m["resumed"]["turns"] + m["not_resumed"]["turns"]
+    for row in m["rows"]:
+        bare = row["adapter"] is None and bundle.role(row["specialist"]).without_adapter == "base"  # no instruction
+        assert row["resumed"] == (row["policy"] == "prefill" and bare), str(row)
+    text = "\n".join(routing.markdown({"threads": 1, "state": "s", "policy": "cascade", "ttft": {
+        "turns": 0, "prompt_tokens_p50": None, **{k: None for k in ("forced_ttft_p50_ms", "routed_ttft_p50_ms",
+                                                                     "added_p50_ms", "added_p95_ms", "route_p50_ms",
+                                                                     "route_p95_ms")}},
+        "stall": {"streams": 0, "tokens": 0, "reps": 0, "variants": {v: {k: None for k in (
+            "routes", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "route_p50_ms", "route_p95_ms")} for v in routing.VARIANTS}},
+        "mol_ttft": m}))
+    assert "Through the MoL" in text and "answer continued the route's prefill" in text

@@ -158,6 +158,59 @@ def ttft(llm, router, turns: int = 40) -> dict:
             "prompt_tokens_p50": statistics.median(len(llm.encode_chat(c)) for c in convos)}
 
 
+def mol_ttft(llm, router, turns: int = 40) -> dict:
+    """Paired per turn, through the MoL (the served layout, the shipped bundle): the turn forced to
+    the role the router picks (`model=` that role) vs routed, one token, greedy; before each, the
+    prefix cache cleared and the served header prefilled (what the server's warm-up leaves). With a
+    prefill head the route reads the answer's own prefill: a route the bare base (or an assistant-header
+    adapter) answers continues it (its user turn from the kept prefill); one whose adapter starts at the user header
+    prefills its own turn after the route. Split by that."""
+    import asyncio
+
+    from macaronic.harness import load_bundle
+    from macaronic.prompts import header
+    from macaronic.serve.mol import HarnessConfig, MoL
+
+    mol = MoL.from_llm(llm, load_bundle(), router=router, config=HarnessConfig(summaries=False))
+    opening = llm.encode_chat([header(mol.bundle, [], None)], add_generation_prompt=False)
+
+    def one(convo, model):
+        llm.engine.cache.clear()
+        llm.submit(opening, None, SamplingParams(max_tokens=1, temperature=0.0)).result()
+        t0 = time.perf_counter()
+        r = asyncio.run(mol.aturn(convo, model=model, sampling={"max_tokens": 1, "temperature": 0.0}))
+        return (time.perf_counter() - t0) * 1000, r
+
+    def continued(r) -> bool:  # the answer took its user turn from the route's prefill, not just history
+        u = r.usage
+        return (u.get("reused_tokens") or 0) + (u.get("upper_tokens") or 0) > llm.turn_start(llm.encode_chat(r.view))
+
+    convos = _turns(turns)
+    for role in [None, *mol.bundle.role_names]:  # first-use costs out of the figures
+        one(convos[0], role)
+    rows = []
+    for i, convo in enumerate(convos):
+        role = one(convo, None)[1].route.specialist  # the route, read once unmeasured
+        got = {}
+        for which in (("forced", "routed") if i % 2 == 0 else ("routed", "forced")):
+            got[which] = one(convo, role if which == "forced" else None)
+        ms_r, r = got["routed"]
+        rows.append({"added_ms": ms_r - got["forced"][0], "forced_ms": got["forced"][0], "routed_ms": ms_r,
+                     "route_ms": r.route.ms, "policy": r.route.policy, "specialist": r.route.specialist,
+                     "adapter": r.route.adapter,
+                     "resumed": continued(r)})
+    out = {"turns": len(rows), "prefill_head": router.reads_prefill(mol.bundle),
+           "forced_ttft_p50_ms": pct([x["forced_ms"] for x in rows], 0.5),
+           "routed_ttft_p50_ms": pct([x["routed_ms"] for x in rows], 0.5),
+           "added_p50_ms": pct([x["added_ms"] for x in rows], 0.5),
+           "added_p95_ms": pct([x["added_ms"] for x in rows], 0.95),
+           "route_p50_ms": pct([x["route_ms"] for x in rows], 0.5), "rows": rows}
+    for name, part in (("resumed", [x for x in rows if x["resumed"]]), ("not_resumed", [x for x in rows if not x["resumed"]])):
+        out[name] = {"turns": len(part), "added_p50_ms": pct([x["added_ms"] for x in part], 0.5),
+                     "added_p95_ms": pct([x["added_ms"] for x in part], 0.95)}
+    return out
+
+
 def tools_ttft(llm, router, turns: int = 40) -> dict:
     """Paired per turn: a routed turn with the router bench's `assistant` toolset attached, under the
     shipped bundle with `tools_decide` off and on (one token, prefix cache cleared before each)."""
@@ -219,6 +272,12 @@ def routing_cost(threads: int | None = None, quick: bool = False, progress=None)
         out["ttft"]["fast_stage_share"] = round(router.stages["fast"] / seen, 3) if seen else None
         if progress:
             progress()
+        router.stages.clear()
+        out["mol_ttft"] = mol_ttft(llm, router, turns=16 if quick else 40)
+        seen = sum(router.stages.values())
+        out["mol_ttft"]["fast_stage_share"] = round(router.stages["fast"] / seen, 3) if seen else None
+        if progress:
+            progress()
         out["stall"] = stall(llm, router, reps=1 if quick else 2, tokens=48 if quick else 64)
         if progress:
             progress()
@@ -267,6 +326,23 @@ def markdown(r: dict) -> list[str]:
         x = s["variants"][v]
         out.append(f"| {v} | {x['routes']} | {f(x['gap_p50_ms'])} | {f(x['gap_p99_ms'])} | {f(x['gap_max_ms'])} | "
                    f"{f(x['route_p50_ms'])} | {f(x['route_p95_ms'])} |")
+    if (m := r.get("mol_ttft")) is not None:
+        how = ("the head reads the answer's own prefill (the bare base's residual entering its layer at the end of the "
+               "user turn, as served; `Router.route_prefilled`), and a route the bare base or an assistant-header "
+               "adapter answers continues it (`Request.resume`): only the layers above run on the user turn"
+               if m["prefill_head"] else "the head reads the request alone")
+        share = "" if m.get("fast_stage_share") is None else f"; the first stage answered {m['fast_stage_share']:.0%}"
+        out += ["", f"Through the MoL (the served layout): {m['turns']} turns, one token, greedy, the prefix cache "
+                f"cleared and the served header prefilled before each; routed vs `model=` the routed role, paired per "
+                f"turn; {how}{share}.", "",
+                "| turns | forced TTFT p50 (ms) | routed TTFT p50 | added p50 | added p95 | route p50 |",
+                "|---|---:|---:|---:|---:|---:|",
+                f"| all {m['turns']} | {f(m['forced_ttft_p50_ms'])} | {f(m['routed_ttft_p50_ms'])} | "
+                f"{f(m['added_p50_ms'])} | {f(m['added_p95_ms'])} | {f(m['route_p50_ms'])} |"]
+        for name, label in (("resumed", "answer continued the route's prefill"),
+                            ("not_resumed", "answer prefilled its own turn")):
+            x = m[name]
+            out.append(f"| {label}: {x['turns']} | | | {f(x['added_p50_ms'])} | {f(x['added_p95_ms'])} | |")
     if (tt := r.get("tools_ttft")) is not None:
         out += ["", f"Tools attached ({', '.join(tt['tools'])}; `tool_choice` auto): the same {tt['turns']} turns "
                 "through the MoL, one token, cache cleared, the bundle's `tools_decide` off and on, paired per turn. "

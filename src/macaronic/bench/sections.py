@@ -4,6 +4,7 @@ the tables (and write them into a markdown file only when `--md FILE` names one)
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -35,7 +36,9 @@ def run(a, argv: list[str], sections: set[str]) -> int:
     t0 = time.time()
     base = load_base(a.base)
     result: dict = {
-        "command": "macaronic bench " + " ".join(argv),
+        # the precision is part of the command (as `eval report-only` writes it)
+        "command": "".join(f"{k}={os.environ[k]} " for k in ("MACARONIC_DTYPE", "MACARONIC_QUANT")
+                           if os.environ.get(k)) + "macaronic bench " + " ".join(argv),
         "machine": machine.describe(),
         "base": {"id": base.name, "fingerprint": base.fingerprint, "params": base.params()},
         "quick": a.quick,

@@ -4,7 +4,7 @@
       reads JSON lines {"messages": [...]} on stdin, writes one JSON line per input:
       {"role", "confidence", "probs", "policy", "ms", "reason"}
   macaronic route bench --json FILE [--markdown FILE] [--quick] [--tiny]
-  macaronic route fit [--out DIR] [--check] [--adapters-only] [--tiny]
+  macaronic route fit [--out DIR] [--check] [--adapters-only | --prefill-only] [--tiny]
       fit on the shipped routing data (template + hand-written train/dev) and save the state;
       default --out is the shipped state of --base (specialists/router, specialists/<base>/router); --check refits into a temporary
       directory and compares it byte for byte with the state at --out
@@ -130,6 +130,15 @@ def fit(args) -> int:
             print(f"macaronic route fit: {e}", file=sys.stderr)
             return 2
         command += " --adapters-only"
+    elif args.prefill_only:
+        from macaronic.router.shipped import refit_prefill_part
+
+        try:
+            router = refit_prefill_part(llm, out, bundle, threads=args.threads, log=log)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"macaronic route fit: {e}", file=sys.stderr)
+            return 2
+        command += " --prefill-only"
     else:
         router = fit_state(llm, bundle, threads=args.threads, log=log, features=cache.pooled,
                            head_cache=cache.head)
@@ -139,7 +148,9 @@ def fit(args) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         state_id = write_shipped(router, tmp, args.threads, command)
-        names = sorted(p.name for p in Path(tmp).iterdir())
+        # the state's own files (provenance.json records which command wrote it: a full fit and
+        # --adapters-only / --prefill-only give the same state under different commands)
+        names = sorted(p.name for p in Path(tmp).iterdir() if p.name != "provenance.json")
         _, mismatch, errors = filecmp.cmpfiles(tmp, out, names, shallow=False)
     print(state_id)
     if mismatch or errors:
@@ -183,6 +194,9 @@ def main(argv: list[str]) -> int:
                    help="after a specialist changed: refit only what its weights give (the Arrow prototypes, their "
                         "temperature, the band table) into the state at --out; the head, probe, embedding and fast "
                         "stage keep their bytes")
+    f.add_argument("--prefill-only", action="store_true",
+                   help="fit only the head on the answer's own prefill (the base's `head_prefill` router option) into "
+                        "the state at --out; every other part keeps its bytes")
     for s in (c, b, f):
         s.add_argument("--bundle", help="harness bundle directory (default: the shipped one)")
         s.add_argument("--tiny", action="store_true", help="use a tiny random model (smoke tests)")

@@ -164,6 +164,17 @@ class LockedRouter:
         with self.lock:
             return self.router.route(messages)
 
+    @property
+    def state(self):
+        return self.router.state
+
+    def reads_prefill(self, bundle=None) -> bool:
+        return self.router.reads_prefill(bundle)
+
+    def route_prefilled(self, messages, read):
+        with self.lock:
+            return self.router.route_prefilled(messages, read)
+
 
 def grammar_hook(llm):
     from macaronic.genui.grammar import GrammarConstraint

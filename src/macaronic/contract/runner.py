@@ -57,8 +57,24 @@ class LocalRunner:
                 self._router = Router(self.llm, self.bundle, None, replace(cfg, policy="prompted"))
         return self._router
 
-    def route(self, messages: list[dict]) -> tuple[str, dict]:
-        d = self.router.route(messages)
+    def route(self, messages: list[dict], kept: dict | None = None) -> tuple[str, dict]:
+        """The router's role for the turn, as the MoL routes it: on the answer's own prefill when the
+        state has a prefill head (the prefill is left in `kept["kept"]` for the answer)."""
+        router = self.router
+        bundle = served_bundle(self.bundle, self.llm)
+        if router.reads_prefill(bundle):
+            from macaronic.router.features import prefill_ids, prefill_row
+
+            def read():
+                ids, start = prefill_ids(self.llm, bundle, [for_renderer(m, bundle) for m in messages])
+                got = self.llm.route_prefill(ids, start, router.state.prefill.layer)
+                if kept is not None:
+                    kept["kept"] = got["kept"]
+                return prefill_row(got)
+
+            d = router.route_prefilled(messages, read)
+        else:
+            d = router.route(messages)
         return d.role, {"adapter": d.role, "confidence": round(float(d.confidence), 4),
                            "policy": d.policy, "reason": d.reason}
 
@@ -67,15 +83,21 @@ class LocalRunner:
         from macaronic.engine.sampling import SamplingParams
 
         tools = default_tools(role, tools)
-        route = None
+        route, kept = None, {}
         if role is None:
-            role, route = self.route(messages)
+            role, route = self.route(messages, kept)
         dec = self.bundle.decoding_for(role)
         sampling = SamplingParams(max_tokens=min(int(dec.get("max_tokens", max_tokens)), max_tokens),
                                   temperature=float(dec.get("temperature", 0.0)),
                                   top_p=float(dec.get("top_p", 1.0)), seed=seed)
         adapter = role if role in self.llm.adapters.names() else None  # a pair may lack a specialist
-        text, usage = self.llm.chat(self.prompt(messages, role, tools), adapter, sampling)
+        ids = self.llm.encode_chat(self.prompt(messages, role, tools))
+        resume = kept.get("kept")
+        extra = {"resume": resume} if resume is not None and self.llm.can_resume(ids, adapter, resume) else {}
+        text, last = self.llm.submit(ids, adapter, sampling, **extra).result()
+        if last.finish_reason == "error":
+            raise RuntimeError(last.error)
+        usage = last.usage or {}
         return Reply(text=text, role=role, tokens=int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
                      route=route)
 
@@ -83,9 +105,15 @@ class LocalRunner:
         """The layout messages `role` answers from (the one renderer)."""
         from macaronic.prompts import conversation
 
-        infos = self.llm.adapters.infos()  # as the served pair renders it (MoL)
-        bundle = self.bundle.served([i.name for i in infos], [i.name for i in infos if i.activation == "assistant"])
+        bundle = served_bundle(self.bundle, self.llm)
         return conversation(bundle, role, [for_renderer(m, bundle) for m in messages], tools)
+
+
+def served_bundle(bundle, llm):
+    """The bundle as the served pair renders it (MoL): roles the adapters answer from the assistant
+    header, and roles without an adapter marked so, add no instruction."""
+    infos = llm.adapters.infos()
+    return bundle.served([i.name for i in infos], [i.name for i in infos if i.activation == "assistant"])
 
 
 def default_tools(role: str | None, tools: list[dict] | None) -> list[dict] | None:

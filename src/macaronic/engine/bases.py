@@ -98,7 +98,7 @@ BASES: dict[str, BaseSpec] = {
             # its own router state (docs/LOG.md 2026-12-05, "routing on Qwen's own states"): the head at layer 16 of 24
             # (the best depth cross-fitted over train + dev, every other one below its interval), a first stage on
             # the token embeddings, the template's opening computed once
-            router_options=(("head_depth", 16 / 24), ("fast_layer", 0), ("head_prefix", True)),
+            router_options=(("head_depth", 16 / 24), ("fast_layer", 0), ("head_prefix", True), ("head_prefill", True)),
             # the rule on 2026-12-02, after the one-call decode step: every precision holds fp32's routed
             # scores; int4 serves fastest at 32 streams (37.3 tok/s, bf16 30.5, int8 28.6, fp32 24.6 in
             # one run; the day before, with the layer loop, int8 was fastest)

@@ -10,7 +10,10 @@ request reuses every position whose (token, adapter label) matches.
 A request with `score` set ("hidden" or "logprobs": what the router reads) is prefilled like any
 other, first in the step's budget and outside `max_batch`, and ends with its result on
 `Handle.score` instead of generating: routing is scheduled with the streams it would otherwise
-stall, and never holds the forward lock across their steps.
+stall, and never holds the forward lock across their steps. A "hidden" score with `score_from` reads
+the answer's own prefill (the history from the prefix cache, the user turn run up to `score_layer`)
+and, with `score_keep`, keeps it: the generation that follows (`Request.resume`) then runs only the
+layers above `score_layer` on the user turn, so the route costs no forward of its own.
 
 Adapter modes decide the labels:
 - `full`: every token of the request is labelled with the adapter (KV reusable per adapter only);
@@ -104,6 +107,9 @@ class Request:
     score_layer: int | None = None  # score "hidden": stop before this layer (the residual entering it)
     score_keep: bool = False  # score "hidden": also return the prompt's K/V and sum of states (a `Kept`)
     score_kept: "Kept | None" = None  # score "hidden": a kept opening the prompt starts with; only the rest runs
+    score_from: int | None = None  # score "hidden": views over positions from here (the user turn); earlier ones may come from the prefix cache
+    score_to: int | None = None  # with score_from: the views end here (default: the prompt's end; the rest is only kept)
+    resume: "Kept | None" = None  # a generation whose prompt starts with a kept route prefill (see `Kept`)
     id: str = ""
 
 
@@ -113,18 +119,28 @@ class Kept:
     which every routed request starts with): its tokens, the layer its forward stopped before, its
     K/V and the sum of its positions' states. A score request that carries it runs only its own
     tokens after the opening, scheduled like any prefill, and its mean counts the opening's
-    positions too (float noise from one whole forward)."""
+    positions too (float noise from one whole forward).
+
+    Kept by a `score_from` request (the route read from the answer's own prefill), it is also the
+    start of the answer: positions [0, start) hold every layer (from the prefix cache), positions
+    [start, len) the layers below `layer` and, in `kv.resid[layer]`, the residual entering it. A
+    generation whose prompt starts with it (`Request.resume`, the bare base on those positions)
+    takes all that and runs only the layers from `layer` up there, then its own tokens."""
     tokens: tuple[int, ...]
     layer: int | None
     kv: KVBuffer
     total: torch.Tensor
+    start: int = 0  # first position the score request ran (earlier ones: the prefix cache)
+    labels: np.ndarray | None = None  # resolved label codes of its positions (a resume keeps them)
 
 
 # What a score request returns on Handle.score:
 #   "hidden":   {"mean": [D], "last": [D]} fp32 final-norm hidden state (mean over positions, last one);
 #               with score_layer l < n_layers the residual stream entering layer l instead (an early
 #               exit: l/n_layers of the forward's work, run in forwards of its own, K/V never cached);
-#               with score_keep also "kept": a `Kept` (its tokens, K/V and state sum) for score_kept
+#               with score_keep also "kept": a `Kept` (its tokens, K/V and state sum) for score_kept;
+#               with score_from, both views cover positions [score_from, len) only, earlier ones may come
+#               from the prefix cache, and score_keep keeps the prefill for `Request.resume`
 #   "logprobs": {"logprobs": [V]} fp32 log-softmax of the next token after the prompt
 SCORE_KINDS = ("hidden", "logprobs")
 
@@ -225,7 +241,8 @@ class _Seq:
 @dataclass
 class _UpperTodo:
     """A switched upper turn's history still to recompute: positions [kv.length, end) take the
-    layers below `split` (and the residual entering it) from `src`, a prefix-cache entry's buffer."""
+    layers below `split` (and the residual entering it) from `src`, a prefix-cache entry's buffer
+    (or a resumed route prefill's, `Request.resume`: then the bare base runs the layers from `split`)."""
 
     src: KVBuffer
     split: int
@@ -313,11 +330,56 @@ class Engine:
                               f"0 < score_layer <= {self.base.args.n_layers}, got {req.score_layer!r}")
         if (req.score_keep or req.score_kept is not None) and (req.score != "hidden" or req.adapter is not None):
             raise EngineError(errors.BAD_REQUEST, "score_keep and score_kept need a bare-base \"hidden\" score")
+        end = len(req.prompt) if req.score_to is None else req.score_to
+        if req.score_from is not None and (req.score != "hidden" or req.adapter is not None or req.score_kept is not None
+                                           or not 0 <= req.score_from < end <= len(req.prompt)):
+            raise EngineError(errors.BAD_REQUEST, "score_from needs a bare-base \"hidden\" score without score_kept "
+                              f"and 0 <= score_from < score_to <= {len(req.prompt)}, got {req.score_from!r}, "
+                              f"{req.score_to!r}")
+        if req.score_to is not None and req.score_from is None:
+            raise EngineError(errors.BAD_REQUEST, "score_to needs score_from")
+        if req.resume is not None:
+            self._check_resume(req)
         if (k := req.score_kept) is not None:
             layer = None if req.score_layer == self.base.args.n_layers else req.score_layer
             if k.layer != layer or len(req.prompt) <= len(k.tokens) or tuple(req.prompt[:len(k.tokens)]) != k.tokens:
                 raise EngineError(errors.BAD_REQUEST, "score_kept: the prompt must start with the kept opening "
                                   "and go past it, at the kept layer")
+
+    def _check_resume(self, req: Request) -> None:
+        """A resumed generation: a kept route prefill, and some of its positions past the part the
+        prefix cache gave it that the prompt shares and the bare base computes there (`resume_length`)."""
+        k = req.resume
+        if req.score is not None or k.labels is None or not isinstance(k.kv, KVBuffer) \
+                or (k.layer is not None and k.layer not in k.kv.resid):
+            raise EngineError(errors.BAD_REQUEST, "resume needs a generation request and a kept route prefill "
+                              "(a score request with score_from and score_keep)")
+        if self._shared_with_kept(req) <= k.start:
+            raise EngineError(errors.BAD_REQUEST, "resume: the prompt must start with the kept prefill's user turn")
+        if self.resume_length(req) <= k.start:
+            raise EngineError(errors.BAD_REQUEST, f"resume: adapter {req.adapter!r} is active on the kept "
+                              "positions; only one that switches on after them (turn mode) can take them")
+
+    def _shared_with_kept(self, req: Request) -> int:
+        """How many leading tokens the prompt shares with its kept prefill."""
+        k = req.resume
+        n = min(len(k.tokens), len(req.prompt))
+        same = np.asarray(req.prompt[:n], dtype=np.int64) == np.asarray(k.tokens[:n], dtype=np.int64)
+        return n if same.all() else int(np.argmin(same))
+
+    def resume_length(self, req: Request) -> int:
+        """The kept positions a resumed request takes: those its prompt shares with the prefill, up
+        to where its adapter switches on (a `turn`-mode one; any other mode takes none past the
+        cache's part). Without a layer split the kept K/V is whole and one token must still run for
+        the logits; with one, the recompute of the layers above gives them."""
+        k = req.resume
+        n = self._shared_with_kept(req)
+        if req.adapter is not None:
+            info = self.registry.get(req.adapter)
+            if info.mode != "turn" or req.active_from is None:
+                return min(n, k.start)
+            n = min(n, req.active_from)
+        return min(n, len(req.prompt) - 1) if k.layer is None else n
 
     def submit(self, req: Request, loop: asyncio.AbstractEventLoop | None = None) -> Handle:
         """Validate and queue a request; errors in the request raise here, before queueing."""
@@ -369,6 +431,8 @@ class Engine:
             own, mode = self.cache.code(info.id, floor=min(info.layers, default=self.base.args.n_layers)), info.mode
         labels = np.full(n, own, dtype=np.int64)
         if req.score is not None and req.adapter is None:
+            if req.score_from is not None and self.config.history == "cached":
+                labels[:req.score_from] = ADOPT  # the history as the answer will read it
             return labels, own  # the router reads the bare base: adopt no adapter's cached K/V
         if mode == "turn":
             start = n if req.active_from is None and req.adapter is None else (req.active_from or 0)
@@ -484,9 +548,17 @@ class Engine:
         tokens = np.asarray(req.prompt, dtype=np.int64)
         labels, own = self.labels_for(req)
         # a "hidden" score needs every position's hidden state: nothing cached can stand in for it
-        match = self.cache.lookup(tokens, labels) if req.score != "hidden" else \
+        # (with score_from, none from there on)
+        match = self.cache.lookup(tokens, labels) if req.score != "hidden" or req.score_from is not None else \
             Match(None, 0, np.where(labels == ADOPT, BASE, labels))
         reuse = min(match.length, len(tokens) - 1)  # at least one token must run to get logits
+        if req.score_from is not None:
+            reuse = min(reuse, req.score_from)
+            match.labels[reuse:] = BASE  # computed here, by the bare base
+        if req.resume is not None:  # the kept prefill stands in for its positions (validated)
+            k, taken = req.resume, self.resume_length(req)
+            match = Match(None, 0, np.concatenate([k.labels[:taken], np.where(labels[taken:] == ADOPT, BASE,
+                                                                              labels[taken:])]))
         if req.score is not None:  # prefill only; decode rows of the pool stay for generating streams
             kv = KVBuffer(self.base.args, len(tokens), self.model.dtype)
         else:
@@ -494,13 +566,21 @@ class Engine:
             kv = self.kv_pool.alloc(cap) if self.kv_pool.fits(cap) else KVBuffer(self.base.args, cap, self.model.dtype)
         if splits := self._residual_layers():
             kv.keep_residual(splits, self.base.args.dim)
-        if reuse:
+        todo = None
+        if req.resume is not None:  # every layer up to its start, then the layers it stopped below
+            k = req.resume
+            reuse = min(k.start, taken) if k.layer is not None else taken
+            kv.copy_prefix(k.kv, reuse)
+            if k.layer is not None and taken > reuse:
+                todo = _UpperTodo(k.kv, k.layer, taken)  # up to the whole prompt: its recompute gives the logits
+        elif reuse:
             kv.copy_prefix(match.entry.kv, reuse)
         elif req.score_kept is not None:  # the kept opening stands in for its positions (validated)
             reuse = len(req.score_kept.tokens)
             kv.copy_prefix(req.score_kept.kv, reuse)
         split = self._split_of(req)
-        todo = self._upper_history(tokens, kv, split) if split is not None else None
+        if split is not None:
+            todo = self._upper_history(tokens, kv, split)
         labels = match.labels
         return _Seq(
             req=req, handle=h, tokens=tokens, labels=labels, own_label=own, slot=slot, kv=kv,
@@ -544,9 +624,12 @@ class Engine:
         try:
             s.kv.copy_prefix(t.src, n, below=t.split)
             resid = t.src.resid[t.split][a:n]  # [n - a, D]
-            slots = torch.full((n - a,), s.slot, dtype=torch.long)
-            self.model.recompute(resid, [SeqSlice(s.kv, n - a)], t.split, lora=self.bank if s.slot else None,
-                                 slots=self.bank.plan(slots) if s.slot else None)
+            slots = self._slots_for(s, s.labels[a:n])  # an upper adapter's own label, or the bare base's
+            use = bool(s.slot) and bool(slots.any())
+            last = n == len(s.tokens)  # a resumed prefill that covers the whole prompt
+            logits = self.model.recompute(resid, [SeqSlice(s.kv, n - a)], t.split, lora=self.bank if use else None,
+                                          slots=self.bank.plan(slots) if use else None,
+                                          logits="last" if last else "none")
         except Exception as e:
             self._finish(s, "error", error=f"upper-mode recompute failed: {e}")
             return True
@@ -555,6 +638,11 @@ class Engine:
         self.stats["upper_tokens"] += n - a
         if s.kv.length >= t.end:
             s.upper_todo = None
+            if s.pos == len(s.tokens):  # nothing left to prefill: the recompute's logits give the first token
+                siblings = self._fork(s)
+                self._emit(s, logits[0])
+                for sib in siblings:
+                    self._emit(sib, logits[0].clone())
         return True
 
     def _slots_for(self, s: _Seq, labels: np.ndarray) -> torch.Tensor:
@@ -705,7 +793,19 @@ class Engine:
 
     def _scored(self, s: _Seq, logits: torch.Tensor | None) -> None:
         """A score request's result (the reductions the router's direct forwards made), then its end."""
-        if s.req.score == "hidden":
+        if s.req.score == "hidden" and s.req.score_from is not None:
+            h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # [T, D]: positions [reused, len)
+            end = len(s.tokens) if s.req.score_to is None else s.req.score_to
+            own = h[s.req.score_from - s.reused:end - s.reused].float()
+            s.handle.score = {"mean": own.mean(0), "last": own[-1]}
+            if s.req.score_keep:
+                layer = s.req.score_layer
+                if layer is not None:
+                    s.kv.resid = {layer: torch.zeros(len(s.tokens), h.shape[1], dtype=s.kv.k.dtype)}
+                    s.kv.resid[layer][s.reused:] = h.to(s.kv.k.dtype)
+                s.handle.score["kept"] = Kept(tuple(int(t) for t in s.tokens), layer, s.kv, own.sum(0),
+                                              start=s.reused, labels=s.labels.copy())
+        elif s.req.score == "hidden":
             h = s.hidden[0] if len(s.hidden) == 1 else torch.cat(s.hidden)  # h: [T, D] (T: the positions run)
             h, kept = h.float(), s.req.score_kept
             total = h.sum(0) + (kept.total if kept is not None else 0)  # every position's, the kept ones too

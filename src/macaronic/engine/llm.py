@@ -227,6 +227,24 @@ class LLM:
         got = self._score([Request(prompt=list(ids), score="hidden", cache=False, score_layer=layer) for ids in batch])
         return torch.stack([g["mean"] for g in got]), torch.stack([g["last"] for g in got])
 
+    def route_prefill(self, ids: list[int], start: int, layer: int | None = None, end: int | None = None) -> dict:
+        """The route read from the answer's own prefill: `ids` (the conversation as the bare base
+        answers it, up to its assistant header or to the end of the user turn) as an engine score
+        request that takes the history from the prefix cache, runs the rest up to `layer` (None: every
+        layer) and keeps it. Returns {"mean", "last"} over positions [start, end) (the user turn; end
+        None: the prompt's end) and "kept", which a generation sharing its start passes as `resume`
+        (`request(..., resume=kept)`): a bare answer on exactly `ids` needs no other forward below `layer`."""
+        return self._score([Request(prompt=list(ids), score="hidden", score_layer=layer, score_from=start,
+                                    score_to=end, score_keep=True, cache=False)])[0]  # the answer caches it, whole
+
+    def can_resume(self, ids: list[int], adapter: str | None, kept) -> bool:
+        """Whether a generation of `ids` with `adapter` takes part of the kept route prefill (`resume`):
+        its prompt shares the prefill's user turn, computed by the bare base there (no adapter, or a
+        turn-mode one that switches on after it, such as one activated at the assistant header)."""
+        if adapter is not None and adapter not in self.adapters.names():
+            return False
+        return self.engine.resume_length(self.request(ids, adapter, resume=kept)) > kept.start
+
     def _prefixed_views(self, batch: list[list[int]], layer: int | None,
                         prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """`hidden_views` with a kept opening: the opening runs once as an engine score request that

@@ -52,7 +52,9 @@ from macaronic.router.metrics import evaluate, percentile_ms
 from macaronic.router.router import Router
 from macaronic.router.types import AdapterInfo, Backbone
 
-POLICIES = ("prompted", "embedding", "probe", "head", "arrow", "cascade")
+POLICIES = ("prompted", "embedding", "probe", "head", "arrow", "cascade", "prefill")
+# prefill: the head's first stage, then the head on the answer's own prefill (`Router.route_prefilled`);
+# scored only where the state has one (the base's `head_prefill` router option)
 MODIFIERS = (("garden", "garden project"), ("school", "school assignment"),
              ("shop", "small business"), ("wedding", "wedding"), ("club", "book club"),
              ("team", "soccer team"), ("lab", "research lab"), ("gran", "grandmother"),
@@ -96,11 +98,31 @@ def quick_subset(examples: list[dict]) -> list[dict]:
     return [e for e in examples if _fill_index(e) % 5 == 0]
 
 
+def _prefill_reader(router: Router, messages: list[dict], rows: dict | None = None):
+    """`read` for `Router.route_prefilled`: the conversation's route prefill as a feature row (kept in
+    `rows` by its layout, so a second pass over the same turns reads no forward)."""
+    from macaronic.router.features import prefill_ids, prefill_row
+
+    def read():
+        ids, start = prefill_ids(router.backbone, router.bundle, messages)
+        key = tuple(ids)
+        if rows is None or key not in rows:
+            got = prefill_row(router.backbone.route_prefill(ids, start, router.state.prefill.layer))
+            if rows is None:
+                return got
+            rows[key] = got
+        return rows[key]
+    return read
+
+
 def _timed_routes(router: Router, conversations: list[list[dict]], policy: str) -> list[float]:
     times = []
     for c in conversations:
         t0 = time.perf_counter()
-        router.route(c, policy=policy)
+        if policy == "prefill":
+            router.route_prefilled(c, _prefill_reader(router, c))
+        else:
+            router.route(c, policy=policy)
         times.append((time.perf_counter() - t0) * 1e3)
     return times
 
@@ -123,14 +145,22 @@ def _policy_metrics(router: Router, test: list[dict], policy: str, cfg: BenchCon
         test = [e for e in test if e["id"] in ids or e.get("twin") in ids]
     cache: dict = {}
     convos = [e["messages"] for e in test]
-    decisions = router.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache)
-    m = evaluate(test, decisions)
-    m["switch_rate_no_hysteresis"] = evaluate(
-        test, no_h.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache))["switch_rate"]
+    if policy == "prefill":
+        decisions = [router.route_prefilled(c, _prefill_reader(router, c, cache)) for c in convos]
+        m = evaluate(test, decisions)
+        m["switch_rate_no_hysteresis"] = evaluate(
+            test, [no_h.route_prefilled(c, _prefill_reader(no_h, c, cache)) for c in convos])["switch_rate"]
+        m["prefill_rate"] = float(np.mean([d.policy == "prefill" for d in decisions if d.reason != "sticky-tool"]))
+    else:
+        decisions = router.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache)
+        m = evaluate(test, decisions)
+        m["switch_rate_no_hysteresis"] = evaluate(
+            test, no_h.route_many(convos, policy=policy, features=features, cache=cache, head_cache=head_cache))["switch_rate"]
     if policy == "cascade":
         m["deferral_rate"] = float(np.mean([d.policy != router.config.cheap_policy for d in decisions
                                             if d.reason != "sticky-tool"]))
         m["band_default_rate"] = float(np.mean([d.reason == "band-default" for d in decisions]))
+    m["rows"] = [{"id": e["id"], "label": e["label"], "pred": d.role} for e, d in zip(test, decisions)]
     timed = [e["messages"] for e in rng.sample([e for e in test if e["kind"] != "tool_result"],
                                                min(cfg.latency_samples, len(test)))]
     times = _timed_routes(router, timed, policy)
@@ -247,6 +277,9 @@ def bench_policies(backbone: Backbone, bundle=None, config: BenchConfig = BenchC
     for name, test in data["held_out"].items():
         rows = {}
         for policy in cfg.policies:
+            if policy == "prefill" and not router.reads_prefill():
+                cfg.say(f"{name} / prefill: skipped (the state has no prefill head, or another identity's)")
+                continue
             rows[policy] = _policy_metrics(router, test, policy, cfg, features, head_cache,
                                            router.with_config(hysteresis_margin=0.0))
             cfg.say(f"{name} / {policy}: accuracy {rows[policy]['accuracy']:.3f}, "

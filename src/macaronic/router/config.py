@@ -34,6 +34,8 @@ class RouterConfig:
     head_depth: float | None = None  # the head reads the residual entering layer round(depth x layers) (None: final norm)
     head_prefix: bool = False  # the head's chat views keep the template's fixed opening (system prompt, user
     #                             header) computed once: only the request's own tokens run per route
+    head_prefill: bool = False  # also fit a head on the answer's own prefill (the bare base's state at the end of the
+    #                              user turn as served, at the head's layer): the MoL keeps that prefill for the answer
     fast_layer: int | None = None  # a fast first stage of the head on the residual entering this layer (0: the token
     #                                embeddings); its answer stands where dev showed it loses nothing (None: one stage)
     route_adapter: str | None = "chat"  # the adapter that reads the route prompt

@@ -117,6 +117,54 @@ def head_features(backbone: Backbone, texts: list[str], views: tuple[str, ...] =
     return np.concatenate(rows).astype(np.float32)
 
 
+# The head on the answer's own prefill reads: the mean over the user turn and its last position of the
+# bare base's residual entering the head's layer, in the layout the answer is computed in (one engine score
+# request the answer continues), beside the request alone in the chat template at the token embeddings (the
+# fast stage's views: a lookup, no forward).
+PREFILL_VIEWS = ("usermean", "userlast", "embmean", "emblast")
+
+
+def prefill_layout(bundle, messages: list[dict]) -> list[dict]:
+    """The conversation as the bare base answers its last user turn (`prompts.conversation` with no
+    role answering it): the layout a route head reads the answer's own prefill in."""
+    from macaronic.prompts import conversation
+
+    return conversation(bundle, None, messages)
+
+
+def prefill_ids(backbone: Backbone, bundle, messages: list[dict]) -> tuple[list[int], int]:
+    """(ids, start): `prefill_layout` up to the end of the last user turn (no assistant header), and
+    the position where that turn's header starts."""
+    ids = list(backbone.encode_chat(prefill_layout(bundle, messages), add_generation_prompt=False))
+    return ids, backbone.turn_start(ids)
+
+
+def embedding_views(backbone: Backbone, texts: list[str]) -> np.ndarray:
+    """[N, 2D]: the request alone in the chat template at the token embeddings (mean, last): the
+    prefill head's "embmean", "emblast", the same rows as a layer-0 fast stage's views."""
+    return head_features(backbone, texts, ("chatmean", "chatlast"), together=True, layer=0)
+
+
+def prefill_row(got: dict) -> np.ndarray:
+    """A route prefill's result ({"mean", "last"} over the user turn) as the head's first two views."""
+    return np.concatenate([got["mean"].detach().float().cpu().numpy(),
+                           got["last"].detach().float().cpu().numpy()]).astype(np.float32)
+
+
+def prefill_features(backbone: Backbone, bundle, conversations: list[list[dict]], layer: int | None) -> np.ndarray:
+    """[N, 4D] float32: PREFILL_VIEWS of each conversation (`LLM.route_prefill`, one engine score
+    request each, nothing cached between them: a fitted state reproduces bit for bit)."""
+    from macaronic.router.conversation import request_text
+
+    rows = []
+    for msgs in conversations:
+        ids, start = prefill_ids(backbone, bundle, msgs)
+        rows.append(prefill_row(backbone.route_prefill(ids, start, layer)))
+    if not rows:
+        return np.zeros((0, 0), np.float32)
+    return np.concatenate([np.stack(rows), embedding_views(backbone, [request_text(m) for m in conversations])], 1)
+
+
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     z = logits / temperature
     m = np.max(z, axis=-1, keepdims=True)

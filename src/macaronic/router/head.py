@@ -43,11 +43,12 @@ class HeadPolicy(Saved, LinearSoftmax):
     layer: int | None = None  # read the residual entering this layer (an early exit; 0: the token embeddings); None: the final norm
     exit_above: float | None = None  # the fast head of a two-stage head: its answer stands at this confidence or more
     prefix: bool = False  # its chat views were read with the template's opening computed once (`RouterConfig.head_prefix`)
+    fast_above: float | None = None  # a prefill head: the fast stage's answer stands in front of it at this confidence
     name: ClassVar[str] = "head"
 
     def meta(self) -> dict:
         m = super().meta()
-        for key in ("layer", "exit_above", "prefix"):  # unset: the meta (and the state id) as before the field existed
+        for key in ("layer", "exit_above", "prefix", "fast_above"):  # unset: the meta (and the state id) as before the field existed
             if m.get(key) is None or m.get(key) is False:
                 m.pop(key, None)
         return m

@@ -26,11 +26,11 @@ from macaronic.router.bands import BandTable
 from macaronic.router.config import RouterConfig
 from macaronic.router.conversation import current_specialist, request_text, tool_caller
 from macaronic.router.embedding import EmbeddingPolicy
-from macaronic.router.features import embed_texts, head_features
+from macaronic.router.features import PREFILL_VIEWS, embed_texts, embedding_views, head_features, prefill_features
 from macaronic.router.head import HeadPolicy, exit_threshold
 from macaronic.router.probe import ProbePolicy
 from macaronic.router.prompted import PromptedPolicy
-from macaronic.router.state import RouterState
+from macaronic.router.state import RouterState, identity_hash
 from macaronic.router.types import AdapterInfo, Backbone, RouteDecision
 
 
@@ -103,11 +103,37 @@ class Router:
         fast = router._fit_fast(head, texts, labels, dev_texts, dev_labels, head_cache) \
             if head is not None and cfg.fast_layer is not None else None
         router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast)
+        prefill = router.fit_prefill(train, dev, head.layer) if head is not None and cfg.head_prefill else None
+        router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast, prefill=prefill)
         if cfg.policy == "cascade" and dev_texts and getattr(router.state, cfg.cheap_policy, None) is not None:
-            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast,
+            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast, prefill=prefill,
                                        bands=router.fit_bands(dev_texts, dev_labels, features, head_cache))
-        router.state = router.state.bind(backbone, data_hash)
+        router.state = router.state.bind(backbone, data_hash, identity_hash(router.bundle))
         return router
+
+    def fit_prefill(self, train: list[dict], dev: list[dict], layer: int | None) -> HeadPolicy:
+        """The head on the answer's own prefill (`features.prefill_features`: the bare base's state at
+        the end of the user turn, in the layout it answers from, at `layer`), fitted like the head."""
+        if not hasattr(self.backbone, "route_prefill"):
+            raise ValueError("head_prefill needs a backbone with engine score requests (LLM.route_prefill)")
+        keep = [e for e in train if e.get("kind") != "tool_result"]
+        keep_dev = [e for e in dev if e.get("kind") != "tool_result"]
+        X = prefill_features(self.backbone, self.bundle, [e["messages"] for e in keep], layer)
+        Xd = prefill_features(self.backbone, self.bundle, [e["messages"] for e in keep_dev], layer)
+        dev_labels = [e["label"] for e in keep_dev]
+        head = HeadPolicy.fit(X, [e["label"] for e in keep], Xd, dev_labels, PREFILL_VIEWS, layer=layer)
+        fast = self.state.fast
+        if fast is None or not self._fast_reads_embeddings():
+            return head
+        # where the fast stage's answer stands in front of this head: chosen on dev against it, as for the head
+        d = X.shape[1] // 2
+        t = exit_threshold(fast.predict(Xd[:, d:])[0], head.predict(Xd)[0], fast.routes, head.routes, dev_labels)
+        return replace(head, fast_above=t)
+
+    def _fast_reads_embeddings(self) -> bool:
+        """Whether the fast stage reads the prefill head's embedding views (token embeddings, chat views)."""
+        fast = self.state.fast
+        return fast is not None and fast.layer == 0 and tuple(fast.views) == ("chatmean", "chatlast")
 
     def _fit_fast(self, head: HeadPolicy, texts, labels, dev_texts, dev_labels, head_cache) -> HeadPolicy | None:
         """The head's fast first stage: the same views at `fast_layer` (0: the token embeddings, no
@@ -348,6 +374,46 @@ class Router:
                 reason = "band-default"
             out.append(RouteDecision(adapter, dist, dist[adapter], used, ms, reason))
         return out
+
+
+    # ------------------------------------------------------------------ the route from the answer's prefill
+    def reads_prefill(self, bundle=None) -> bool:
+        """Whether routes can read the answer's own prefill: the state has a prefill head (fitted with
+        the `head_prefill` option), the backbone runs engine score requests, the policy is the default
+        cascade (the cheapest route that holds), and `bundle` (default: the
+        router's) opens the layout with the identity it was fitted on (another identity moves the
+        states: the request-alone head routes instead)."""
+        if self.state.prefill is None or not hasattr(self.backbone, "route_prefill") or self.config.policy != "cascade":
+            return False  # (a policy asked for by name routes as it always did)
+        want = self.state.binding.get("identity")
+        return want is None or want == identity_hash(bundle or self.bundle)
+
+    def route_prefilled(self, conversation: list[dict], read, adapters: list[AdapterInfo] | None = None) -> RouteDecision:
+        """One adapter for the latest turn, the head reading the answer's own prefill: stickiness as
+        `route`; the fast first stage where it stands in front of the prefill head (`fast_above`);
+        otherwise `read()` runs the prefill (the caller keeps it for the answer) and returns its views
+        (`features.prefill_row`), and the prefill head decides on them beside the request's embedding
+        views. `policy` is "prefill" ("head" where the first stage answered, as `route` names it)."""
+        t0 = time.perf_counter()
+        adapters = adapters or self.adapters
+        names = [a.name for a in adapters]
+        caller = (tool_caller(conversation) or {}).get("specialist") if self.config.tool_stickiness else None
+        if caller is not None:
+            return RouteDecision(caller, {caller: 1.0}, 1.0, "sticky", (time.perf_counter() - t0) * 1e3, "sticky-tool")
+        head, fast, used, p = self.state.prefill, self.state.fast, "prefill", None
+        emb = embedding_views(self.backbone, [request_text(conversation)])
+        if head.fast_above is not None and self._fast_reads_embeddings():
+            pf = fast.predict(emb)[0]
+            if pf.max() >= head.fast_above:
+                p, abstain = self._aligned(fast, None, names, pf)
+                used = "head"  # its first stage, as `route` names it
+        if p is None:
+            X = np.concatenate([np.asarray(read(), np.float32)[None], emb], 1)
+            p, abstain = self._aligned(head, X, names)
+        self.stages["fast" if used == "head" else "prefill"] += 1
+        dist = {n: float(x) for n, x in zip(names, p[0])}
+        adapter, reason = decide(dist, bool(abstain[0]), current_specialist(conversation), self.config)
+        return RouteDecision(adapter, dist, dist[adapter], used, (time.perf_counter() - t0) * 1e3, reason)
 
 
 def _align(values: np.ndarray, routes: tuple[str, ...], names: list[str], fill: float) -> np.ndarray:

@@ -164,12 +164,43 @@ def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: i
         Xd = router.embed(dev_texts, {} if features is None else features)
         arrow = ArrowPolicy.from_backbone(backbone, [a.name for a in router.adapters], Xd.shape[1],
                                           center=old.arrow.center).calibrate(Xd, dev_labels)
-        kept = {k: getattr(old, k) for k in ("embedding", "probe", "head", "fast")}
+        kept = {k: getattr(old, k) for k in ("embedding", "probe", "head", "fast", "prefill")}
         router.state = RouterState(**kept, arrow=arrow)
         if old.bands is not None:
             router.state = RouterState(**kept, arrow=arrow, bands=router.fit_bands(
                 dev_texts, dev_labels, features, {} if head_cache is None else head_cache))
-        router.state = router.state.bind(backbone, old.binding.get("data"))
+        router.state = router.state.bind(backbone, old.binding.get("data"), old.binding.get("identity"))
+        return router
+
+
+def refit_prefill_part(backbone, state_dir: str | Path, bundle=None, threads: int = FIT_THREADS, log=None,
+                       data: tuple[list[dict], list[dict]] | None = None):
+    """The state at `state_dir` with its prefill head (the head on the answer's own prefill,
+    `Router.fit_prefill`) fitted or refitted; every other part keeps its bytes, so the result is what
+    a full refit gives. Refused when the routing data changed since the state was fitted, or when the
+    state has no head (the prefill head reads the head's layer)."""
+    from macaronic.router.data import data_hash, router_fit_data
+    from macaronic.router.router import Router
+    from macaronic.router.state import RouterState, identity_hash
+
+    if bundle is None:
+        from macaronic.harness import load_bundle
+
+        bundle = load_bundle()
+    old = RouterState.load(state_dir)
+    train, dev = data or router_fit_data()
+    if old.binding.get("data") != data_hash(train, dev):
+        raise ValueError(f"the routing data changed since {state_dir} was fitted: refit all of it (macaronic route fit)")
+    if old.head is None:
+        raise ValueError(f"{state_dir} has no head: the prefill head reads the head's layer")
+    with _torch_threads(threads):
+        router = Router(backbone, bundle, old, fit_config(backbone, bundle))  # its fast stage sets `fast_above`
+        if log:
+            log(f"fitting the prefill head on {len(train)} train / {len(dev)} dev turns at {threads} threads")
+        prefill = router.fit_prefill(train, dev, old.head.layer)
+        router.state = RouterState(**{k: getattr(old, k) for k in ("embedding", "probe", "head", "arrow", "bands",
+                                                                   "fast")}, prefill=prefill)
+        router.state = router.state.bind(backbone, old.binding.get("data"), identity_hash(bundle))
         return router
 
 
@@ -189,6 +220,9 @@ def write_shipped(router, out: str | Path, threads: int = FIT_THREADS, command: 
     base = getattr(router.backbone, "base", None)
     if getattr(base, "precision", "float32") != "float32":
         prov["precision"] = base.precision  # the features were read at it (float32 when absent)
+    if router.state.prefill is not None:
+        prov["prefill"] = {"views": list(router.state.prefill.views), "c": router.state.prefill.c,
+                           "layer": router.state.prefill.layer}
     if router.state.fast is not None:
         prov["fast"] = {"layer": router.state.fast.layer, "c": router.state.fast.c,
                         "exit_above": router.state.fast.exit_above}

@@ -31,7 +31,8 @@ from macaronic.router.probe import ProbePolicy
 
 FORMAT = 2
 KINDS = {"embedding": EmbeddingPolicy, "probe": ProbePolicy, "head": HeadPolicy, "arrow": ArrowPolicy,
-         "bands": BandTable, "fast": HeadPolicy}  # fast: the head's first stage (HeadPolicy.exit_above)
+         "bands": BandTable, "fast": HeadPolicy,  # fast: the head's first stage (HeadPolicy.exit_above)
+         "prefill": HeadPolicy}  # prefill: the head on the answer's own prefill (features.PREFILL_VIEWS)
 
 
 class StateMismatch(ValueError):
@@ -59,6 +60,7 @@ class RouterState:
     arrow: ArrowPolicy | None = None
     bands: BandTable | None = None
     fast: HeadPolicy | None = None
+    prefill: HeadPolicy | None = None
     binding: dict = field(default_factory=dict)
 
     def policies(self) -> dict:
@@ -71,9 +73,12 @@ class RouterState:
             metas = {**metas, "binding": self.binding}
         return state_hash(metas, {k: p.arrays() for k, p in self.policies().items()})
 
-    def bind(self, backbone, data_hash: str | None = None) -> "RouterState":
-        """The same state with its binding to `backbone` (and the training data) recorded."""
+    def bind(self, backbone, data_hash: str | None = None, identity: str | None = None) -> "RouterState":
+        """The same state with its binding to `backbone` (and the training data) recorded; with a
+        prefill head, also the identity text its layout opened with (`identity_hash`)."""
         b = {"base": backbone_fingerprint(backbone)}
+        if self.prefill is not None and identity is not None:
+            b["identity"] = identity
         if self.arrow is not None:
             b["adapters"] = adapter_ids(backbone, [r for r, c in zip(self.arrow.routes, self.arrow.counts) if c])
         if data_hash:
@@ -148,6 +153,11 @@ class RouterState:
         if errors:
             raise ValueError(f"invalid router state {root}: " + "; ".join(errors))
         return state
+
+
+def identity_hash(bundle) -> str:
+    """What a prefill head's binding records of the harness: its identity text (the layout's header)."""
+    return hashlib.sha256(bundle.identity.strip().encode()).hexdigest()[:16]
 
 
 def state_hash(metas: dict, arrays: dict[str, dict[str, np.ndarray]]) -> str:

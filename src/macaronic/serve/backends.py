@@ -191,13 +191,25 @@ class LocalBackend:
                 extra["logits_processor"] = proc if inner is None else (lambda g, lg: inner(g, proc(g, lg)))
         return extra
 
+    def route_prefill(self, layout: list[dict], layer: int | None) -> dict:
+        """The route read from the answer's own prefill (`LLM.route_prefill`): `layout` with its
+        assistant header, the views over the last user turn; {"mean", "last"} and "kept", for
+        `stream(..., resume=kept)`."""
+        ids = self.llm.encode_chat(layout)  # on to the assistant header: a bare answer runs no other forward below `layer`
+        return self.llm.route_prefill(ids, self.llm.turn_start(ids), layer, self.llm.turn_rule.answer_start(ids))
+
+    def _resume(self, ids: list[int], adapter: str | None, resume) -> dict:
+        """{"resume": kept} when the generation can take the kept route prefill, else nothing (it
+        prefills as usual: a route whose answer's layout differs, such as a user-header adapter's)."""
+        return {"resume": resume} if resume is not None and self.llm.can_resume(ids, adapter, resume) else {}
+
     async def sample_n(self, messages: list[dict], adapter: str | None, samplings: list[SamplingParams], *,
-                       structure=None, logprobs: int | None = None) -> list[Generation]:
+                       structure=None, logprobs: int | None = None, resume=None) -> list[Generation]:
         """n samples of one prompt that share its prefill; one Generation each, in order."""
         ids = await self.aencode(messages)
         reqs = []
         for sp in samplings:
-            extra = await self._extra(messages, adapter, structure, logprobs)
+            extra = {**await self._extra(messages, adapter, structure, logprobs), **self._resume(ids, adapter, resume)}
             reqs.append(self.llm.request(ids, adapter, sp, **extra))
         try:
             handles = self.llm.engine.submit_n(reqs, loop=asyncio.get_running_loop())
@@ -225,9 +237,11 @@ class LocalBackend:
                           h.loop_period)
 
     async def stream(self, messages: list[dict], adapter: str | None, sampling: SamplingParams, *,
-                     structure=None, logprobs: int | None = None):
+                     structure=None, logprobs: int | None = None, resume=None):
+        """Text deltas, then one Generation. `resume`: a kept route prefill (`route_prefill`) the
+        prompt may continue; taken when it does (`_resume`)."""
         ids = await self.aencode(messages)
-        extra = await self._extra(messages, adapter, structure, logprobs)
+        extra = {**await self._extra(messages, adapter, structure, logprobs), **self._resume(ids, adapter, resume)}
         try:
             h = self.llm.submit(ids, adapter, sampling, loop=asyncio.get_running_loop(), **extra)
         except EngineError as e:

@@ -45,6 +45,7 @@ from macaronic.genui.convert import streamed_head, v08_text
 from macaronic.pairs.ids import pair_id
 from macaronic.router.config import RouterConfig, default_route, tool_session, tools_rule
 from macaronic.router.conversation import request_text, tool_caller
+from macaronic.router.features import prefill_layout, prefill_row
 from macaronic.serve import pools, structured, views
 from macaronic.serve.budgets import BudgetError, Budgets, check_request, off_loop
 from macaronic.serve.callstream import CallStreamer
@@ -110,6 +111,9 @@ class Route:
     ms: float
     reason: str
     probs: dict = field(default_factory=dict)
+    # the answer's own prefill the route read (engine `Kept`): the generation continues it when its
+    # layout does (the bare base or an assistant-header adapter answers); never shown or stored
+    kept: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -148,6 +152,8 @@ class TurnResult:
                "reason": r.reason, "confidence": round(r.confidence, 6), "route_ms": round(r.ms, 3),
                "prefill_tokens": self.usage.get("prefill_tokens", 0), "reused_tokens": self.usage.get("reused_tokens", 0),
                "pair_id": self.pair_id}
+        if self.usage.get("upper_tokens"):  # positions whose lower layers the route's prefill (or a switch) gave
+            out["upper_tokens"] = self.usage["upper_tokens"]
         if self.usage.get("ttft_ms") is not None and self.usage.get("total_ms") is not None:
             # the answer hop's own clock: time to its first token and decode time (a client's tok/s)
             out["ttft_ms"] = self.usage["ttft_ms"]
@@ -360,16 +366,25 @@ class MoL:
         if self.router is None:
             a = self.adapter_for_role(default)
             return Route(a, default, self.mode_of(a), "default", 1.0, 0.0, "no-router")
-        t0 = time.perf_counter()
+        t0, kept = time.perf_counter(), {}
         try:
-            d = await pools.run(pools.TURN, self.router.route, messages)  # never behind a compile storm
+            reads = getattr(self.router, "reads_prefill", None)  # a router wrapper may not route on prefills
+            if reads is not None and reads(self.bundle) and hasattr(self.backend, "route_prefill"):
+                def read():  # the answer's own prefill, up to the head's layer; kept for the answer
+                    got = self.backend.route_prefill(prefill_layout(self.bundle, messages), self.router.state.prefill.layer)
+                    kept["kept"] = got["kept"]
+                    return prefill_row(got)
+
+                d = await pools.run(pools.TURN, self.router.route_prefilled, messages, read)
+            else:
+                d = await pools.run(pools.TURN, self.router.route, messages)  # never behind a compile storm
             role, policy, conf, probs, reason = d.role, d.policy, d.confidence, d.probs, d.reason
         except Exception as e:  # a broken router must not take the server down: default route
             log.warning("router failed (%s); default route %s", e, default)
             role, policy, conf, probs, reason = default, "default", 0.0, {}, f"router-error: {e}"
         ms = (time.perf_counter() - t0) * 1000
         a = self.adapter_for_role(role)
-        return Route(a, role, self.mode_of(a), policy, float(conf), ms, reason, dict(probs))
+        return Route(a, role, self.mode_of(a), policy, float(conf), ms, reason, dict(probs), kept.get("kept"))
 
     # Routes the tools decision never revisits: forced, sticky, and the tools rule's (a `tool_choice` that
     # asks for a call; its words alone are revisited, see `tools_decision`).
@@ -574,7 +589,8 @@ class MoL:
         # under the tool grammar a call's layout is fixed: stream its name and arguments as they decode
         calls = CallStreamer() if parse_calls and structure is not None and structure.kind == "tools" else None
         stream = self.backend.stream(view, route.adapter, under(sp, structure),
-                                     structure=structure.spec if structure else None, logprobs=logprobs)
+                                     structure=structure.spec if structure else None, logprobs=logprobs,
+                                     **({"resume": route.kept} if route.kept is not None else {}))
         try:
             async for item in stream:
                 if isinstance(item, Generation):
@@ -641,7 +657,8 @@ class MoL:
             raise TurnError(f"n > 1 is not supported by the {self.backend.label} engine", 400, "unsupported", "n")
         try:
             gens = await self.backend.sample_n(view, route.adapter, sps, structure=structure.spec if structure else None,
-                                               logprobs=logprobs)
+                                               logprobs=logprobs,
+                                               **({"resume": route.kept} if route.kept is not None else {}))
         except BackendError as e:
             raise TurnError(str(e), e.status, e.code, e.param) from None
         if any(g.finish_reason == "error" for g in gens):
@@ -677,7 +694,7 @@ class MoL:
         if gen is None or gen.finish_reason == "error":
             raise TurnError(f"generation failed: {gen.error if gen else 'no result'}", 500, "engine_error")
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
-                                               "reused_tokens", "ttft_ms", "total_ms")}
+                                               "reused_tokens", "upper_tokens", "ttft_ms", "total_ms")}
         yield TurnResult(gen.text, gen.text, [], gen.finish_reason, route, usage, self.pair_id, view, "",
                          msgs + [{"role": "assistant", "content": gen.text}], logprobs=gen.logprobs,
                          loop_period=gen.loop_period, constrained=structure.kind if structure else None)
@@ -730,7 +747,7 @@ class MoL:
                  "key": key, **({"specialist": route.specialist} if route.specialist else {}),
                  **({"raw": raw} if raw else {})}
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
-                                               "reused_tokens", "ttft_ms", "total_ms")}
+                                               "reused_tokens", "upper_tokens", "ttft_ms", "total_ms")}
         return TurnResult(text, content, calls, finish, route, usage, self.pair_id, view, key,
                           msgs + [reply], genui, tool_error, logprobs=gen.logprobs, loop_period=gen.loop_period,
                           constrained=structure.kind if structure else None)

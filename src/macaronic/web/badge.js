@@ -38,6 +38,7 @@ function details(meta, stats, responseId) {
   rows.push(["Routing", `policy ${meta.policy}${conf}` + (meta.reason ? ` (${meta.reason})` : "") +
     `, ${Number(meta.route_ms || 0).toFixed(0)} ms`]);
   rows.push(["Prompt", `${meta.prefill_tokens ?? "?"} tokens computed, ${meta.reused_tokens ?? "?"} reused from the cache` +
+    (meta.upper_tokens ? `, ${meta.upper_tokens} continued from the prefill the router read` : "") +
     (meta.ttft_ms != null ? `; first token after ${Math.round(meta.ttft_ms)} ms` : "")]);
   if (stats) {
     const tps = tokensPerSecond(stats);
