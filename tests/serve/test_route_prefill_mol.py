@@ -54,6 +54,7 @@ def test_a_bare_route_continues_the_prefill_the_router_read(llm):
     # the user turn's lower layers came from the route's prefill: only the assistant header ran whole
     assert r.usage["upper_tokens"] > 0 and r.macaronic()["upper_tokens"] == r.usage["upper_tokens"]
     assert r.usage["prefill_tokens"] == 0  # the route's prefill ran on to the assistant header
+    assert r.route.kept is None  # the result holds no K/V once the answer took it
     forced = _mol(llm, "coding").turn(CONVO, model="coding", sampling=GREEDY)
     assert forced.route.policy == "forced" and not forced.usage.get("upper_tokens")
     assert r.view == forced.view  # the same layout: the prefill the router read is the answer's

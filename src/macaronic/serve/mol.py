@@ -748,6 +748,7 @@ class MoL:
                  **({"raw": raw} if raw else {})}
         usage = {k: gen.usage.get(k) for k in ("prompt_tokens", "completion_tokens", "prefill_tokens",
                                                "reused_tokens", "upper_tokens", "ttft_ms", "total_ms")}
+        route = replace(route, kept=None) if route.kept is not None else route  # its K/V is spent: hold none
         return TurnResult(text, content, calls, finish, route, usage, self.pair_id, view, key,
                           msgs + [reply], genui, tool_error, logprobs=gen.logprobs, loop_period=gen.loop_period,
                           constrained=structure.kind if structure else None)
