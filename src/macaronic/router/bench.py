@@ -320,7 +320,8 @@ TOOLSETS = {
 
 def tools_attached(router: Router, test: list[dict], bundle) -> dict:
     """The held-out turns with each toolset attached (`tool_choice` auto), decided the way the
-    server does: the tools rule (`config.tools_route`), else the router. The label stays the turn's
+    server does: the tools rule (`config.tools_route`), else the router (on the answer's own prefill
+    where its state has that head; the prefill's layout leaves the tools out, as the MoL's does). The label stays the turn's
     own: tools being there does not make a chat question an agent task. Per toolset: accuracy,
     macro-F1, how often the rule fired, accuracy on the rule's role's turns (the agent's) and on the others."""
     from macaronic.router.config import RouterConfig, tool_session, tools_route
@@ -329,7 +330,10 @@ def tools_attached(router: Router, test: list[dict], bundle) -> dict:
     tool_role = RouterConfig.from_dict(bundle.router).tools_route  # the role the rule answers with (the agent)
 
     turns = [e for e in test if e.get("kind") != "tool_result"]
-    routed = [d.role for d in router.route_many([e["messages"] for e in turns])]
+    if router.reads_prefill():  # as the server routes: on the answer's own prefill
+        routed = [router.route_prefilled(e["messages"], _prefill_reader(router, e["messages"])).role for e in turns]
+    else:
+        routed = [d.role for d in router.route_many([e["messages"] for e in turns])]
     labels = [e["label"] for e in turns]
     out = {}
     for name, tools in TOOLSETS.items():
