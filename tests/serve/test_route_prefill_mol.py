@@ -76,3 +76,17 @@ def test_another_identity_routes_with_the_request_alone(llm):
     """A prefill head fitted on another identity's layout is not read (its states would move)."""
     mol = _mol(llm, "coding", identity="0" * 16)
     assert not mol.router.reads_prefill(mol.bundle)
+
+
+def test_the_contracts_local_runner_routes_on_the_prefill_as_the_mol_does(llm):
+    from macaronic.contract.runner import LocalRunner
+    from macaronic.harness import load_bundle
+
+    bundle = load_bundle()
+    runner = LocalRunner.__new__(LocalRunner)  # its engine and router given here, not loaded from a manifest
+    runner.bundle, runner.llm = bundle, llm
+    runner._router = Router(llm, bundle, RouterState(prefill=_head(llm, "coding"),
+                                                     binding={"identity": identity_hash(bundle)}))
+    tools = [{"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}}]
+    reply = runner.reply(CONVO, None, seed=0, max_tokens=4, tools=tools)  # (the substrate's would overflow this model)
+    assert reply.role == "coding" and reply.route["policy"] == "prefill" and reply.tokens > 0

@@ -63,11 +63,12 @@ class LocalRunner:
         router = self.router
         bundle = served_bundle(self.bundle, self.llm)
         if router.reads_prefill(bundle):
-            from macaronic.router.features import prefill_ids, prefill_row
+            from macaronic.router.features import prefill_layout, prefill_row
 
-            def read():
-                ids, start = prefill_ids(self.llm, bundle, [for_renderer(m, bundle) for m in messages])
-                got = self.llm.route_prefill(ids, start, router.state.prefill.layer)
+            def read():  # on to the assistant header, the views over the user turn (as LocalBackend.route_prefill)
+                ids = self.llm.encode_chat(prefill_layout(bundle, [for_renderer(m, bundle) for m in messages]))
+                got = self.llm.route_prefill(ids, self.llm.turn_start(ids), router.state.prefill.layer,
+                                             self.llm.turn_rule.answer_start(ids))
                 if kept is not None:
                     kept["kept"] = got["kept"]
                 return prefill_row(got)

@@ -375,14 +375,13 @@ class Router:
             out.append(RouteDecision(adapter, dist, dist[adapter], used, ms, reason))
         return out
 
-
     # ------------------------------------------------------------------ the route from the answer's prefill
     def reads_prefill(self, bundle=None) -> bool:
         """Whether routes can read the answer's own prefill: the state has a prefill head (fitted with
         the `head_prefill` option), the backbone runs engine score requests, the policy is the default
-        cascade (the cheapest route that holds), and `bundle` (default: the
-        router's) opens the layout with the identity it was fitted on (another identity moves the
-        states: the request-alone head routes instead)."""
+        cascade (the cheapest route that holds), and `bundle` (default: the router's) opens the layout
+        with the identity it was fitted on (another identity moves the states: the request-alone head
+        routes instead)."""
         if self.state.prefill is None or not hasattr(self.backbone, "route_prefill") or self.config.policy != "cascade":
             return False  # (a policy asked for by name routes as it always did)
         want = self.state.binding.get("identity")
