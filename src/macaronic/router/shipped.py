@@ -133,17 +133,10 @@ def fit_state(backbone, bundle=None, config=None, threads: int = FIT_THREADS, lo
                           data_hash=data_hash(train, dev))
 
 
-def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: int = FIT_THREADS, log=None,
-                        features=None, head_cache=None, data: tuple[list[dict], list[dict]] | None = None):
-    """The state at `state_dir` with only what is computed from the specialists' weights refitted for
-    this backbone's adapters: the Arrow prototypes (from the adapter weights; the centre of the training
-    features kept), their temperature and the cascade's band table (both on the dev turns). The head,
-    probe, embedding and fast stage read the bare base and keep their bytes, so a changed specialist
-    needs no full refit. Refused when the routing data (default: the shipped data; `data` = (train,
-    dev)) changed since the state was fitted."""
-    from macaronic.router.arrow import ArrowPolicy
+def _refit_inputs(state_dir, bundle, data):
+    """(bundle, the saved state, train, dev) for refitting part of a state; refused when the routing
+    data (default: the shipped data) changed since the state was fitted."""
     from macaronic.router.data import data_hash, router_fit_data
-    from macaronic.router.router import Router, training_pairs
     from macaronic.router.state import RouterState
 
     if bundle is None:
@@ -154,6 +147,22 @@ def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: i
     train, dev = data or router_fit_data()
     if old.binding.get("data") != data_hash(train, dev):
         raise ValueError(f"the routing data changed since {state_dir} was fitted: refit all of it (macaronic route fit)")
+    return bundle, old, train, dev
+
+
+def refit_adapter_parts(backbone, state_dir: str | Path, bundle=None, threads: int = FIT_THREADS, log=None,
+                        features=None, head_cache=None, data: tuple[list[dict], list[dict]] | None = None):
+    """The state at `state_dir` with only what is computed from the specialists' weights refitted for
+    this backbone's adapters: the Arrow prototypes (from the adapter weights; the centre of the training
+    features kept), their temperature and the cascade's band table (both on the dev turns). The head,
+    probe, embedding and fast stage read the bare base and keep their bytes, so a changed specialist
+    needs no full refit. Refused when the routing data (default: the shipped data; `data` = (train,
+    dev)) changed since the state was fitted."""
+    from macaronic.router.arrow import ArrowPolicy
+    from macaronic.router.router import Router, training_pairs
+    from macaronic.router.state import RouterState
+
+    bundle, old, train, dev = _refit_inputs(state_dir, bundle, data)
     if old.arrow is None:
         raise ValueError(f"{state_dir} has no Arrow prototypes: nothing is computed from the specialists' weights")
     with _torch_threads(threads):
@@ -179,18 +188,10 @@ def refit_prefill_part(backbone, state_dir: str | Path, bundle=None, threads: in
     `Router.fit_prefill`) fitted or refitted; every other part keeps its bytes, so the result is what
     a full refit gives. Refused when the routing data changed since the state was fitted, or when the
     state has no head (the prefill head reads the head's layer)."""
-    from macaronic.router.data import data_hash, router_fit_data
     from macaronic.router.router import Router
     from macaronic.router.state import RouterState, identity_hash
 
-    if bundle is None:
-        from macaronic.harness import load_bundle
-
-        bundle = load_bundle()
-    old = RouterState.load(state_dir)
-    train, dev = data or router_fit_data()
-    if old.binding.get("data") != data_hash(train, dev):
-        raise ValueError(f"the routing data changed since {state_dir} was fitted: refit all of it (macaronic route fit)")
+    bundle, old, train, dev = _refit_inputs(state_dir, bundle, data)
     if old.head is None:
         raise ValueError(f"{state_dir} has no head: the prefill head reads the head's layer")
     with _torch_threads(threads):
