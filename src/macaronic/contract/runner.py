@@ -65,10 +65,9 @@ class LocalRunner:
         if router.reads_prefill(bundle):
             from macaronic.router.features import prefill_layout, prefill_row
 
-            def read():  # on to the assistant header, the views over the user turn (as LocalBackend.route_prefill)
-                ids = self.llm.encode_chat(prefill_layout(bundle, [for_renderer(m, bundle) for m in messages]))
-                got = self.llm.route_prefill(ids, self.llm.turn_start(ids), router.state.prefill.layer,
-                                             self.llm.turn_rule.answer_start(ids))
+            def read():  # as LocalBackend.route_prefill
+                got = self.llm.route_prefill_chat(prefill_layout(bundle, [for_renderer(m, bundle) for m in messages]),
+                                                  router.state.prefill.layer)
                 if kept is not None:
                     kept["kept"] = got["kept"]
                 return prefill_row(got)

@@ -237,6 +237,13 @@ class LLM:
         return self._score([Request(prompt=list(ids), score="hidden", score_layer=layer, score_from=start,
                                     score_to=end, score_keep=True, cache=False)])[0]  # the answer caches it, whole
 
+    def route_prefill_chat(self, layout: list[dict], layer: int | None = None) -> dict:
+        """`route_prefill` on layout messages as the bare answer's prompt: rendered with its assistant
+        header (a bare answer then runs no other forward below `layer`), the views over the last user
+        turn (from its header to the assistant header)."""
+        ids = self.encode_chat(layout)
+        return self.route_prefill(ids, self.turn_start(ids), layer, self.turn_rule.answer_start(ids))
+
     def can_resume(self, ids: list[int], adapter: str | None, kept) -> bool:
         """Whether a generation of `ids` with `adapter` takes part of the kept route prefill (`resume`):
         its prompt shares the prefill's user turn, computed by the bare base there (no adapter, or a

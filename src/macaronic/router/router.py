@@ -103,11 +103,10 @@ class Router:
         fast = router._fit_fast(head, texts, labels, dev_texts, dev_labels, head_cache) \
             if head is not None and cfg.fast_layer is not None else None
         router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast)
-        prefill = router.fit_prefill(train, dev, head.layer) if head is not None and cfg.head_prefill else None
-        router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast, prefill=prefill)
+        if head is not None and cfg.head_prefill:  # after the fast stage: its exit in front of this head
+            router.state = replace(router.state, prefill=router.fit_prefill(train, dev, head.layer))
         if cfg.policy == "cascade" and dev_texts and getattr(router.state, cfg.cheap_policy, None) is not None:
-            router.state = RouterState(embedding=emb, probe=probe, head=head, arrow=arrow, fast=fast, prefill=prefill,
-                                       bands=router.fit_bands(dev_texts, dev_labels, features, head_cache))
+            router.state = replace(router.state, bands=router.fit_bands(dev_texts, dev_labels, features, head_cache))
         router.state = router.state.bind(backbone, data_hash, identity_hash(router.bundle))
         return router
 

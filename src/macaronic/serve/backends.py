@@ -195,8 +195,7 @@ class LocalBackend:
         """The route read from the answer's own prefill (`LLM.route_prefill`): `layout` with its
         assistant header, the views over the last user turn; {"mean", "last"} and "kept", for
         `stream(..., resume=kept)`."""
-        ids = self.llm.encode_chat(layout)  # on to the assistant header: a bare answer runs no other forward below `layer`
-        return self.llm.route_prefill(ids, self.llm.turn_start(ids), layer, self.llm.turn_rule.answer_start(ids))
+        return self.llm.route_prefill_chat(layout, layer)
 
     def _resume(self, ids: list[int], adapter: str | None, resume) -> dict:
         """{"resume": kept} when the generation can take the kept route prefill, else nothing (it
