@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from macaronic.engine import native
 from macaronic.engine.adapters import read_adapter
@@ -232,6 +233,29 @@ def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, 
             tol = 1e-4 if dtype == torch.float32 else 0.01 * float(base.abs().max() + delta.abs().max()) + 0.02 * float(delta.abs().max())
             assert err <= tol, (dtype, quant, int8_b, fused, err)
             assert torch.equal(y[slots == 0], base[slots == 0])
+
+
+def test_the_decode_steps_silu_is_pytorchs_to_the_bit(ops):
+    """decode_layers' SiLU * up (csrc/decode.cpp: a vectorised expf, bf16 rounding where F.silu and the
+    product round) against the layer loop's F.silu(g) * u, bit for bit, on every kernel family the CPU runs
+    (the AVX2 twin runs wherever the library loads): random gates at three scales, a row width that leaves
+    a scalar tail, and the edges (exp's overflow and underflow, infinities, NaN)."""
+    g = torch.Generator().manual_seed(3)
+    twins = [True] + ([False] if ops.wide_supported() else [])
+    edges = [0.0, -0.0, 1e-30, -1e-30, 88.0, 88.5, 88.7, 89.0, 100.0, 1e30, -86.0, -87.3, -88.0, -88.5, -89.0,
+             -100.0, -104.0, -150.0, -1e30, float("inf"), float("-inf"), float("nan")]
+    cases = [(torch.randn(8, 2 * 4867, generator=g) * s).bfloat16() for s in (1.0, 4.0, 30.0)]
+    e = torch.tensor(edges).bfloat16()
+    cases.append(torch.cat([e, torch.full_like(e, 3.0)]).reshape(1, -1))
+    for gu in cases:
+        i = gu.shape[1] // 2
+        ref = F.silu(gu[:, :i]) * gu[:, i:]
+        for twin in twins:
+            got = ops.silu_mul(gu, twin)
+            assert got.dtype == torch.bfloat16 and got.shape == ref.shape
+            assert torch.equal(got.view(torch.int16), ref.view(torch.int16)), (twin, gu.shape)
+    with pytest.raises(RuntimeError, match="silu_mul: gu must be"):
+        ops.silu_mul(torch.zeros(2, 7).bfloat16(), True)
 
 
 @pytest.mark.parametrize("family,quant", [("llama", "none"), ("llama", "int4"), ("qwen2", "int4")])

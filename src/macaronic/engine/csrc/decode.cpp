@@ -194,14 +194,45 @@ KERNEL void add_into(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x + y)
   for (int64_t k = 0; k < n; k += 16) store16(x + k, _mm512_add_ps(load16(x + k), load16(y + k)));
 }
 
-// bf16(bf16(silu(g)) * u); scalar, the body compiled for both targets (silu_mul, silu_mul2)
-__attribute__((always_inline)) inline void silu_mul_body(const bf16* gu, int64_t I, bf16* out) {
-  for (int64_t k = 0; k < I; ++k) {
+// bf16(bf16(silu(g)) * u), silu(g) = g / (1 + exp(-g)) in fp32 as F.silu computes it; the scalar body ends a
+// row whose width is not a multiple of the vector's (silu_mul, silu_mul2)
+__attribute__((always_inline)) inline void silu_mul_body(const bf16* gu, int64_t I, int64_t from, bf16* out) {
+  for (int64_t k = from; k < I; ++k) {
     const float g = float(gu[k]);
     out[k] = bf16(float(bf16(g / (1.f + std::exp(-g)))) * float(gu[I + k]));
   }
 }
-KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) { silu_mul_body(gu, I, out); }
+
+// Cephes' expf, 16 lanes: x = n ln 2 + r (ln 2 in two parts, |r| <= ln 2 / 2), a degree-6 polynomial for
+// exp(r) (about 1 ulp, as glibc's expf and PyTorch's vectorised exp), then scalef by 2^n, which overflows to
+// inf and underflows to 0 as expf does. The scalar std::exp here cost a quarter of a 16-stream decode step's
+// time on the default base (perf, docs/LOG.md 2026-12-07, twenty-first session).
+KERNEL inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(89.f));  // keeps r small
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  int64_t k = 0;
+  for (; k + 16 <= I; k += 16) {
+    const __m512 g = load16(gu + k);
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    store16(out + k, _mm512_mul_ps(round16(s), load16(gu + I + k)));
+  }
+  silu_mul_body(gu, I, k, out);
+}
 
 // ---- AVX2 + FMA (no AVX-512 BF16): the element-wise steps and attention, 8 lanes at a time ----
 // The same arithmetic and bf16 rounding points as the kernels above.
@@ -268,9 +299,42 @@ AVX2_KERNEL void add_into2(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x +
   for (int64_t k = 0; k < n; k += 8) store8(x + k, _mm256_add_ps(load8(x + k), load8(y + k)));
 }
 
-// rope and silu_mul compiled without the AVX-512 target, so the compiler cannot use it here
+// rope compiled without the AVX-512 target, so the compiler cannot use it here
 AVX2_KERNEL void rope2(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) { rope_body(x, cos, sin, hd); }
-AVX2_KERNEL void silu_mul2(const bf16* gu, int64_t I, bf16* out) { silu_mul_body(gu, I, out); }
+
+// exp16's twin, 8 lanes: 2^n built in the exponent bits (x clamped first so that n stays in [-150, 128]);
+// n = 128 is 2^127 times 2 (a finite exp near FLT_MAX, or inf where expf overflows); n below -126 gives 0
+// where expf gives a subnormal
+AVX2_KERNEL inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.f)), _mm256_set1_ps(89.f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-127.f)), _mm256_set1_ps(127.f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nc), _mm256_set1_epi32(127)), 23);
+  const __m256 twice = _mm256_blendv_ps(_mm256_set1_ps(1.f), _mm256_set1_ps(2.f), _mm256_cmp_ps(n, nc, _CMP_GT_OQ));
+  return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), twice);
+}
+
+AVX2_KERNEL void silu_mul2(const bf16* gu, int64_t I, bf16* out) {
+  using namespace macaronic::avx2;
+  const __m256 one = _mm256_set1_ps(1.f);
+  int64_t k = 0;
+  for (; k + 8 <= I; k += 8) {
+    const __m256 g = load8(gu + k);
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    store8(out + k, _mm256_mul_ps(round8(s), load8(gu + I + k)));
+  }
+  silu_mul_body(gu, I, k, out);
+}
 
 constexpr int64_t kPerLayer = 11;
 
@@ -355,16 +419,33 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
     at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2], gparts, gtypes);  // [B, 2I]
     const int64_t I = gu.size(1) / 2;
     at::Tensor act = at::empty({B, I}, x.options());
-    for (int64_t b = 0; b < B; ++b) (wide ? silu_mul : silu_mul2)(gu.data_ptr<bf16>() + b * 2 * I, I, act.data_ptr<bf16>() + b * I);
+    const bf16* gup = gu.data_ptr<bf16>();
+    bf16* actp = act.data_ptr<bf16>();
+    macaronic::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // rows of 4 or more: one row is ~1 us
+      for (int64_t b = b0; b < b1; ++b) (wide ? silu_mul : silu_mul2)(gup + b * 2 * I, I, actp + b * I);
+    });
     at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3], gparts, gtypes);
     (wide ? add_into : add_into2)(xp, dn.data_ptr<bf16>(), B * D);
   }
   return x;
 }
 
+// decode_layers' SiLU step alone, for the tests: bf16 [N, 2I] (gate, then up) -> bf16 [N, I]; `twin`: the AVX2
+// kernel (where the CPU runs it) instead of the AVX-512 one
+at::Tensor silu_mul_rows(const at::Tensor& gu, bool twin) {
+  TORCH_CHECK(gu.dim() == 2 && gu.scalar_type() == at::kBFloat16 && gu.is_contiguous() && gu.size(1) % 2 == 0,
+              "silu_mul: gu must be a contiguous bf16 [N, 2I]");
+  TORCH_CHECK(twin ? macaronic::cpu_avx2() : macaronic::wide(), "silu_mul: this CPU does not run that kernel");
+  const int64_t N = gu.size(0), I = gu.size(1) / 2;
+  at::Tensor out = at::empty({N, I}, gu.options());
+  for (int64_t b = 0; b < N; ++b) (twin ? silu_mul2 : silu_mul)(gu.data_ptr<bf16>() + b * 2 * I, I, out.data_ptr<bf16>() + b * I);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
+  m.def("silu_mul(Tensor gu, bool twin=False) -> Tensor", &silu_mul_rows);
   m.def("decode_layers(Tensor x, Tensor[] w, Tensor[] lora, Tensor[] slots, Tensor[] ks, Tensor[] vs, int[] lengths, "
         "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps, Tensor[] gparts, int[] gtypes) -> Tensor",
         &decode_layers);
