@@ -4,6 +4,7 @@ quantized model on mixed batches with adapters, and a build that fails."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -235,6 +236,47 @@ def test_one_call_linear_and_delta_match_two_calls_and_the_twin(ops, tiny_dirs, 
             assert torch.equal(y[slots == 0], base[slots == 0])
 
 
+def test_x_rounded_to_8_bits_matches_its_twin_and_path_5_takes_it_on_few_rows(ops, monkeypatch):
+    """Path 4 (csrc/int4.cpp: x rounded per group of 32 as llama.cpp's q8, integer products on VNNI) against
+    Int4Reference's path 4, within one bf16 step of the output; near the exact product; every row tile, a
+    group of zeros, a bias. Path 5 (what a base with int4_x "int8" asks) takes it where path 0 takes the
+    register kernel, and path 0's choice elsewhere; MACARONIC_INT4_X overrides a base's setting."""
+    from macaronic.engine import bases
+
+    monkeypatch.setenv("MACARONIC_INT4_X", "int3")
+    with pytest.raises(ValueError, match="MACARONIC_INT4_X='int3'"):
+        bases.int4_x("qwen2.5-coder-0.5b")
+    monkeypatch.setenv("MACARONIC_INT4_X", "bf16")
+    assert bases.int4_x("qwen2.5-coder-0.5b") == "bf16"
+    monkeypatch.delenv("MACARONIC_INT4_X")
+    assert (bases.int4_x("qwen2.5-coder-0.5b"), bases.int4_x("smollm2-135m-instruct"), bases.int4_x(None)) == ("int8", "bf16", "bf16")
+    if not ops.q8_supported():
+        qw, sc = pack_int4(torch.randn(16, 32).bfloat16())
+        x = torch.randn(2, 32).bfloat16()
+        assert torch.equal(ops.int4_linear(x, qw, sc, None, 5), ops.int4_linear(x, qw, sc, None, 0))
+        with pytest.raises(RuntimeError, match="needs AVX-512 BF16 and VNNI"):
+            ops.int4_linear(torch.zeros(1, 32).bfloat16(), *pack_int4(torch.zeros(16, 32)), None, 4)
+        pytest.skip("this CPU has no AVX-512 BF16 and VNNI")
+    g = torch.Generator().manual_seed(4)
+    for o, k in ((48, 96), (96, 1536)):
+        qw, sc = pack_int4((torch.randn(o, k, generator=g) * 0.05).bfloat16())
+        bias = torch.randn(o, generator=g).bfloat16()
+        for n in (1, 2, 3, 5, 8, 9, 16, 17):
+            x = torch.randn(n, k, generator=g).bfloat16()
+            x[0, :32] = 0
+            for b in (None, bias):
+                ref = Int4Reference.int4_linear(x, qw, sc, b, 4).float()
+                exact = Int4Reference.int4_linear(x, qw, sc, b, 1).float()
+                y = ops.int4_linear(x, qw, sc, b, 4)
+                assert y.dtype == torch.bfloat16 and y.shape == (n, o)
+                top = float(exact.abs().max())
+                assert float((y.float() - ref).abs().max()) <= top / 128 + 1e-6, (o, k, n)
+                assert float((y.float() - exact).abs().max()) <= 0.03 * top, (o, k, n)
+    assert torch.equal(ops.int4_linear(x, qw, sc, None, 5), ops.int4_linear(x, qw, sc, None, 4))
+    many = torch.randn(200, qw.shape[1] * 32, generator=g).bfloat16()  # past the few-rows path: 5 is 0
+    assert torch.equal(ops.int4_linear(many, qw, sc, None, 5), ops.int4_linear(many, qw, sc, None, 0))
+
+
 def test_the_decode_steps_silu_is_pytorchs_to_the_bit(ops):
     """decode_layers' SiLU * up (csrc/decode.cpp: a vectorised expf, bf16 rounding where F.silu and the
     product round) against the layer loop's F.silu(g) * u, bit for bit, on every kernel family the CPU runs
@@ -258,7 +300,7 @@ def test_the_decode_steps_silu_is_pytorchs_to_the_bit(ops):
         ops.silu_mul(torch.zeros(2, 7).bfloat16(), True)
 
 
-@pytest.mark.parametrize("family,quant", [("llama", "none"), ("llama", "int4"), ("qwen2", "int4")])
+@pytest.mark.parametrize("family,quant", [("llama", "none"), ("llama", "int4"), ("qwen2", "int4"), ("qwen2", "int4-x8")])
 def test_fused_decode_step_matches_the_layer_loop(ops, tiny_dirs, tmp_path, monkeypatch, family, quant):
     """A decode step in one native call (csrc/decode.cpp) against the Python layer loop, its twin:
     pooled and standalone K/V buffers, base and adapter tokens mixed, over several steps. The K/V
@@ -269,8 +311,12 @@ def test_fused_decode_step_matches_the_layer_loop(ops, tiny_dirs, tmp_path, monk
     ran = []
     real = Transformer._fused_decode
     monkeypatch.setattr(Transformer, "_fused_decode", lambda self, *a: ran.append(r := real(self, *a)) or r)
+    if quant == "int4-x8":  # x rounded to 8 bits on the few-rows path, as the default base serves (path 5)
+        monkeypatch.setenv("MACARONIC_INT4_X", "int8")
+        quant = "int4"
     b = load_base(tiny_dirs[family], dtype=torch.bfloat16, quant=quant)
     m, args = b.model, b.args
+    assert quant != "int4" or m.int4_path == (5 if os.environ.get("MACARONIC_INT4_X") == "int8" else 0)
     bank = LoraBank(args, 4, 4, dtype=torch.bfloat16, int8_b=bank_int8_b(m))  # the engine's bank: int8 B for int4
     assert bank.int8_b == (quant == "int4")
     for slot in (1, 2):

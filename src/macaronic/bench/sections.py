@@ -4,7 +4,6 @@ the tables (and write them into a markdown file only when `--md FILE` names one)
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
 
     from macaronic.bench import machine, serving, suite
     from macaronic.engine.base import load_base
+    from macaronic.engine.bases import precision_env
 
     lengths = (512, 2048) if a.quick else (512, 2048, 4096)
     reps = getattr(a, "reps", None) or (1 if a.quick else 3)
@@ -37,8 +37,7 @@ def run(a, argv: list[str], sections: set[str]) -> int:
     base = load_base(a.base)
     result: dict = {
         # the precision is part of the command (as `eval report-only` writes it)
-        "command": "".join(f"{k}={os.environ[k]} " for k in ("MACARONIC_DTYPE", "MACARONIC_QUANT")
-                           if os.environ.get(k)) + "macaronic bench " + " ".join(argv),
+        "command": "".join(f"{k}={v} " for k, v in precision_env().items()) + "macaronic bench " + " ".join(argv),
         "machine": machine.describe(),
         "base": {"id": base.name, "fingerprint": base.fingerprint, "params": base.params()},
         "quick": a.quick,

@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     from macaronic.contract import ablate
+    from macaronic.engine.bases import precision_env
     from macaronic.specialist import BUILTIN_NAMES
     from macaronic.contract.evaluate import ResultLog, read_rows, write_json_atomic
     from macaronic.contract.opening import Refused, contamination_of, prepare, progress
@@ -171,7 +172,7 @@ def main(argv: list[str]) -> int:
             if r.get("config") in {c.name for c in cfgs} and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"
             and r["suite"] in {s.name for s in contract.suites}]  # a --suites run may share a file with a wider one
     summary = ablate.summarize(contract, rows, cfgs)
-    command = "macaronic eval ablate " + " ".join(argv)
+    command = "".join(f"{k}={v} " for k, v in precision_env().items()) + "macaronic eval ablate " + " ".join(argv)
     doc = {"contract": {"id": contract.id, "sha256": contract.sha256, "path": str(args.contract)},
            "pair": manifest.to_dict(), "pair_ids": h.pair_ids, "router": router_desc,
            "configurations": [c.__dict__ for c in cfgs], "command": command, "tasks": str(tasks_path),

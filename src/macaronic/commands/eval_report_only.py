@@ -4,7 +4,6 @@ first N that the contract fixes, under the ablation's configurations (contract/r
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import replace
@@ -20,7 +19,7 @@ def main(argv: list[str]) -> int:
     from macaronic.contract.evaluate import ResultLog, read_rows, unit_key, write_json_atomic
     from macaronic.contract.opening import Refused, prepare, progress
     from macaronic.contract.report_only import parse_limits, summarize, widen
-    from macaronic.engine.bases import BASES
+    from macaronic.engine.bases import BASES, precision_env
 
     p = argparse.ArgumentParser(prog="macaronic eval report-only", description=REPORT_ONLY_DOC,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,7 +100,7 @@ def main(argv: list[str]) -> int:
         llm.close()
     rows = [r for r in read_rows(a.tasks, contract.sha256)
             if r.get("config") in h.pair_ids and r["pair"] == f"{r['config']}/{h.pair_ids[r['config']]}"]
-    env = {k: os.environ[k] for k in ("MACARONIC_DTYPE", "MACARONIC_QUANT") if os.environ.get(k)}
+    env = precision_env()
     prefix = "".join(f"{k}={v} " for k, v in env.items())  # the precision is part of the command
     doc = {"command": prefix + "macaronic eval report-only " + " ".join(argv),
            "contract": {"id": contract.id, "sha256": contract.sha256}, "outside_contract": True,

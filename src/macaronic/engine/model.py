@@ -333,7 +333,8 @@ class Transformer(nn.Module):
         a = self.args
         return ops.decode_layers(x, w, lw, ls, [s.kv.k for s in seqs], [s.kv.v for s in seqs],
                                  [s.kv.length for s in seqs], cos[:, 0].contiguous(), sin[:, 0].contiguous(),
-                                 _N_TARGETS, a.n_heads, a.n_kv_heads, a.norm_eps, gparts, gtypes)
+                                 _N_TARGETS, a.n_heads, a.n_kv_heads, a.norm_eps, gparts, gtypes,
+                                 getattr(self, "int4_path", 0))
 
     def _decode_weights(self):
         """(native ops, the flat weight list decode_layers takes, the GGUF parts and their types), built

@@ -91,22 +91,44 @@ def pack_int4(w: Tensor) -> tuple[Tensor, Tensor]:
     return qw, torch.stack([blocks(s), blocks(m)], 2).contiguous()
 
 
-def unpack_int4(qw: Tensor, sc: Tensor) -> Tensor:
-    """The reference twin of the native kernel's weights: fp32 W [O, K] = q * scale + min."""
+def _int4_parts(qw: Tensor, sc: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """q [O, G, 32], scale and min [O, G, 1], fp32, from the native kernel's layout."""
     nb, g = qw.shape[:2]
     q5 = torch.stack([qw & 15, qw >> 4], 2).view(nb, g, 16, 16, 2)  # [block, group, pair, output, e]
     q = q5.permute(0, 3, 1, 2, 4).reshape(nb * 16, g, INT4_GROUP).float()
     s, m = (sc[:, :, i].permute(0, 2, 1).reshape(nb * 16, g, 1).float() for i in (0, 1))
-    return (q * s + m).view(nb * 16, g * INT4_GROUP)
+    return q, s, m
+
+
+def unpack_int4(qw: Tensor, sc: Tensor) -> Tensor:
+    """The reference twin of the native kernel's weights: fp32 W [O, K] = q * scale + min."""
+    q, s, m = _int4_parts(qw, sc)
+    return (q * s + m).view(q.shape[0], -1)
+
+
+def q8_groups(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """x [N, K] rounded per group of 32 as the kernel's path 4 (and llama.cpp's q8) rounds it: xq int8
+    [N, K] = nearest(x * 127 / max|x|), d = max|x| / 127 and the exact sum of x, fp32 [N, G]."""
+    xf = x.float().view(x.shape[0], -1, INT4_GROUP)
+    amax = xf.abs().amax(2, keepdim=True)
+    inv = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))
+    return (xf * inv).round().to(torch.int8).view(x.shape), (amax / 127).squeeze(2), xf.sum(2)
 
 
 class Int4Reference:
     """The pure-PyTorch twin of torch.ops.macaronic's int4_linear (same call), for tests: the
-    weights unpacked to fp32 and one fp32 matmul, rounded to bf16 like the kernel's output."""
+    weights unpacked to fp32 and one fp32 matmul, rounded to bf16 like the kernel's output; path 4
+    multiplies q * scale with x rounded per group (q8_groups) and min with the exact sums of x."""
 
     @staticmethod
     def int4_linear(x: Tensor, qw: Tensor, sc: Tensor, bias: Tensor | None = None, path: int = 0) -> Tensor:
-        y = x.float() @ unpack_int4(qw, sc).T
+        if path == 4:
+            q, s, m = _int4_parts(qw, sc)
+            xq, d, xs = q8_groups(x)
+            xr = (xq.float().view(x.shape[0], -1, INT4_GROUP) * d[:, :, None]).view(x.shape[0], -1)
+            y = xr @ (q * s).view(q.shape[0], -1).T + xs @ m[:, :, 0].T
+        else:
+            y = x.float() @ unpack_int4(qw, sc).T
         return (y if bias is None else y + bias.float()).to(torch.bfloat16)
 
 
@@ -115,8 +137,9 @@ class QuantLinear(nn.Module):
     weights for small N and the bf16 weight for large N."""
 
     def __init__(self, w: Tensor, kind: str, bias: Tensor | None = None, rescore: bool = False, native=None,
-                 bf16_native: bool | None = None):
+                 bf16_native: bool | None = None, x8: bool = False):
         super().__init__()
+        self.path = 5 if x8 else 0  # the native kernel's path: 5 rounds x to 8 bits where it would take the registers
         if kind not in QUANTS[1:]:
             raise ValueError(f"unknown quantization {kind!r}; choose one of {QUANTS[1:]}")
         self.kind, self.out_features, self.in_features = kind, w.shape[0], w.shape[1]
@@ -145,7 +168,7 @@ class QuantLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = x.to(torch.bfloat16)
         if self.native is not None:
-            y = self.native.int4_linear(x.contiguous(), self.packed[0], self.packed[1], self.bias)
+            y = self.native.int4_linear(x.contiguous(), self.packed[0], self.packed[1], self.bias, self.path)
             return self._rescored(x, y) if self.rescore else y
         if x.shape[0] > self.small_rows:
             if self.widen:
@@ -215,10 +238,12 @@ _AUTO = object()
 
 
 @torch.no_grad()
-def quantize(model, kind: str, native=_AUTO) -> None:
+def quantize(model, kind: str, native=_AUTO, x8: bool = False) -> None:
     """Replace the model's big weights in place with `kind` QuantLinear modules (bf16 model).
     int4 uses the native kernel when it builds and runs here (`native`: torch.ops.macaronic, or
-    None for the PyTorch path); otherwise it keeps the bf16 weights beside torch's int4 packing."""
+    None for the PyTorch path); otherwise it keeps the bf16 weights beside torch's int4 packing.
+    `x8`: the native int4 kernel rounds x to 8 bits per group of 32 on the few-rows path where the CPU has
+    AVX-512 VNNI (its path 5; a base's `int4_x`, engine/bases.py)."""
     check_quantizable(model, kind)
     if kind == "none":
         return
@@ -235,13 +260,15 @@ def quantize(model, kind: str, native=_AUTO) -> None:
     from macaronic.engine.native import cpu_bf16
 
     bf = cpu_bf16()
+    x8 = bool(x8 and kind == "int4" and native is not None)
     for blk in model.layers:
-        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv, native=native, bf16_native=bf))
+        _swap(blk, "wqkv", QuantLinear(blk.wqkv, kind, blk.bqkv, native=native, bf16_native=bf, x8=x8))
         blk.bqkv = None
         for attr in ("wo", "w13", "w2"):
-            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native, bf16_native=bf))
-    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native, bf16_native=bf))
+            _swap(blk, attr, QuantLinear(getattr(blk, attr), kind, native=native, bf16_native=bf, x8=x8))
+    _swap(model, "lm_head", QuantLinear(model.lm_head, kind, rescore=kind == "int4", native=native, bf16_native=bf, x8=x8))
     model.quant = kind
+    model.int4_path = 5 if x8 else 0  # what the fused decode step asks its int4 projections for
     model._decode_w = None  # the fused decode step's weight list names the replaced tensors
 
 

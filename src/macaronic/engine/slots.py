@@ -239,7 +239,7 @@ class LoraBank:
                 return self.native.dense_lora(x.contiguous(), w, b, a, bs, s)
             if getattr(w, "native", None) is self.native and not w.rescore:  # an int4 QuantLinear on this kernel
                 return self.native.int4_linear_lora(x.to(torch.bfloat16).contiguous(), w.packed[0], w.packed[1],
-                                                    w.bias, a, bs, s)
+                                                    w.bias, a, bs, s, w.path)
         y = F.linear(x, w, b) if isinstance(w, Tensor) else w(x)
         self.add_delta(y, layer, fused, x, plan)
         return y

@@ -20,7 +20,8 @@
 //   slots: 4 int64 [B] slot indices (lora_delta's), an empty one where that projection adds nothing;
 //   ks, vs: per sequence its K/V buffer [L, n_kv, capacity, head_dim] (any strides but the last);
 //   lengths: per sequence the position of its new token; cos, sin: bf16 [B, head_dim] at those positions;
-//   gparts, gtypes: the GGUF projections' parts (uint8 blocks) and types, empty where none.
+//   gparts, gtypes: the GGUF projections' parts (uint8 blocks) and types, empty where none;
+//   int4_path: what the native int4 projections ask int4_linear for (0, or 5: x rounded to 8 bits on few rows).
 // Returns the residual stream after the last layer, bf16 [B, D] (before the final norm).
 
 #include <ATen/ATen.h>
@@ -38,7 +39,8 @@
 
 namespace macaronic {
 void lora_delta_into(at::Tensor y, const at::Tensor& x, const at::Tensor& A, at::TensorList Bs, const at::Tensor& slots);
-at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias);
+at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
+                       int64_t path);
 at::Tensor ggml_linear(const at::Tensor& x, at::TensorList parts, at::IntArrayRef types, const std::optional<at::Tensor>& bias);
 }  // namespace macaronic
 
@@ -172,7 +174,8 @@ HeadsFn heads_fn(int64_t hd, int64_t h) {
 // y = x @ W.T (+ b) plus the LoRA delta: the calls Block's _proj makes. The weight is dense (sc empty),
 // native int4 (sc its scales) or the GGUF's own blocks (sc int64 [first, count]: its parts in gparts, gtypes).
 at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, const at::Tensor& b, at::TensorList lora,
-                int64_t a_at, int64_t n_b, const at::Tensor& slots, at::TensorList gparts, at::IntArrayRef gtypes) {
+                int64_t a_at, int64_t n_b, const at::Tensor& slots, at::TensorList gparts, at::IntArrayRef gtypes,
+                int64_t int4_path) {
   const std::optional<at::Tensor> bias = given(b) ? std::optional<at::Tensor>(b) : std::nullopt;
   at::Tensor y;
   if (given(sc) && sc.scalar_type() == at::kLong) {
@@ -184,7 +187,7 @@ at::Tensor proj(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sc, 
                 gparts.size(), ") and gtypes (", gtypes.size(), ")");
     y = macaronic::ggml_linear(x, gparts.slice(first, count), gtypes.slice(first, count), bias);
   } else {
-    y = given(sc) ? macaronic::int4_matmul(x, w, sc, bias) : at::linear(x, w, bias);
+    y = given(sc) ? macaronic::int4_matmul(x, w, sc, bias, int4_path) : at::linear(x, w, bias);
   }
   if (given(slots)) macaronic::lora_delta_into(y, x, lora[a_at], lora.slice(a_at + 1, n_b), slots);
   return y;
@@ -341,7 +344,7 @@ constexpr int64_t kPerLayer = 11;
 at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorList lora, at::TensorList slots,
                          at::TensorList ks, at::TensorList vs, at::IntArrayRef lengths, const at::Tensor& cos,
                          const at::Tensor& sin, at::IntArrayRef n_targets, int64_t n_heads, int64_t n_kv, double eps,
-                         at::TensorList gparts, at::IntArrayRef gtypes) {
+                         at::TensorList gparts, at::IntArrayRef gtypes, int64_t int4_path) {
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kBFloat16, "decode_layers: x must be bf16 [B, D]");
   const int64_t B = x_in.size(0), D = x_in.size(1), hd = cos.size(1);
   TORCH_CHECK(w.size() % kPerLayer == 0, "decode_layers: w must hold 11 tensors per layer");
@@ -378,7 +381,7 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
     at::TensorList ll = lora.empty() ? lora : lora.slice(li * lora_per_layer, lora_per_layer);
     for (int64_t b = 0; b < B; ++b)
       (wide ? rms_norm : rms_norm2)(xp + b * D, lw[0].data_ptr<bf16>(), D, float(eps), hp + b * D);
-    at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0], gparts, gtypes);  // [B, qw + 2 kvw]
+    at::Tensor qkv = proj(h, lw[1], lw[2], lw[3], ll, a_off[0], n_targets[0], slots[0], gparts, gtypes, int4_path);  // [B, qw + 2 kvw]
     TORCH_CHECK(qkv.size(1) == qw + 2 * kvw, "decode_layers: the qkv weight's width does not match the heads");
     bf16* qp = qkv.data_ptr<bf16>();
     const int64_t ld = qkv.size(1);
@@ -412,11 +415,11 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
         }
       }
     });
-    at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1], gparts, gtypes);
+    at::Tensor o = proj(attn, lw[4], lw[5], at::Tensor(), ll, a_off[1], n_targets[1], slots[1], gparts, gtypes, int4_path);
     (wide ? add_into : add_into2)(xp, o.data_ptr<bf16>(), B * D);
     for (int64_t b = 0; b < B; ++b)
       (wide ? rms_norm : rms_norm2)(xp + b * D, lw[6].data_ptr<bf16>(), D, float(eps), hp + b * D);
-    at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2], gparts, gtypes);  // [B, 2I]
+    at::Tensor gu = proj(h, lw[7], lw[8], at::Tensor(), ll, a_off[2], n_targets[2], slots[2], gparts, gtypes, int4_path);  // [B, 2I]
     const int64_t I = gu.size(1) / 2;
     at::Tensor act = at::empty({B, I}, x.options());
     const bf16* gup = gu.data_ptr<bf16>();
@@ -424,7 +427,7 @@ at::Tensor decode_layers(const at::Tensor& x_in, at::TensorList w, at::TensorLis
     macaronic::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // rows of 4 or more: one row is ~1 us
       for (int64_t b = b0; b < b1; ++b) (wide ? silu_mul : silu_mul2)(gup + b * 2 * I, I, actp + b * I);
     });
-    at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3], gparts, gtypes);
+    at::Tensor dn = proj(act, lw[9], lw[10], at::Tensor(), ll, a_off[3], n_targets[3], slots[3], gparts, gtypes, int4_path);
     (wide ? add_into : add_into2)(xp, dn.data_ptr<bf16>(), B * D);
   }
   return x;
@@ -447,6 +450,6 @@ at::Tensor silu_mul_rows(const at::Tensor& gu, bool twin) {
 TORCH_LIBRARY_FRAGMENT(macaronic, m) {
   m.def("silu_mul(Tensor gu, bool twin=False) -> Tensor", &silu_mul_rows);
   m.def("decode_layers(Tensor x, Tensor[] w, Tensor[] lora, Tensor[] slots, Tensor[] ks, Tensor[] vs, int[] lengths, "
-        "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps, Tensor[] gparts, int[] gtypes) -> Tensor",
+        "Tensor cos, Tensor sin, int[] n_targets, int n_heads, int n_kv, float eps, Tensor[] gparts, int[] gtypes, int int4_path=0) -> Tensor",
         &decode_layers);
 }

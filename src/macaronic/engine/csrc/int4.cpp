@@ -8,7 +8,7 @@
 //       e: which of a pair of inputs);
 //   sc: fp16 [O/16, G, 2, 16]: the scales and mins of the block's 16 outputs (fp16 like GGUF's Q4_1,
 //       so a base imported from Q4_1 repacks without loss).
-// Three paths, picked per call by the row count:
+// Paths, picked per call by the row count (path 0; path 5 the same with x rounded on the few-rows path):
 // - few rows (decode and short prefills: up to 4 with AMX, 128 without): nibbles become bf16 (128 + q) in registers by an OR with 0x4300 (exact),
 //   vdpbf16ps multiplies them with pairs of x, and each group ends with
 //   acc += scale * dot + (min - 128 * scale) * sum(x over the group). The weights are read once
@@ -18,6 +18,9 @@
 //   tiles of 16 rows; the weights are rounded to bf16, as a bf16 copy would hold them;
 // - more rows without AMX: chunks of the weights dequantised to bf16 [K, chunk] (1 MiB, in L2) and
 //   multiplied by at::mm.
+// - few rows with x rounded to 8 bits (path 4, AVX-512 VNNI): per row and group of 32, as llama.cpp's q8
+//   rounds it; the group's q * xq summed exactly in int32 by vpdpbusd, then scaled in fp32. Half the multiply
+//   instructions of the bf16 register kernel: 1.5-1.8x its speed at 8-16 rows (docs/LOG.md).
 // On a CPU without AVX-512 BF16, AVX2 twins (below, csrc/avx2.h) run two of these paths in fp32: up to 32
 // rows the register kernel with the weights widened to fp32 (q * scale + min), more rows fp32 chunks for
 // at::mm.
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -125,6 +129,79 @@ KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const 
   }
   for (int r = 0; r < R; ++r) store_bf16x16(y + r * O, acc[r]);
 }
+
+// ---- few rows with x rounded to 8 bits: integer products on VNNI (path 4) ----
+// x is rounded per row and group of 32 as llama.cpp's q8 rounds it: d = max|x| / 127, xq = nearest(x * 127 / max|x|);
+// each group's products q * xq are summed exactly in int32 by vpdpbusd (q unsigned 0..15, xq signed), then
+// acc += (scale * d) * dot + min * sum(x over the group) in fp32 (the min term on the exact x). Half the
+// multiply instructions of the bf16 kernel per row. The LM head uses it (its top candidates are rescored from
+// the bf16 weight, so what the rounding moves is which 64 the rescoring sees, docs/LOG.md).
+#define VNNI_KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512vnni,fma")))
+
+// xq: int8 [N, K]; d, xs: fp32 [N, G] (the scale per group and the exact sum of x over it)
+VNNI_KERNEL void q8_groups(const at::BFloat16* x, int64_t N, int64_t K, int8_t* xq, float* d, float* xs) {
+  const int64_t G = K / kGroup;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const at::BFloat16* p = x + n * K + g * kGroup;
+      const __m512 a = bf16x16(p), b = bf16x16(p + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      d[n * G + g] = amax / 127.f;
+      xs[n * G + g] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+      const __m512 vi = _mm512_set1_ps(inv);
+      const __m512i qa = _mm512_cvt_roundps_epi32(_mm512_mul_ps(a, vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i qb = _mm512_cvt_roundps_epi32(_mm512_mul_ps(b, vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + n * K + g * kGroup), _mm512_cvtsepi32_epi8(qa));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + n * K + g * kGroup + 16), _mm512_cvtsepi32_epi8(qb));
+    }
+}
+
+// R rows x one block of 16 outputs. Chunks c and c + 1 of a group interleave by 16-bit words into one
+// register whose lane o holds, low nibbles, q[o, 2c .. 2c + 3] and, high nibbles, q[o, 2c + 16 .. 2c + 19]:
+// the four inputs vpdpbusd multiplies with four bytes of x broadcast.
+template <int R, int C = (R <= 2 ? 2 : 1)>
+VNNI_KERNEL void q8_rows_block(const int8_t* xq, int64_t K, const float* d, const float* xs, const uint8_t* qw,
+                               const at::Half* sc, const at::BFloat16* bias, at::BFloat16* y, int64_t O) {
+  const int64_t G = K / kGroup;
+  const __m512i nib = _mm512_set1_epi32(0x0F0F0F0F);
+  __m512 acc[R];
+  const __m512 b0 = bias ? bf16x16(bias) : _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = b0;
+  for (int64_t g = 0; g < G; ++g) {
+    const uint8_t* q = qw + g * 256;
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(sc + g * 32) + kAhead / 4, _MM_HINT_T0);
+    __m512i dot[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) dot[r][j] = _mm512_setzero_si512();
+    for (int c = 0; c < 8; c += 2) {
+      const __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c * 32)));
+      const __m512i b = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c * 32 + 32)));
+      const __m512i w = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+      const __m512i lo = _mm512_and_si512(w, nib), hi = _mm512_and_si512(_mm512_srli_epi32(w, 4), nib);
+      const int j = (c / 2) % C;
+      for (int r = 0; r < R; ++r) {
+        const int32_t* row = reinterpret_cast<const int32_t*>(xq + r * K + g * kGroup);
+        dot[r][j] = _mm512_dpbusd_epi32(dot[r][j], lo, _mm512_set1_epi32(row[c / 2]));
+        dot[r][j] = _mm512_dpbusd_epi32(dot[r][j], hi, _mm512_set1_epi32(row[c / 2 + 4]));
+      }
+    }
+    const __m512 s = f16x16(sc + g * 32), m = f16x16(sc + g * 32 + 16);
+    for (int r = 0; r < R; ++r) {
+      __m512i t = dot[r][0];
+      for (int j = 1; j < C; ++j) t = _mm512_add_epi32(t, dot[r][j]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(s, _mm512_set1_ps(d[r * G + g])), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xs[r * G + g]), m, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_bf16x16(y + r * O, acc[r]);
+}
+
+using Q8RowsFn = void (*)(const int8_t*, int64_t, const float*, const float*, const uint8_t*, const at::Half*,
+                          const at::BFloat16*, at::BFloat16*, int64_t);
+constexpr Q8RowsFn kQ8Rows[kRowTile] = {q8_rows_block<1>, q8_rows_block<2>, q8_rows_block<3>, q8_rows_block<4>,
+                                        q8_rows_block<5>, q8_rows_block<6>, q8_rows_block<7>, q8_rows_block<8>};
 
 using RowsFn = void (*)(const at::BFloat16*, int64_t, const float*, const uint8_t*, const at::Half*,
                         const at::BFloat16*, at::BFloat16*, int64_t);
@@ -366,22 +443,28 @@ void check(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, cons
 }
 
 bool amx_ready();
+bool int4_q8();
 
 // path: 0 picks by the row count (docs/LOG.md: the register kernel up to 4 rows with AMX, where the two
 // are even on SmolLM2's shapes, up to kFewRowsWide without), 1 the register kernel, 2 AMX tiles,
-// 3 dequantise + at::mm. The paths round differently (AMX and mm see bf16 weights), so a sequence's
+// 3 dequantise + at::mm, 4 the register kernel on x rounded to 8 bits (VNNI), 5 as 0 but 4 where 0 takes 1
+// (and the CPU has VNNI; else 1): a model quantized with x rounded (engine/quant.py, MACARONIC_INT4_X) asks 5. The paths round differently (AMX and mm see bf16 weights), so a sequence's
 // logits can differ in the last bits between a batch of up to 4 (128 without AMX) rows and a larger one.
 at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
                        int64_t path) {
   check(x, qw, sc, bias);
   const int64_t N = x.size(0), K = x.size(1), G = qw.size(1), n_blocks = qw.size(0), O = n_blocks * kBlock;
-  TORCH_CHECK(path >= 0 && path <= 3, "int4_linear: path must be 0..3");
+  TORCH_CHECK(path >= 0 && path <= 5, "int4_linear: path must be 0..5");
   TORCH_CHECK(path != 2 || amx_ready(), "int4_linear: this CPU or kernel gives no AMX");
+  TORCH_CHECK(path != 4 || (macaronic::wide() && macaronic::cpu_avx512_vnni()),
+              "int4_linear: path 4 (x rounded to 8 bits) needs AVX-512 BF16 and VNNI");
   const uint8_t* q = qw.data_ptr<uint8_t>();
   const at::Half* s = sc.data_ptr<at::Half>();
   if (N == 0) return at::empty({0, O}, x.options());
+  const bool x8 = path == 5 && int4_q8();  // 5: 0's choice, with x rounded where it would take the register kernel
+  if (path == 5) path = 0;
   if (!macaronic::wide()) return int4_linear_avx2(x, q, s, bias, G, n_blocks, path);
-  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= kFewRowsWide ? 1 : 3);
+  if (path == 0) path = amx_ready() ? (N <= 4 ? 1 : 2) : (N <= kFewRowsWide ? 1 : 3), path = path == 1 && x8 ? 4 : path;
   if (path == 1) {
     at::Tensor y = at::empty({N, O}, x.options());
     at::Tensor xs = at::empty({N, G}, x.options().dtype(at::kFloat));
@@ -396,6 +479,25 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
           const int rows = int(std::min<int64_t>(kRowTile, N - r0));
           kRows[rows - 1](xp + r0 * K, K, xsp + r0 * G, q + b * G * 256, s + b * G * 32, bp ? bp + b * kBlock : nullptr,
                           yp + r0 * O + b * kBlock, O);
+        }
+    });
+    return y;
+  }
+  if (path == 4) {
+    at::Tensor y = at::empty({N, O}, x.options());
+    at::Tensor xq = at::empty({N, K}, x.options().dtype(at::kChar));
+    at::Tensor dx = at::empty({N, G}, x.options().dtype(at::kFloat)), xs = at::empty({N, G}, x.options().dtype(at::kFloat));
+    q8_groups(x.data_ptr<at::BFloat16>(), N, K, xq.data_ptr<int8_t>(), dx.data_ptr<float>(), xs.data_ptr<float>());
+    const int8_t* xqp = xq.data_ptr<int8_t>();
+    const float *dp = dx.data_ptr<float>(), *xsp = xs.data_ptr<float>();
+    const at::BFloat16* bp = bias ? bias->data_ptr<at::BFloat16>() : nullptr;
+    at::BFloat16* yp = y.data_ptr<at::BFloat16>();
+    macaronic::parallel_for(0, n_blocks, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t r0 = 0; r0 < N; r0 += kRowTile) {
+          const int rows = int(std::min<int64_t>(kRowTile, N - r0));
+          kQ8Rows[rows - 1](xqp + r0 * K, K, dp + r0 * G, xsp + r0 * G, q + b * G * 256, s + b * G * 32,
+                            bp ? bp + b * kBlock : nullptr, yp + r0 * O + b * kBlock, O);
         }
     });
     return y;
@@ -429,13 +531,15 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& qw, const at::Tens
 
 bool int4_supported() { return macaronic::cpu_avx512_bf16() || macaronic::cpu_avx2(); }
 
-bool int4_wide() { return macaronic::wide(); }  // the AVX-512 kernels (else the AVX2 twins)
+bool int4_wide() { return macaronic::wide(); }
+
+bool int4_q8() { return macaronic::wide() && macaronic::cpu_avx512_vnni(); }  // path 4 runs  // the AVX-512 kernels (else the AVX2 twins)
 
 // int4_linear plus the LoRA delta of csrc/lora.cpp in one call: a projection's one dispatch.
 at::Tensor int4_linear_lora(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc,
                             const std::optional<at::Tensor>& bias, const at::Tensor& A, at::TensorList Bs,
-                            const at::Tensor& slots) {
-  at::Tensor y = int4_linear(x, qw, sc, bias, 0);
+                            const at::Tensor& slots, int64_t path) {
+  at::Tensor y = int4_linear(x, qw, sc, bias, path);
   macaronic::lora_delta_into(y, x, A, Bs, slots);
   return y;
 }
@@ -443,17 +547,19 @@ at::Tensor int4_linear_lora(const at::Tensor& x, const at::Tensor& qw, const at:
 }  // namespace
 
 namespace macaronic {
-// For csrc/decode.cpp: the projection call the Python path makes (path 0: picked by the row count).
-at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias) {
-  return int4_linear(x, qw, sc, bias, 0);
+// For csrc/decode.cpp: the projection call the Python path makes (path 0 or 5: picked by the row count).
+at::Tensor int4_matmul(const at::Tensor& x, const at::Tensor& qw, const at::Tensor& sc, const std::optional<at::Tensor>& bias,
+                       int64_t path) {
+  return int4_linear(x, qw, sc, bias, path);
 }
 }  // namespace macaronic
 
 TORCH_LIBRARY(macaronic, m) {
   m.def("int4_linear(Tensor x, Tensor qw, Tensor sc, Tensor? bias, int path=0) -> Tensor", &int4_linear);
-  m.def("int4_linear_lora(Tensor x, Tensor qw, Tensor sc, Tensor? bias, Tensor A, Tensor[] Bs, Tensor slots) -> Tensor",
+  m.def("int4_linear_lora(Tensor x, Tensor qw, Tensor sc, Tensor? bias, Tensor A, Tensor[] Bs, Tensor slots, int path=0) -> Tensor",
         &int4_linear_lora);
   m.def("int4_supported() -> bool", &int4_supported);
   m.def("amx_supported() -> bool", &amx_ready);
   m.def("wide_supported() -> bool", &int4_wide);
+  m.def("q8_supported() -> bool", &int4_q8);
 }
