@@ -48,6 +48,7 @@ def run(base_dir, workdir: Path, threads=(1, 2), reps: int = 3, tokens: int = 32
         lc.llama_model_free(model)
         model = _PeerProcess(gguf)
     out: dict = {"tokens": tokens, "reps": reps, "llamacpp": model is not None, "quants": list(quants),
+                 "int4_x8": getattr(first.model, "int4_path", 0) == 5 and native.ops().q8_supported(),
                  "base": getattr(first, "name", None) or Path(base_dir).name, "rows": []}
     prompts = None
 
@@ -184,7 +185,9 @@ def markdown(r: dict) -> list[str]:
     quants = r.get("quants", ["int4"])
     out = [f"Base: {r.get('base', SMALL_BASE)}. Decode tokens/s after the prompt, {r['tokens']} tokens per "
            f"stream, median of {r['reps']} interleaved repetitions. Ours: "
-           + " and ".join({"int4": "int4 (requantized from the GGUF, the served default)",
+           + " and ".join({"int4": "int4 (requantized from the GGUF, the served default"
+                                   + ("; x rounded to 8 bits up to 128 rows, integer products on VNNI, as the base "
+                                      "asks" if r.get("int4_x8") else "") + ")",
                            "gguf": "gguf (the GGUF's own blocks; up to 32 rows x rounded to 8 bits and integer dot "
                                    "products, as llama.cpp's kernels)"}.get(q, q) for q in quants)
            + ", native kernels, a rank-8 turn adapter on every stream (4 adapters over 16 streams; the decode step in "
