@@ -82,6 +82,42 @@ __attribute__((always_inline)) inline void rope_body(bf16* x, const bf16* cos, c
 }
 KERNEL void rope(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) { rope_body(x, cos, sin, hd); }
 
+// Cephes' expf, 16 lanes: x = n ln 2 + r (ln 2 in two parts, |r| <= ln 2 / 2), a degree-6 polynomial for
+// exp(r) (about 1 ulp, as glibc's expf and PyTorch's vectorised exp), then scalef by 2^n, which overflows to
+// inf and underflows to 0 as expf does. For the softmax and the SiLU: a scalar std::exp in the SiLU alone cost a
+// quarter of a 16-stream decode step on the default base (perf, docs/LOG.md 2026-12-07, twenty-first session).
+KERNEL inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(89.f));  // keeps r small
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// s[j] = exp(s[j] - mx) in place over j < n, 16 at a time (the tail scalar); returns their sum. The softmax's
+// exponentials, vectorised as the SiLU's: a scalar std::exp per score was most of a long context's decode step.
+KERNEL float exp_shift(float* s, int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    _mm512_storeu_ps(s + j, p);
+    acc = _mm512_add_ps(acc, p);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  return sum;
+}
+
 // One query head over keys 0..n-1 of one K/V head (rows `kstride` apart); out = softmax(q.K / sqrt(hd)) V.
 // Like the flash-attention CPU kernel for bf16: fp32 scores and sums, probabilities rounded to bf16
 // before they weight V.
@@ -99,13 +135,11 @@ KERNEL void attend(const bf16* q, const bf16* k, const bf16* v, int64_t kstride,
     s[j] = _mm512_reduce_add_ps(a) * scale;
     mx = std::max(mx, s[j]);
   }
-  float sum = 0.f;
+  const float sum = exp_shift(s.data(), n, mx);
   __m512 acc[16];
   for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
-    const float p = std::exp(s[j] - mx);
-    sum += p;
-    const __m512 pv = _mm512_set1_ps(float(bf16(p)));
+    const __m512 pv = _mm512_set1_ps(float(bf16(s[j])));
     const bf16* vj = v + j * kstride;
     for (int64_t c = 0; c < nv; ++c) acc[c] = _mm512_fmadd_ps(pv, load16(vj + 16 * c), acc[c]);
   }
@@ -137,6 +171,7 @@ KERNEL void attend_heads(const bf16* q, const bf16* k, const bf16* v, int64_t ks
       mx[h] = std::max(mx[h], sj);
     }
   }
+  for (int h = 0; h < H; ++h) sum[h] = exp_shift(s.data() + h * n, n, mx[h]);
   __m512 acc[H][NV];
   for (int h = 0; h < H; ++h)
     for (int c = 0; c < NV; ++c) acc[h][c] = _mm512_setzero_ps();
@@ -144,9 +179,7 @@ KERNEL void attend_heads(const bf16* q, const bf16* k, const bf16* v, int64_t ks
     __m512 vv[NV];
     for (int c = 0; c < NV; ++c) vv[c] = load16(v + j * kstride + 16 * c);
     for (int h = 0; h < H; ++h) {
-      const float p = std::exp(s[h * n + j] - mx[h]);
-      sum[h] += p;
-      const __m512 pv = _mm512_set1_ps(float(bf16(p)));
+      const __m512 pv = _mm512_set1_ps(float(bf16(s[h * n + j])));
       for (int c = 0; c < NV; ++c) acc[h][c] = _mm512_fmadd_ps(pv, vv[c], acc[h][c]);
     }
   }
@@ -206,26 +239,6 @@ __attribute__((always_inline)) inline void silu_mul_body(const bf16* gu, int64_t
   }
 }
 
-// Cephes' expf, 16 lanes: x = n ln 2 + r (ln 2 in two parts, |r| <= ln 2 / 2), a degree-6 polynomial for
-// exp(r) (about 1 ulp, as glibc's expf and PyTorch's vectorised exp), then scalef by 2^n, which overflows to
-// inf and underflows to 0 as expf does. The scalar std::exp here cost a quarter of a 16-stream decode step's
-// time on the default base (perf, docs/LOG.md 2026-12-07, twenty-first session).
-KERNEL inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(89.f));  // keeps r small
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 KERNEL void silu_mul(const bf16* gu, int64_t I, bf16* out) {
   const __m512 one = _mm512_set1_ps(1.f);
   int64_t k = 0;
@@ -249,6 +262,44 @@ AVX2_KERNEL void rms_norm2(const bf16* x, const bf16* w, int64_t D, float eps, b
   }
   const __m256 r = _mm256_set1_ps(1.f / std::sqrt(hsum(acc) / float(D) + eps));
   for (int64_t k = 0; k < D; k += 8) store8(out + k, _mm256_mul_ps(load8(w + k), round8(_mm256_mul_ps(load8(x + k), r))));
+}
+
+// exp16's twin, 8 lanes: 2^n built in the exponent bits (x clamped first so that n stays in [-150, 128]);
+// n = 128 is 2^127 times 2 (a finite exp near FLT_MAX, or inf where expf overflows); n below -126 gives 0
+// where expf gives a subnormal
+AVX2_KERNEL inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.f)), _mm256_set1_ps(89.f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-127.f)), _mm256_set1_ps(127.f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nc), _mm256_set1_epi32(127)), 23);
+  const __m256 twice = _mm256_blendv_ps(_mm256_set1_ps(1.f), _mm256_set1_ps(2.f), _mm256_cmp_ps(n, nc, _CMP_GT_OQ));
+  return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), twice);
+}
+
+// exp_shift's twin, 8 lanes
+AVX2_KERNEL float exp_shift2(float* s, int64_t n, float mx) {
+  using namespace macaronic::avx2;
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    _mm256_storeu_ps(s + j, p);
+    acc = _mm256_add_ps(acc, p);
+  }
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  return sum;
 }
 
 // H query heads over keys 0..n-1 of their shared K/V head: each key and value row is widened once
@@ -279,14 +330,13 @@ AVX2_KERNEL void attend2(const bf16* q, int64_t H, const bf16* k, const bf16* v,
       mx[h] = std::max(mx[h], sj);
     }
   }
+  for (int64_t h = 0; h < H; ++h) sum[h] = exp_shift2(s.data() + h * n, n, mx[h]);
   for (int64_t i = 0; i < H * hd; ++i) acc[i] = 0.f;
   for (int64_t j = 0; j < n; ++j) {
     const bf16* vj = v + j * kstride;
     for (int64_t c = 0; c < hd; c += 8) _mm256_storeu_ps(row + c, load8(vj + c));
     for (int64_t h = 0; h < H; ++h) {
-      const float p = std::exp(s[h * n + j] - mx[h]);
-      sum[h] += p;
-      const __m256 pv = _mm256_set1_ps(float(bf16(p)));
+      const __m256 pv = _mm256_set1_ps(float(bf16(s[h * n + j])));
       for (int64_t c = 0; c < hd; c += 8)
         _mm256_storeu_ps(acc + h * hd + c, _mm256_fmadd_ps(pv, _mm256_loadu_ps(row + c), _mm256_loadu_ps(acc + h * hd + c)));
     }
@@ -304,28 +354,6 @@ AVX2_KERNEL void add_into2(bf16* x, const bf16* y, int64_t n) {  // x = bf16(x +
 
 // rope compiled without the AVX-512 target, so the compiler cannot use it here
 AVX2_KERNEL void rope2(bf16* x, const bf16* cos, const bf16* sin, int64_t hd) { rope_body(x, cos, sin, hd); }
-
-// exp16's twin, 8 lanes: 2^n built in the exponent bits (x clamped first so that n stays in [-150, 128]);
-// n = 128 is 2^127 times 2 (a finite exp near FLT_MAX, or inf where expf overflows); n below -126 gives 0
-// where expf gives a subnormal
-AVX2_KERNEL inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.f)), _mm256_set1_ps(89.f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-  const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-127.f)), _mm256_set1_ps(127.f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nc), _mm256_set1_epi32(127)), 23);
-  const __m256 twice = _mm256_blendv_ps(_mm256_set1_ps(1.f), _mm256_set1_ps(2.f), _mm256_cmp_ps(n, nc, _CMP_GT_OQ));
-  return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), twice);
-}
 
 AVX2_KERNEL void silu_mul2(const bf16* gu, int64_t I, bf16* out) {
   using namespace macaronic::avx2;
