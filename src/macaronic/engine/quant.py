@@ -16,8 +16,12 @@ precision is chosen by name as a lossy one (int8, int4 on a GGUF whose blocks ar
 quality is measured against the fp32 dequantized weights on the contract's suites before it becomes a
 base's served default (engine/bases.py `served`). Serving "the GGUF's weights" means quant "gguf".
 
+A base may also ask for x rounded to 8 bits on the native kernel's few-rows path (`BaseSpec.int4_x`,
+`MACARONIC_INT4_X`; `quantize(x8=True)`): per group of 32 as llama.cpp rounds it, integer products on
+AVX-512 VNNI. The default base does (admitted by the same rule, docs/LOG.md 2026-12-07); SmolLM2 does not.
+
 `pack_int4` writes int4's layout; `unpack_int4` is its pure-PyTorch twin, the reference the tests
-hold the kernel to.
+hold the kernel to (`Int4Reference`, `q8_groups` for the rounded x).
 Without the native kernel (a non-x86 CPU, MACARONIC_NATIVE=0, no compiler; and for int8), decoding few streams is bound by reading the weights
 and many rows are compute-bound, so a QuantLinear keeps the layer's bf16 weight and a packed copy,
 and picks per call:
