@@ -84,6 +84,14 @@ KERNEL void group_sums(const at::BFloat16* x, int64_t n_rows, int64_t K, float* 
     }
 }
 
+// The hardware prefetcher stops at 4 KiB pages; a block is ~4.6 KiB and the next block follows it, so the
+// few-rows paths fetch kAhead bytes ahead of a group's nibbles and scales (into the next block near the end):
+// they are otherwise bound by memory latency once the weights leave the cache (2x slower, docs/LOG.md).
+inline void prefetch_group(const uint8_t* q, const at::Half* sc) {
+  for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(sc) + kAhead / 4, _MM_HINT_T0);
+}
+
 // R rows x one block of 16 outputs, the few-rows path. Each row keeps C partial sums per group
 // (independent dpbf16 chains: one or two rows alone would wait on the instruction's latency).
 template <int R, int C = (R == 1 ? 4 : R <= 4 ? 2 : 1)>
@@ -98,11 +106,7 @@ KERNEL void rows_block(const at::BFloat16* x, int64_t K, const float* xs, const 
   const int32_t* xp = reinterpret_cast<const int32_t*>(x);  // x as bf16 pairs; row r starts at r * K / 2
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* q = qw + g * 256;
-    // The hardware prefetcher stops at 4 KiB pages; a block is ~4.6 KiB and the next block follows it,
-    // so fetch kAhead bytes ahead (into the next block near the end): the few-rows path is otherwise
-    // bound by memory latency once the weights leave the cache (2x slower, docs/LOG.md).
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + g * 32) + kAhead / 4, _MM_HINT_T0);
+    prefetch_group(q, sc + g * 32);
     __m512 gacc[R][C];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j) gacc[r][j] = _mm512_setzero_ps();
@@ -170,8 +174,7 @@ VNNI_KERNEL void q8_rows_block(const int8_t* xq, int64_t K, const float* d, cons
   for (int r = 0; r < R; ++r) acc[r] = b0;
   for (int64_t g = 0; g < G; ++g) {
     const uint8_t* q = qw + g * 256;
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(q) + kAhead + 64 * l, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + g * 32) + kAhead / 4, _MM_HINT_T0);
+    prefetch_group(q, sc + g * 32);
     __m512i dot[R][C];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j) dot[r][j] = _mm512_setzero_si512();
