@@ -218,6 +218,23 @@ def test_bench_refuses_a_prompt_count_outside_humaneval(capsys):
         assert f"--prompts must be between 1 and 164 (HumanEval's problems), got {bad}" in capsys.readouterr().err
 
 
+def test_bench_refuses_an_unknown_agreement_variant_and_passes_the_chosen_ones(capsys, monkeypatch):
+    """`macaronic bench --variants` (which of our precisions the agreement section decodes) names the choices on
+    a bad value, and reaches the section as a tuple."""
+    from macaronic.bench import sections
+    from macaronic.commands import bench as bench_command
+
+    for bad in ("fp16", ",", "int4,q8"):
+        with pytest.raises(SystemExit) as e:
+            bench_command.main(["--only", "agreement", "--variants", bad, "--json", "unused.json"])
+        assert e.value.code == 2
+        assert "--variants: choose from fp32, int4, gguf" in capsys.readouterr().err
+    seen = {}
+    monkeypatch.setattr(sections, "run", lambda a, *rest: seen.setdefault("a", a) and 0)
+    bench_command.main(["--only", "agreement", "--variants", "int4, gguf", "--json", "unused.json"])
+    assert seen["a"].variants == ("int4", "gguf")
+
+
 def test_vllm_section_renders_the_parts_it_measured(tmp_path, capsys):
     """`macaronic bench vllm --parts` measures some parts: the section shows those, the served column
     only when that server ran; the committed runs (the SmolLM2 one of 2026-12-01, before `--parts`,

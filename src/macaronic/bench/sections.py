@@ -145,8 +145,9 @@ def run(a, argv: list[str], sections: set[str]) -> int:
             from macaronic.bench import llamacpp_agreement
 
             n = a.prompts or (4 if a.quick else 8)
-            task = prog.add_task("greedy agreement with llama.cpp", total=n * len(llamacpp_agreement.REFERENCES) + len(llamacpp_agreement.VARIANTS))
-            result["agreement"] = llamacpp_agreement.run(a.base, work / "agreement", prompts=n,
+            variants = getattr(a, "variants", tuple(llamacpp_agreement.VARIANTS))
+            task = prog.add_task("greedy agreement with llama.cpp", total=n * len(llamacpp_agreement.REFERENCES) + len(variants))
+            result["agreement"] = llamacpp_agreement.run(a.base, work / "agreement", prompts=n, variants=variants,
                                                          tokens=64 if a.quick else 512, threads=a.threads or 2,
                                                          progress=lambda: prog.advance(task), log=prog.console.print)
     result["router"] = _router_latency(a.route_json)

@@ -46,12 +46,20 @@ def main(argv: list[str]) -> int:
                          "bases` compares the bases)")
     ap.add_argument("--prompts", type=int, default=None, metavar="N",
                     help="agreement: the first N HumanEval prompts (default 8; 4 with --quick; issue 40's goal counts 40)")
+    ap.add_argument("--variants", default="fp32,int4,gguf", metavar="LIST",
+                    help="agreement: which of our precisions decode beside llama.cpp, comma list of fp32, int4, gguf "
+                         "(default all three; int4 alone takes a few minutes at 40 prompts, all three about 50)")
     ap.add_argument("--route-json", default=None, help="a `macaronic route bench` JSON to take router latency from")
     ap.add_argument("--only", default=None, help=f"comma list of sections: {','.join(SECTIONS)} (load: an alias of serve)")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for Macaronic and llama.cpp alike (default: torch's, usually all cores). "
                          "On a shared machine use 1: llama.cpp's OpenMP threads spin badly when a core is busy")
     a = ap.parse_args(argv)
+    from macaronic.bench.llamacpp_agreement import VARIANTS
+
+    a.variants = tuple(v.strip() for v in a.variants.split(",") if v.strip())
+    if not a.variants or set(a.variants) - set(VARIANTS):
+        ap.error(f"--variants: choose from {', '.join(VARIANTS)}, got {','.join(a.variants) or 'none'}")
     from macaronic.bench.sections import run
 
     sections = set((a.only or ",".join(SECTIONS)).split(","))
