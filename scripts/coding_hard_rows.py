@@ -1,0 +1,29 @@
+"""The coding adapter's "hard" RFT data: the rows of train/data/coding_rft.jsonl (macaronic train sample-coding)
+whose problem's greedy reply failed, so only a sampled reply found it; each under the coding head as the
+`coding_engine` generator builds it, shuffled by seed 0, written as {"messages": [...]} lines for
+`macaronic train coding --data`. --rows N reads only the first N rows (the file only grows: rows are appended),
+so a run on an earlier state of the file is rebuilt byte for byte.
+
+    python scripts/coding_hard_rows.py runs/coding-hard.jsonl --rows 453    # the 145 rows of 2026-12-07
+"""
+import argparse
+import json
+import random
+
+from macaronic.train.builders import _conv
+from macaronic.train.rft import DATA, progress_path, read
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("out")
+ap.add_argument("--rows", type=int, default=None, help="only the first N rows of coding_rft.jsonl (default all)")
+a = ap.parse_args()
+greedy = {}
+for line in progress_path(DATA).read_text().splitlines():
+    r = json.loads(line)
+    greedy[r["id"]] = r["greedy_passed"]
+rows = [r for r in read()[:a.rows] if not greedy[r["id"]]]
+random.Random(0).shuffle(rows)
+with open(a.out, "w") as f:
+    for r in rows:
+        f.write(json.dumps({"messages": _conv("coding", r["prompt"], {"role": "assistant", "content": r["reply"]})}) + "\n")
+print(f"{a.out}: {len(rows)} rows")
