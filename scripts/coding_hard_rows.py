@@ -1,6 +1,6 @@
 """The coding adapter's "hard" RFT data: the rows of train/data/coding_rft.jsonl (macaronic train sample-coding)
-whose problem's greedy reply failed, so only a sampled reply found it; each under the coding head as the
-`coding_engine` generator builds it, shuffled by seed 0, written as {"messages": [...]} lines for
+whose problem's greedy reply failed, so only a sampled reply found it; the `coding_engine` generator's
+examples of those rows (the coding head, shuffled by seed 0), written as {"messages": [...]} lines for
 `macaronic train coding --data`. --rows N reads only the first N rows (the file only grows: rows are appended),
 so a run on an earlier state of the file is rebuilt byte for byte.
 
@@ -8,9 +8,8 @@ so a run on an earlier state of the file is rebuilt byte for byte.
 """
 import argparse
 import json
-import random
 
-from macaronic.train.builders import _conv
+from macaronic.train.builders import coding_engine_examples
 from macaronic.train.rft import DATA, progress_path, read
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -21,9 +20,7 @@ greedy = {}
 for line in progress_path(DATA).read_text().splitlines():
     r = json.loads(line)
     greedy[r["id"]] = r["greedy_passed"]
-rows = [r for r in read()[:a.rows] if not greedy[r["id"]]]
-random.Random(0).shuffle(rows)
+examples = coding_engine_examples(None, 0, rows=[r for r in read()[:a.rows] if not greedy[r["id"]]])
 with open(a.out, "w") as f:
-    for r in rows:
-        f.write(json.dumps({"messages": _conv("coding", r["prompt"], {"role": "assistant", "content": r["reply"]})}) + "\n")
-print(f"{a.out}: {len(rows)} rows")
+    f.writelines(json.dumps({"messages": e.messages}) + "\n" for e in examples)
+print(f"{a.out}: {len(examples)} rows")

@@ -221,8 +221,10 @@ def write_shipped(router, out: str | Path, threads: int = FIT_THREADS, command: 
     base = getattr(router.backbone, "base", None)
     if getattr(base, "precision", "float32") != "float32":
         prov["precision"] = base.precision  # the features were read at it (float32 when absent)
-        if base.precision == "int4":  # and what int4's few-rows path rounds x to (bases.int4_x)
-            prov["int4_x"] = "int8" if getattr(base.model, "int4_path", 0) == 5 else "bf16"
+        if base.precision == "int4":  # and what int4's few-rows path rounds x to, as load_base chose it
+            from macaronic.engine import bases
+
+            prov["int4_x"] = bases.int4_x(Path(base.path).name)  # the name load_base asked it with
     if router.state.prefill is not None:
         prov["prefill"] = {"views": list(router.state.prefill.views), "c": router.state.prefill.c,
                            "layer": router.state.prefill.layer}

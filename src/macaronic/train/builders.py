@@ -309,14 +309,15 @@ def coding_distill_examples(n: int, seed: int = 0, refs_per_family: int = 3) -> 
     return [out[i % len(out)] for i in range(n)]
 
 
-def coding_engine_examples(n: int | None, seed: int = 0) -> list[Example]:
+def coding_engine_examples(n: int | None, seed: int = 0, rows: list[dict] | None = None) -> list[Example]:
     """The bare base's own passing replies to the coding engine's generated problems (`macaronic
     train sample-coding`, train/data/coding_rft.jsonl: code and a short explanation as the base
     wrote them) under the head the coding adapter is served with; shuffled by `seed`, repeated in
-    order when `n` exceeds them (None: every row once). The rows name the base that wrote them."""
+    order when `n` exceeds them (None: every row once). The rows name the base that wrote them.
+    `rows`: a selection of those rows instead of all of them (scripts/coding_hard_rows.py)."""
     from macaronic.train.rft import read
 
-    rows = read()
+    rows = read() if rows is None else list(rows)
     random.Random(seed).shuffle(rows)
     out = [Example(_conv("coding", r["prompt"], {"role": "assistant", "content": r["reply"]}), "coding",
                    f"coding-engine/{r['family']}/{r['style']}") for r in rows]
