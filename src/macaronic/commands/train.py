@@ -10,6 +10,7 @@ DIR/checkpoint every --save-every steps and `--resume` continues from there. Oth
 with its own --help:
 
     macaronic train grpo ROLE ...          the RL stage (GRPO) from an SFT adapter
+    macaronic train dpo ROLE ...           preference tuning (DPO) on chosen/rejected replies
     macaronic train compare modes|grpo|md  the adapter-mode and SFT-vs-GRPO comparisons (docs/BENCHMARKS.md)
     macaronic train check ...              trained specialists vs the bare base on dev-family prompts
     macaronic train distill ...            regenerate the coding_distill data (the base's passing solutions)
@@ -40,7 +41,7 @@ def role_defaults(role: str) -> tuple[str, int]:
         return role, 384
     return s.engine or role, s.max_turn
 
-STAGES = ("grpo", "compare", "check", "distill", "sample-chat", "sample-coding")  # `macaronic train STAGE ...`: commands/train_STAGE.py
+STAGES = ("grpo", "dpo", "compare", "check", "distill", "sample-chat", "sample-coding")  # `macaronic train STAGE ...`: commands/train_STAGE.py
 
 
 def parser() -> argparse.ArgumentParser:

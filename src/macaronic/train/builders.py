@@ -103,6 +103,27 @@ def chat_engine_examples(n: int | None, seed: int = 0, path=None) -> list[Exampl
     return out if n is None else [out[i % len(out)] for i in range(n)]
 
 
+def chat_engine_pairs(n: int | None = None, seed: int = 0, path=None) -> list:
+    """Preference pairs from the chat data engine's rows (`train.dpo.Pair`): the kept reply (a sampled
+    reply that passed every check, or the greedy reply repaired on its own words) over the bare base's
+    own greedy reply, which failed a check; under the chat head, shuffled by `seed` (None: every pair
+    once). Rows sampled before greedy replies were stored give none."""
+    from macaronic.train.chat_rs import DATA, read, reselect
+    from macaronic.train.dpo import Pair
+
+    rows = [r for r in reselect(read(path or DATA)) if r.get("reply") and r.get("greedy") and r["reply"] != r["greedy"]]
+    if not rows:
+        raise ValueError(f"no preference pairs in {path or DATA}: rows need a kept reply and a failed greedy one")
+    random.Random(seed).shuffle(rows)
+    out = [Pair(Example(_conv("chat", r["prompt"], {"role": "assistant", "content": r["reply"]}), "chat", src),
+                Example(_conv("chat", r["prompt"], {"role": "assistant", "content": r["greedy"]}), "chat", src), src)
+           for r in rows for src in [f"engine/chat/{r['category']}"]]
+    return out if n is None else [out[i % len(out)] for i in range(n)]
+
+
+PAIRS = {"chat_engine": chat_engine_pairs}  # preference-pair generators (`macaronic train dpo --pairs NAME`)
+
+
 def route_examples(n: int, seed: int = 0) -> list[Example]:
     """The prompted router's own prompt (bundle route prompt, train-split routing families),
     answered `model_id=<role>`: the chat adapter also serves the route hop."""

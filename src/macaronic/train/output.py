@@ -73,8 +73,9 @@ def init_record(adapter_dir: str | Path) -> dict:
 
 
 def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: dict, history: list[dict],
-                  extra: dict | None = None) -> Path:
-    """Save the LoRA (cfg.save_dtype) with PEFT-loadable config and provenance metadata."""
+                  extra: dict | None = None, method: str = "sft") -> Path:
+    """Save the LoRA (cfg.save_dtype) with PEFT-loadable config and provenance metadata (`method`: how
+    it was trained, "sft" or "dpo")."""
     from macaronic.engine.adapters import save_adapter
     from macaronic.engine.base import load_base
     from macaronic.train.sft import lora_pairs
@@ -91,7 +92,7 @@ def write_adapter(out: Path, pm, cfg, base_dir: Path, marker: list[int], data: d
         "base": base.name,
         "description": cfg.description or _description(cfg.role),
         "data": data,
-        "training": {"method": "sft", "config": {**asdict(cfg), "targets": list(cfg.targets)},
+        "training": {"method": method, "config": {**asdict(cfg), "targets": list(cfg.targets)},
                      "steps_done": len(history) and history[-1]["step"],
                      "final_loss": sum(h["loss"] for h in last) / max(1, len(last)),
                      "first_loss": history[0]["loss"] if history else None,
