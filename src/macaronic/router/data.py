@@ -173,8 +173,28 @@ def router_fit_data(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     plus the hand-written train/dev writers (macaronic.router.handwritten)."""
     from macaronic.router.handwritten import load_handwritten
 
-    return (load_routing_data("train", seed) + load_handwritten("train"),
+    hand = load_handwritten("train")
+    return (load_routing_data("train", seed) + hand + hand_twins(hand, seed),
             load_routing_data("dev", seed) + load_handwritten("dev"))
+
+
+HAND_TWIN = "/inj-hand"  # the id suffix of the hand-written train turns' injection twins
+
+
+def hand_twins(examples: list[dict], seed: int = SEED) -> list[dict]:
+    """An injection twin of every plain hand-written turn in `examples` (2026-12-07): the turn with a
+    phrase from INJECTIONS or MORE_INJECTIONS naming another role before it, after it or on a line of
+    its own, labelled as the turn. The template families' twins are templates too; these put the
+    same phrases on turns as people write them. The phrase pools predate the held-out writers'
+    injections that the shipped state flipped; nothing here was written after reading them."""
+    rng = random.Random(seed * 104729 + 3)
+    out = []
+    for e in examples:
+        if e["kind"] != "hand":
+            continue
+        t = _injection_twin(e, INJECTIONS + MORE_INJECTIONS, rng, HAND_TWIN, own_line=True)
+        out.append({**t, **{k: e[k] for k in ("style", "writer") if k in e}})
+    return out
 
 
 def data_hash(*example_lists: list[dict]) -> str:

@@ -1,6 +1,6 @@
 """Hand-written routing turns (handwritten.txt), parsed into routing examples.
 
-The turns were typed one by one in 29 writers' voices (terse, chatty, typos, Spanish,
+The turns were typed one by one in 30 writers' voices (terse, chatty, typos, Spanish,
 French/German, Portuguese/Italian/Dutch/Japanese/Chinese, pasted code and stack traces, UI asks
 that name no component, tool asks that name no tool, injection attempts, multi-turn; office
 rewrites, answers in exact formats, prose explanations, editing and translating pasted text): no
