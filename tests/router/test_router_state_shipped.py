@@ -35,10 +35,36 @@ def test_handwritten_data_has_600_turns_split_by_writer():
 
 
 def test_handwritten_test_turns_are_not_in_any_training_data():
+    from macaronic.router.data import router_fit_data
+
     test = {request_text(e["messages"]) for e in load_handwritten("test")}
-    seen = {request_text(e["messages"]) for e in load_handwritten("train") + load_handwritten("dev")
-            + load_routing_data("train") + load_routing_data("dev")}
+    train, dev = router_fit_data()  # what the shipped states are fitted on, the hand-written turns' twins too
+    seen = {request_text(e["messages"]) for e in train + dev + load_routing_data("train") + load_routing_data("dev")}
     assert not test & seen
+    assert not any(e["writer"] in {t["writer"] for t in load_handwritten("test")} for e in train + dev if "writer" in e)
+
+
+def test_every_single_hand_written_train_turn_has_one_injected_twin_with_its_label():
+    from macaronic.router.data import HAND_TWIN, hand_twins, router_fit_data
+    from macaronic.router.families import INJECTIONS, MORE_INJECTIONS
+
+    hand = load_handwritten("train")
+    twins = hand_twins(hand)
+    plain = {e["id"]: e for e in hand if e["kind"] == "hand"}
+    assert len(twins) == len(plain) > 400 and len({t["id"] for t in twins}) == len(twins)
+    for t in twins:
+        e = plain[t["twin"]]
+        assert t["id"] == e["id"] + HAND_TWIN and t["kind"] == "injection" and t["split"] == "train"
+        assert t["label"] == e["label"] and t["writer"] == e["writer"]
+        text, clean = t["messages"][-1]["content"], e["messages"][-1]["content"]
+        assert clean in text and text != clean
+        extra = text.replace(clean, "", 1).strip()
+        assert any(extra == p.format(target=r) for p in INJECTIONS + MORE_INJECTIONS
+                   for r in ("chat", "agent", "coding", "genui") if r != e["label"])
+    assert hand_twins(hand) == twins  # seeded
+    train, dev = router_fit_data()
+    assert sum(e["id"].endswith(HAND_TWIN) for e in train) == len(twins)
+    assert not any(e["id"].endswith(HAND_TWIN) for e in dev)
 
 
 def test_handwritten_parser_reports_every_error_at_once():

@@ -62,11 +62,12 @@ def test_dpo_prefers_the_chosen_reply_and_resumes(tiny_base, tmp_path, activatio
             "--lr", "2e-2", "--beta", "0.5", "--dtype", "float32", "--activation", activation, "--save-every", "6",
             "--no-progress"]
     assert main([*args, "--stop-after", "6"]) == 0
+    assert main([*args, "--resume", "--beta", "0.3"]) == 2  # another objective does not resume this one
     assert main([*args, "--resume"]) == 0  # continues from the step-6 checkpoint
     h = _history(out)
     assert [r["step"] for r in h] == list(range(1, 13))
     assert h[0]["loss"] == pytest.approx(math.log(2), abs=1e-4)  # a fresh LoRA is the reference
-    assert h[-1]["loss"] < 0.3 and h[-1]["margin"] > 1.0 and h[-1]["accuracy"] == 1.0
+    assert h[6]["margin"] > h[0]["margin"] and h[-1]["loss"] < 0.3 and h[-1]["margin"] > 1.0 and h[-1]["accuracy"] == 1.0
     meta = json.loads((out / "macaronic.json").read_text())
     assert meta["training"]["method"] == "dpo" and meta["activation"] == activation
     assert meta["data"]["objective"] == {"dpo": {"beta": 0.5, "sft_weight": 0.0}} and meta["data"]["pairs"] == 4
@@ -97,3 +98,29 @@ def test_dpo_prefers_the_chosen_reply_and_resumes(tiny_base, tmp_path, activatio
         with pm.disable_adapter():
             bare = logp(c) - logp(r)
     assert trained > bare + 2.0
+
+
+def test_at_the_assistant_header_the_pairs_lose_the_role_instruction_as_served(tiny_base, tmp_path):
+    from macaronic.prompts import role_instruction
+    from macaronic.train.builders import _bundle, role_prompt_head
+
+    ins = role_instruction(_bundle(), "chat")
+    assert ins is not None
+    rows = [{"messages": [*role_prompt_head("chat"), {"role": "user", "content": f"say yes {i}"}],
+             "chosen": "yes", "rejected": "no"} for i in range(2)]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for activation, kept in (("user", True), ("assistant", False)):
+        out = tmp_path / activation
+        assert main(["chat", "--data", str(data), "--out", str(out), "--base", str(tiny_base), "--steps", "1",
+                     "--batch", "2", "--activation", activation, "--dtype", "float32", "--no-progress"]) == 0
+        saved = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
+        assert all((ins in r["messages"]) == kept and r["messages"][-1]["content"].startswith("say yes") for r in saved)
+
+
+def test_a_bad_beta_or_nothing_that_fits_writes_nothing(tiny_base, tmp_path, capsys):
+    data = _pairs(tmp_path / "pairs.jsonl")
+    for extra, msg in ((["--beta", "0"], "--beta must be positive"), (["--max-turn", "2"], "none of the 4 pairs fits")):
+        out = tmp_path / "out"
+        assert main(["chat", "--data", str(data), "--out", str(out), "--base", str(tiny_base), "--no-progress", *extra]) == 2
+        assert msg in capsys.readouterr().err and not out.exists()

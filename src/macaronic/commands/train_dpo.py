@@ -41,13 +41,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch", type=int, default=4, help="pairs per optimizer step")
     p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--max-turn", type=int, default=512, help="skip pairs whose turn (either reply) is longer")
+    p.add_argument("--max-turn", type=int, default=None,
+                   help="skip pairs whose turn (either reply) is longer (default: the role's, as macaronic train)")
     p.add_argument("--max-len", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop-after", type=int, default=0, metavar="N", help="stop after N steps (the schedule spans --steps)")
     p.add_argument("--save-every", type=int, default=25, help="checkpoint period in steps (0: never)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
-    p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR", help="warm start from this adapter")
+    p.add_argument("--init-adapter", type=Path, default=None, metavar="DIR",
+                   help="warm start from this adapter (the reference stays the bare base)")
     p.add_argument("--base", default=None, help=BASE_HELP)
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
     p.add_argument("--threads", type=int, default=1, help="torch threads (0 = torch's default)")
@@ -80,7 +82,9 @@ def load_pairs(args) -> tuple[list, str]:
 
 
 def run(args) -> Path:
-    from macaronic.commands.train import native_bf16
+    import os
+
+    from macaronic.commands.train import native_bf16, role_defaults
     from macaronic.datagen.examples import encode_all, manifest_hash, user_marker
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import assistant_marker_ids, load_tokenizer
@@ -91,6 +95,11 @@ def run(args) -> Path:
     if args.autocast == "bfloat16" and not native_bf16():
         print("macaronic train dpo: no native bf16 on this CPU: training in fp32 (--autocast none)", file=sys.stderr)
         args.autocast = "none"
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("train dpo runs in one process (no torchrun)")
+    if args.beta <= 0:
+        raise ValueError(f"--beta must be positive, got {args.beta}")
+    args.max_turn = args.max_turn or role_defaults(args.role)[1]
     base_dir = resolve_base(args.base)
     tok = load_tokenizer(base_dir)
     pairs, source = load_pairs(args)
@@ -99,6 +108,8 @@ def run(args) -> Path:
         e, dropped = encode_all(tok, [p.chosen, p.rejected], args.max_len)
         if not dropped and all(len(x.ids) - x.turn_start <= args.max_turn for x in e):
             enc.append((e[0], e[1]))
+    if not enc:
+        raise ValueError(f"none of the {len(pairs)} pairs fits --max-len {args.max_len} / --max-turn {args.max_turn}")
     cfg = TrainConfig(role=args.role, mode=args.mode, activation=args.activation, rank=args.rank,
                       alpha=args.alpha or 2.0 * args.rank, steps=args.steps, batch=args.batch, lr=args.lr,
                       max_len=args.max_len, max_turn=args.max_turn, seed=args.seed, save_every=args.save_every,

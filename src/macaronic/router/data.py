@@ -170,7 +170,8 @@ def load_routing_data(split: str | None = None, seed: int = SEED) -> list[dict]:
 
 def router_fit_data(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     """(train, dev) the shipped router is fitted on: the template families' train/dev splits
-    plus the hand-written train/dev writers (macaronic.router.handwritten)."""
+    plus the hand-written train/dev writers (macaronic.router.handwritten), and in train an injected
+    twin of every single hand-written train turn (`hand_twins`)."""
     from macaronic.router.handwritten import load_handwritten
 
     hand = load_handwritten("train")
@@ -182,7 +183,8 @@ HAND_TWIN = "/inj-hand"  # the id suffix of the hand-written train turns' inject
 
 
 def hand_twins(examples: list[dict], seed: int = SEED) -> list[dict]:
-    """An injection twin of every plain hand-written turn in `examples` (2026-12-07): the turn with a
+    """An injection twin of every single hand-written turn in `examples` (kind "hand", the clean halves of
+    the writers' own injection pairs among them; 2026-12-07): the turn with a
     phrase from INJECTIONS or MORE_INJECTIONS naming another role before it, after it or on a line of
     its own, labelled as the turn. The template families' twins are templates too; these put the
     same phrases on turns as people write them. The phrase pools predate the held-out writers'

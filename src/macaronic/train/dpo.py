@@ -12,6 +12,7 @@ follow; hence a loop of our own). Batches, schedule, checkpoints and resume are 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,14 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
     params = [p for _, p in lora_params(pm)]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
     ckpt = Path(out) / "checkpoint"
-    start_step = load_checkpoint(ckpt, pm, opt) if resume and (ckpt / "state.json").exists() else 0
+    objective = {"beta": beta, "sft_weight": sft_weight}
+    start_step = 0
+    if resume and (ckpt / "state.json").exists():
+        saved = json.loads((ckpt / "dpo.json").read_text()) if (ckpt / "dpo.json").exists() else None
+        if saved != objective:
+            raise ValueError(f"{ckpt} was trained with {saved}, not {objective}: resume with the same --beta and "
+                             f"--sft-weight, or start a new --out")
+        start_step = load_checkpoint(ckpt, pm, opt)
     cache = PrefixCache(pm) if cfg.mode == "turn" else None
     amp = dict(device_type="cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bfloat16")
     bar = None
@@ -145,6 +153,7 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
             on_step(rec)
         if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
             save_checkpoint(ckpt, pm, opt, step + 1, cfg)
+            (ckpt / "dpo.json").write_text(json.dumps(objective))
     if bar is not None:
         bar.close()
     return pm, history
