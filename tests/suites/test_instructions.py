@@ -8,12 +8,22 @@ import pytest
 from macaronic.suites.instructions import CHECKS, grade, load
 
 
-def test_the_suite_is_at_least_100_distinct_prompts_with_known_checks():
-    prompts = load()
-    assert len(prompts) >= 100
+@pytest.mark.parametrize("which", [1, 2])
+def test_each_set_is_about_100_distinct_prompts_with_known_checks(which):
+    prompts = load(which=which)
+    assert len(prompts) >= (100 if which == 1 else 95)
     assert len({p["id"] for p in prompts}) == len(prompts) == len({p["prompt"] for p in prompts})
     assert all(p["checks"] for p in prompts)
     assert {c for p in prompts for c, _ in p["checks"]} == set(CHECKS)  # every check is used
+
+
+def test_the_sets_share_no_id_or_prompt_and_an_unknown_set_is_refused():
+    from macaronic.suites.instructions import load_every
+
+    every = load_every()
+    assert len({p["id"] for p in every}) == len(every) == len({p["prompt"] for p in every})
+    with pytest.raises(ValueError, match="no instruction set 3"):
+        load(which=3)
 
 
 CASES = [  # (check, args, a reply that follows it, a reply that does not)
@@ -58,7 +68,7 @@ def test_every_check_kind_has_a_case():
 
 
 def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
-    """The suite is evaluation only: no hand-written routing turn, routing example or chat training
+    """Both sets are evaluation only: no hand-written routing turn, routing example or chat training
     example (the chat data engine's prompts included, a few thousand of them over two seeds) repeats
     six consecutive words of one of its prompts (never train on what you evaluate)."""
     import re
@@ -66,13 +76,13 @@ def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
     from macaronic.datagen.chat import prompts as chat_engine_prompts
     from macaronic.router.data import load_routing_data
     from macaronic.router.handwritten import load_handwritten
-    from macaronic.suites.instructions import load
+    from macaronic.suites.instructions import load_every
 
     def grams(text: str, n: int = 6) -> set:
         w = re.findall(r"[a-z0-9']+", text.lower())
         return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
-    suite = set().union(*(grams(p["prompt"]) for p in load()))
+    suite = set().union(*(grams(p["prompt"]) for p in load_every()))
     texts = [m["content"] for e in load_handwritten() + load_routing_data("train") + load_routing_data("dev")
              for m in e["messages"] if isinstance(m.get("content"), str)]
     texts += [p["prompt"] for seed in (0, 1) for p in chat_engine_prompts(2500, seed)]

@@ -36,8 +36,8 @@ every per-problem row to --json so the intervals can be recomputed. `--no-constr
 without the tool grammar. Report only, outside any contract: these problems are public.
 """
 
-INSTRUCTIONS_DOC = """The hand-written instruction suite (`macaronic.suites.instructions`, 104 prompts)
-through the served harness, once per row:
+INSTRUCTIONS_DOC = """The hand-written instruction suite (`macaronic.suites.instructions`, 104 prompts; `--set 2`:
+100 more, written blind) through the served harness, once per row:
 
 - `base`: the bare base, no adapter (the row every specialist must beat);
 - `chat`: forced to the chat specialist;
@@ -181,6 +181,8 @@ def instructions(argv: list[str]) -> int:
     ap.add_argument("--json", type=Path, required=True, help="where the per-prompt rows and scores go")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated rows: base, chat, macaronic")
     ap.add_argument("--limit", type=int, default=None, help="first N prompts (default: all)")
+    ap.add_argument("--set", type=int, choices=(1, 2), default=1, dest="which",
+                    help="1: the 104 prompts written here; 2: 100 more, written blind by a writer shown only the checks")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--tools", choices=sorted(TOOLSETS), default=None,
                     help="attach this toolset to every prompt (tool_choice auto), as an agent framework would: "
@@ -188,7 +190,7 @@ def instructions(argv: list[str]) -> int:
     a, models = _parse_served(ap, argv, MODELS)
     from macaronic.suites.instructions import load
 
-    prompts = load()[: a.limit]
+    prompts = load(which=a.which)[: a.limit]
     t0 = time.perf_counter()
     llm, mol = served(a.base, a.adapter_dir, a.bundle)
     try:

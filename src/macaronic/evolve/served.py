@@ -314,7 +314,7 @@ def external_prompts() -> tuple[list[tuple[str, str]], list[str]]:
             out += [(f"bfcl/{p['id']}", m["content"]) for m in q if m["role"] == "user"]
     except external.MissingPackage:
         missing.append("bfcl")
-    out += [(f"instructions/{p.get('key', i)}", p["prompt"]) for i, p in enumerate(instructions.load())]
+    out += [(f"instructions/{p.get('key', i)}", p["prompt"]) for i, p in enumerate(instructions.load_every())]
     return out, missing
 
 

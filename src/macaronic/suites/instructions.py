@@ -71,14 +71,26 @@ CHECKS = {
 }
 
 
-def load(path=None) -> list[dict]:
-    """The prompts: [{id, prompt, checks: [[name, args], ...]}]; every check name must be known."""
-    text = path.read_text() if path else resources.files("macaronic").joinpath("data/chat_instructions.json").read_text()
+SETS = {1: "data/chat_instructions.json",  # 104 prompts, written here one by one
+        2: "data/chat_instructions_2.json"}  # 100 more, written blind on 2026-12-07 by a writer shown only the checks
+
+
+def load(path=None, which: int = 1) -> list[dict]:
+    """The prompts of set `which` (or the file at `path`): [{id, prompt, checks: [[name, args], ...]}];
+    every check name must be known."""
+    if not path and which not in SETS:
+        raise ValueError(f"no instruction set {which}; have {sorted(SETS)}")
+    text = path.read_text() if path else resources.files("macaronic").joinpath(SETS[which]).read_text()
     prompts = json.loads(text)["prompts"]
     bad = [(p["id"], c) for p in prompts for c, _ in p["checks"] if c not in CHECKS]
     if bad:
         raise ValueError(f"unknown checks {bad}")
     return prompts
+
+
+def load_every() -> list[dict]:
+    """Every set's prompts (what nothing may train on)."""
+    return [p for which in sorted(SETS) for p in load(which=which)]
 
 
 def grade(prompt: dict, reply: str) -> dict:
