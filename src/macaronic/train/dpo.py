@@ -71,7 +71,7 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
     SFT's TrainConfig (its batch counts pairs). Checkpoints to out/checkpoint every cfg.save_every steps."""
     from macaronic.engine.base import resolve_base
     from macaronic.train.sft import (PrefixCache, init_from, load_checkpoint, load_model, lora_params, lr_at,
-                                     save_checkpoint, step_indices)
+                                     optimizer_step, save_checkpoint, step_indices)
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -136,11 +136,7 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
             dpo_sum += d.item()
             margin += m
             wins += m > 0
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(cfg, step)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(params, opt, cfg, step)
         dt = time.perf_counter() - t0
         k = len(batch)
         rec = {"step": step + 1, "loss": tot / k, "dpo": dpo_sum / k, "margin": margin / k, "accuracy": wins / k,

@@ -288,6 +288,15 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
+def optimizer_step(params, opt, cfg: TrainConfig, step: int) -> None:
+    """Clip the gradients to norm 1, set the step's learning rate, step and clear (SFT's and DPO's)."""
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    for g in opt.param_groups:
+        g["lr"] = lr_at(cfg, step)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def step_indices(n: int, cfg: TrainConfig, step: int) -> list[int]:
     """The global batch of `step`: a seeded permutation per epoch, cycled."""
     out = []
@@ -388,11 +397,7 @@ def train(cfg: TrainConfig, encoded: list[Encoded], out: Path, resume: bool = Fa
             stats = torch.tensor([loss_sum, float(tokens)], dtype=torch.float64)
             dist.all_reduce(stats)
             loss_sum, tokens = stats[0].item(), int(stats[1].item())
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(cfg, step)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(params, opt, cfg, step)
         dt = time.perf_counter() - t0
         spent += dt
         rec = {"step": step + 1, "loss": loss_sum / max(1, n_tgt), "tokens": tokens, "lr": lr_at(cfg, step),
