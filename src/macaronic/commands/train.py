@@ -111,6 +111,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def prior_history(out: Path, resume: bool, write: bool = True) -> list[dict]:
+    """The per-step records a resumed run keeps (`out/history.jsonl` up to its checkpoint's step), so its
+    provenance covers every step; the file is left holding just those (`write`): steps a killed run
+    logged past its last checkpoint are done again, and a run that does not resume starts it empty."""
+    hist_path = out / "history.jsonl"
+    ckpt_state = out / "checkpoint" / "state.json"
+    resumed_at = json.loads(ckpt_state.read_text())["step"] if resume and ckpt_state.exists() else 0
+    prior = [r for r in (json.loads(line) for line in hist_path.read_text().splitlines() if line.strip())
+             if r["step"] <= resumed_at] if resumed_at and hist_path.exists() else []
+    if write and (resumed_at or (not resume and hist_path.exists())):
+        hist_path.write_text("".join(json.dumps(r) + "\n" for r in prior))
+    return prior
+
+
 def native_bf16() -> bool:
     """Does this CPU compute bf16 natively (`engine.native.cpu_bf16`)? Imported here, not at the top:
     `macaronic train --help` loads no torch."""
@@ -180,15 +194,7 @@ def run(args) -> Path:
             with hist_path.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
 
-    if rank == 0 and not args.resume and hist_path.exists():
-        hist_path.unlink()
-    # a resumed run's provenance covers every step: the earlier runs' records come first
-    ckpt_state = out / "checkpoint" / "state.json"
-    resumed_at = json.loads(ckpt_state.read_text())["step"] if args.resume and ckpt_state.exists() else 0
-    prior = [r for r in (json.loads(line) for line in hist_path.read_text().splitlines() if line.strip())
-             if r["step"] <= resumed_at] if resumed_at and hist_path.exists() else []
-    if rank == 0 and resumed_at:  # steps a killed run logged past its last checkpoint are done again
-        hist_path.write_text("".join(json.dumps(r) + "\n" for r in prior))
+    prior = prior_history(out, args.resume, write=rank == 0)
     pm, history = train(cfg, enc, out, resume=args.resume, base_dir=base_dir, progress=not args.no_progress,
                         on_step=log)
     history = prior + history

@@ -84,7 +84,7 @@ def load_pairs(args) -> tuple[list, str]:
 def run(args) -> Path:
     import os
 
-    from macaronic.commands.train import native_bf16, role_defaults
+    from macaronic.commands.train import native_bf16, prior_history, role_defaults
     from macaronic.datagen.examples import encode_all, manifest_hash, user_marker
     from macaronic.engine.base import resolve_base
     from macaronic.engine.llm import assistant_marker_ids, load_tokenizer
@@ -125,11 +125,7 @@ def run(args) -> Path:
           f"{args.max_turn}); β {args.beta}, mode {cfg.mode}{' at the assistant header' if cfg.activation == 'assistant' else ''}, "
           f"rank {cfg.rank}, {cfg.steps} steps x {cfg.batch} pairs", file=sys.stderr)
     hist_path = out / "history.jsonl"
-    ckpt_state = out / "checkpoint" / "state.json"
-    resumed_at = json.loads(ckpt_state.read_text())["step"] if args.resume and ckpt_state.exists() else 0
-    prior = [r for r in (json.loads(x) for x in hist_path.read_text().splitlines() if x.strip())
-             if r["step"] <= resumed_at] if resumed_at and hist_path.exists() else []
-    hist_path.write_text("".join(json.dumps(r) + "\n" for r in prior))
+    prior = prior_history(out, args.resume)
 
     def log(rec):
         with hist_path.open("a") as f:

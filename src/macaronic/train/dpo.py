@@ -89,7 +89,7 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
     objective = {"beta": beta, "sft_weight": sft_weight}
     start_step = 0
     if resume and (ckpt / "state.json").exists():
-        saved = json.loads((ckpt / "dpo.json").read_text()) if (ckpt / "dpo.json").exists() else None
+        saved = json.loads((ckpt / "state.json").read_text()).get("dpo")
         if saved != objective:
             raise ValueError(f"{ckpt} was trained with {saved}, not {objective}: resume with the same --beta and "
                              f"--sft-weight, or start a new --out")
@@ -148,8 +148,7 @@ def train(cfg, pairs: list[tuple[Encoded, Encoded]], out: Path, *, beta: float =
         if on_step is not None:
             on_step(rec)
         if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
-            save_checkpoint(ckpt, pm, opt, step + 1, cfg)
-            (ckpt / "dpo.json").write_text(json.dumps(objective))
+            save_checkpoint(ckpt, pm, opt, step + 1, cfg, extra={"dpo": objective})
     if bar is not None:
         bar.close()
     return pm, history

@@ -308,12 +308,14 @@ def step_indices(n: int, cfg: TrainConfig, step: int) -> list[int]:
     return out
 
 
-def save_checkpoint(path: Path, pm, opt, step: int, cfg: TrainConfig) -> None:
+def save_checkpoint(path: Path, pm, opt, step: int, cfg: TrainConfig, extra: dict | None = None) -> None:
+    """LoRA, optimizer and step into `path`, whole or not at all; `extra` (e.g. DPO's objective) goes in its
+    state.json."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     torch.save({n: p.detach().clone() for n, p in lora_params(pm)}, tmp / "lora.pt")
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(cfg)}, indent=2))
+    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(cfg), **(extra or {})}, indent=2))
     if path.exists():
         import shutil
 
