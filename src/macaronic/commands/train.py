@@ -158,7 +158,7 @@ def run(args) -> Path:
     from macaronic.datagen.examples import encode_all, manifest_hash, user_marker, write_jsonl
     from macaronic.engine.llm import assistant_marker_ids
     from macaronic.train.output import write_adapter
-    from macaronic.train.sft import TrainConfig, dist_info, train
+    from macaronic.train.sft import TrainConfig, dist_finish, dist_info, train
 
     rank, _ = dist_info()
     if args.autocast == "bfloat16" and not native_bf16():
@@ -204,6 +204,7 @@ def run(args) -> Path:
         marker = assistant_marker_ids(tok) if cfg.activation == "assistant" else user_marker(tok)
         write_adapter(out, pm, cfg, base_dir, marker, data, history)
         print(f"macaronic train: wrote {out}", file=sys.stderr)
+    dist_finish()
     return out
 
 

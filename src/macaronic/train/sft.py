@@ -98,6 +98,17 @@ def dist_info() -> tuple[int, int]:
     return 0, 1
 
 
+def dist_finish() -> None:
+    """Every rank waits for rank 0 (which writes the adapter), then leaves the gloo group cleanly.
+    Without it a rank that exits first can abort in gloo's teardown while rank 0 is still writing,
+    and torchrun then kills the run (seen once in CI: rank 1 SIGABRT, 2026-12-08)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 # ---- model --------------------------------------------------------------------------------
 
 def load_model(cfg: TrainConfig, base_dir: Path, marker: list[int] | None = None):
