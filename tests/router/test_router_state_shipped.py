@@ -158,10 +158,11 @@ def test_the_shipped_state_is_small_complete_and_bound():
 
     for name, adapter_id in b["adapters"].items():
         assert dir_sha256(SHIPPED_DIR.parent / name) == adapter_id
-    # the default base's state is bound to the specialists it ships with (agent and genui carry adapters)
+    # the default base's state is bound to the specialists it ships with (chat, agent and genui carry
+    # adapters; coding answers as the bare base)
     qwen = shipped_dir("qwen2.5-coder-0.5b")
     bound = RouterState.load(qwen).binding["adapters"]
-    assert set(bound) == {"agent", "genui"}
+    assert set(bound) == {"chat", "agent", "genui"}
     for name, adapter_id in bound.items():
         assert dir_sha256(qwen.parent / name) == adapter_id, f"refit: macaronic route fit --base qwen2.5-coder-0.5b --adapters-only"
     from macaronic.router.data import data_hash, router_fit_data

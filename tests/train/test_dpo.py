@@ -124,3 +124,24 @@ def test_a_bad_beta_or_nothing_that_fits_writes_nothing(tiny_base, tmp_path, cap
         out = tmp_path / "out"
         assert main(["chat", "--data", str(data), "--out", str(out), "--base", str(tiny_base), "--no-progress", *extra]) == 2
         assert msg in capsys.readouterr().err and not out.exists()
+
+
+def test_the_shipped_default_base_chat_adapter_rebuilds_from_its_recorded_pairs():
+    """The served chat adapter of the default base names its pairs by generator; the committed chat
+    engine rows rebuild exactly the pairs it trained on (its manifest hash), at its activation."""
+    import argparse
+    import json
+
+    from macaronic.commands.train_dpo import load_pairs
+    from macaronic.datagen.examples import manifest_hash
+    from macaronic.engine.llm import shipped_adapters_dir
+
+    meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "chat" / "macaronic.json").read_text())
+    cfg = meta["training"]
+    assert meta["data"]["source"] == "pairs:chat_engine" and meta["activation"] == "assistant"
+    args = argparse.Namespace(data=None, pairs="chat_engine", role="chat", seed=cfg["config"]["seed"],
+                              activation=meta["activation"])
+    pairs, source = load_pairs(args)
+    examples = [x for p in pairs for x in (p.chosen, p.rejected)]
+    assert source == meta["data"]["source"] and len(pairs) == meta["data"]["pairs"]
+    assert manifest_hash(examples) == meta["data"]["manifest_sha256"]
