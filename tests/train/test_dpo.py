@@ -145,3 +145,35 @@ def test_the_shipped_default_base_chat_adapter_rebuilds_from_its_recorded_pairs(
     examples = [x for p in pairs for x in (p.chosen, p.rejected)]
     assert source == meta["data"]["source"] and len(pairs) == meta["data"]["pairs"]
     assert manifest_hash(examples) == meta["data"]["manifest_sha256"]
+
+
+def test_generators_combine_and_an_on_policy_round_pairs_the_adapters_own_replies(tmp_path, capsys):
+    """`--pairs a,b` concatenates generators (an unknown name is refused before anything is written);
+    `chat_onpolicy` pairs the committed round of the shipped chat adapter: its own failed greedy
+    reply against its own kept one, every row of that file sampled from that adapter."""
+    import argparse
+
+    from macaronic.commands.train_dpo import load_pairs
+    from macaronic.engine.adapters import dir_sha256
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.train.builders import ONPOLICY_ROUNDS, chat_engine_pairs, chat_onpolicy_pairs
+    from macaronic.train.chat_rs import onpolicy_path, read
+
+    chat_id = dir_sha256(shipped_adapters_dir("qwen2.5-coder-0.5b") / "chat")
+    assert chat_id[:8] in ONPOLICY_ROUNDS
+    rows = read(onpolicy_path(chat_id))
+    assert rows and all(r["adapter"] == chat_id for r in rows)
+    greedy = {r["prompt"]: r.get("greedy") for r in rows}
+    mine = chat_onpolicy_pairs()
+    assert mine and all(p.rejected.messages[-1]["content"] == greedy[p.chosen.messages[-2]["content"]] for p in mine)
+
+    def args(pairs):
+        return argparse.Namespace(data=None, pairs=pairs, role="chat", seed=0, activation="user")
+
+    both, source = load_pairs(args("chat_engine, chat_onpolicy"))
+    assert source == "pairs:chat_engine,chat_onpolicy" and len(both) == len(chat_engine_pairs()) + len(mine)
+    with pytest.raises(ValueError, match="unknown pair generator nope"):
+        load_pairs(args("chat_engine,nope"))
+    out = tmp_path / "out"
+    assert main(["chat", "--pairs", "nope", "--out", str(out), "--no-progress"]) == 2
+    assert "unknown pair generator" in capsys.readouterr().err and not out.exists()

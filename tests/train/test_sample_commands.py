@@ -38,3 +38,30 @@ def test_sample_coding_samples_the_generated_problems(tmp_path, capsys):
     assert len(progress) == 2  # one row per problem, kept or not
     err = capsys.readouterr().err
     assert "replies kept from 2 problems" in err and f"-> {out}" in err
+
+
+def test_sample_chat_on_policy_samples_a_chat_adapter_as_served(tmp_path, capsys):
+    """`--adapter DIR`: the adapter answers (its rows name its id) in its served layout; the rows go
+    to a file of their own, and anything but a chat adapter is refused before the base loads."""
+    from macaronic.commands import train_sample_chat
+    from macaronic.engine.adapters import dir_sha256
+    from macaronic.engine.llm import shipped_adapters_dir
+    from macaronic.train.chat_rs import read
+
+    chat = shipped_adapters_dir(SMALL_BASE) / "chat"
+    out = tmp_path / "onpolicy.jsonl"
+    argv = ["--adapter", str(chat), "--out", str(out), "--prompts", "2", "--k", "1", "--max-tokens", "8",
+            "--base", SMALL_BASE, "--quiet"]
+    assert train_sample_chat.main(argv) == 0
+    rows = read(out)
+    assert len(rows) == 2 and all(r["adapter"] == dir_sha256(chat) for r in rows)
+    bare = tmp_path / "bare.jsonl"
+    assert train_sample_chat.main(["--out", str(bare), *argv[4:]]) == 0
+    assert all("adapter" not in r for r in read(bare))
+    # the adapter answered: its greedy replies differ from the bare base's on these prompts
+    texts = lambda rs: [r.get("reply") or r.get("greedy") for r in rs]  # noqa: E731
+    assert texts(rows) != texts(read(bare))
+    for wrong in (shipped_adapters_dir(SMALL_BASE) / "agent", tmp_path):
+        with pytest.raises(SystemExit):
+            train_sample_chat.main(["--adapter", str(wrong), *argv[2:]])
+    assert "sample-chat samples a chat adapter" in capsys.readouterr().err

@@ -25,8 +25,10 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", help="the specialist's role (chat, agent, coding, genui or a new name)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pairs", help="built-in pair generator: chat_engine (the chat engine's kept reply over the "
-                     "base's own greedy reply that failed a check: macaronic train sample-chat)")
+    src.add_argument("--pairs", help="built-in pair generators, comma-separated (their pairs concatenated): "
+                     "chat_engine (the chat engine's kept reply over the base's own greedy reply that failed a check: "
+                     "macaronic train sample-chat), chat_onpolicy (the same from a chat adapter's own replies: "
+                     "sample-chat --adapter)")
     src.add_argument("--data", type=Path, help="JSONL of {\"messages\": [...], \"chosen\": str, \"rejected\": str}")
     p.add_argument("--out", type=Path, required=True, help="output adapter directory")
     p.add_argument("--beta", type=float, default=0.1, help="DPO's β: how far from the bare base the adapter may go")
@@ -73,9 +75,12 @@ def load_pairs(args) -> tuple[list, str]:
                     raise ValueError(f"{args.data}:{n}: {e}") from None
         source = f"file:{args.data.name}"
     else:
-        if args.pairs not in PAIRS:
-            raise ValueError(f"unknown pair generator {args.pairs!r}; have {sorted(PAIRS)}")
-        pairs, source = PAIRS[args.pairs](None, args.seed), f"pairs:{args.pairs}"
+        names = [n.strip() for n in args.pairs.split(",") if n.strip()]
+        bad = [n for n in names if n not in PAIRS]
+        if bad or not names:
+            raise ValueError(f"unknown pair generator {', '.join(bad) or repr(args.pairs)}; have {sorted(PAIRS)}")
+        pairs = [p for n in names for p in PAIRS[n](None, args.seed)]
+        source = f"pairs:{','.join(names)}"
     if args.activation == "assistant":
         pairs = [Pair(*at_answer([p.chosen, p.rejected], args.role), p.source) for p in pairs]
     return pairs, source

@@ -11,7 +11,12 @@ from macaronic.commands.sampling import base_llm, parser
 from macaronic.train.chat_rs import DATA
 from macaronic.train.chat_rs import __doc__ as CHAT_RS_DOC
 
-FLAGS = (("--out", dict(type=Path, default=DATA, help="JSONL to append to (rows already there are skipped)")),
+FLAGS = (("--out", dict(type=Path, default=None, help="JSONL to append to (rows already there are skipped; default: "
+                                                     "the committed chat_rs.jsonl for the bare base, chat_rs_<adapter "
+                                                     "id[:8]>.jsonl beside it with --adapter)")),
+         ("--adapter", dict(type=Path, default=None, metavar="DIR",
+                            help="an on-policy round: this chat adapter answers, as it is served, instead of the bare "
+                                 "base (its rows name its id; `train dpo --pairs chat_onpolicy` pairs them)")),
          ("--prompts", dict(type=int, default=100, help="prompts of the seeded stream to cover (0..N-1)")),
          ("--k", {}), ("--temperature", {}),
          ("--max-tokens", dict(default=300, help="a reply cut at this cap fails (check 'complete')")),
@@ -27,14 +32,34 @@ def main(argv: list[str]) -> int:
         p.error("--k must be at least 1 and --prompts at least 0")
     from macaronic.contract.opening import progress
     from macaronic.datagen.chat import prompts
-    from macaronic.train.chat_rs import read, run, summary, todo
+    from macaronic.engine.adapters import AdapterError
+    from macaronic.train.chat_rs import onpolicy_path, read, run, summary, todo
 
+    if a.adapter is not None:  # checked before the base loads: a wrong directory costs nothing
+        import json
+
+        from macaronic.engine.adapters import dir_sha256
+
+        try:
+            role = json.loads((a.adapter / "macaronic.json").read_text()).get("role")
+        except (OSError, ValueError) as e:
+            p.error(f"--adapter {a.adapter}: not an adapter directory with a macaronic.json ({e})")
+        if role != "chat":
+            p.error(f"--adapter {a.adapter} is a {role!r} adapter; sample-chat samples a chat adapter")
+        a.out = a.out or onpolicy_path(dir_sha256(a.adapter))
+    a.out = a.out or DATA
     wanted = prompts(a.prompts, a.seed)
     left = len(todo(wanted, read(a.out)))
     t0 = time.time()
     written = 0
     if left:
         with base_llm(a.base, a.threads) as llm, progress(a.quiet) as bar:
+            name = None
+            if a.adapter is not None:
+                try:
+                    name = llm.add_adapter(a.adapter, "chat").name
+                except AdapterError as e:
+                    p.error(f"--adapter {a.adapter}: {e}")
             task = bar.add_task("sample-chat", total=left)
             kept = [0]
 
@@ -43,7 +68,7 @@ def main(argv: list[str]) -> int:
                 bar.update(task, advance=1, description=f"sample-chat kept {kept[0]}")
 
             written = run(llm, wanted, a.out, a.k, on_row=tick, base=a.base, temperature=a.temperature,
-                          max_tokens=a.max_tokens, seed=a.seed, batch=a.batch)
+                          max_tokens=a.max_tokens, seed=a.seed, batch=a.batch, adapter=name)
     dt = time.time() - t0
     s = summary(read(a.out))
     for c, v in s["categories"].items():

@@ -121,7 +121,24 @@ def chat_engine_pairs(n: int | None = None, seed: int = 0, path=None) -> list:
     return out if n is None else [out[i % len(out)] for i in range(n)]
 
 
-PAIRS = {"chat_engine": chat_engine_pairs}  # preference-pair generators (`macaronic train dpo --pairs NAME`)
+ONPOLICY_ROUNDS = ("c77f86b2",)  # chat adapters whose own replies were sampled (`train sample-chat --adapter`)
+
+
+def chat_onpolicy_pairs(n: int | None = None, seed: int = 0, rounds=ONPOLICY_ROUNDS) -> list:
+    """Preference pairs from on-policy rounds: a chat adapter's own failed greedy reply against its
+    own passing (or repaired) reply to the same chat engine prompt (`train/data/chat_rs_<id>.jsonl`),
+    under the chat head, shuffled by `seed`."""
+    from macaronic.train.chat_rs import DATA
+
+    out = []
+    for r in rounds:
+        out += chat_engine_pairs(None, seed, DATA.with_name(f"chat_rs_{r}.jsonl"))
+    random.Random(seed).shuffle(out)
+    return out if n is None else [out[i % len(out)] for i in range(n)]
+
+
+PAIRS = {"chat_engine": chat_engine_pairs,  # preference-pair generators (`macaronic train dpo --pairs NAME[,NAME]`)
+         "chat_onpolicy": chat_onpolicy_pairs}
 
 
 def route_examples(n: int, seed: int = 0) -> list[Example]:

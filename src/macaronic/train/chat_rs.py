@@ -15,6 +15,13 @@ in `repaired`, so they can be told apart). Identity prompts are answered from th
 identity text (`datagen.chat.identity_answer`), never sampled. Every prompt gets one row, kept or
 not, appended as soon as its samples are graded, so a killed run resumes where it stopped (prompts
 whose id or text is already in the file are skipped) and the summary covers the whole file.
+
+On-policy rounds (`--adapter DIR`, a chat adapter): the same prompts answered by that adapter as it is
+served (its role's layout under `HarnessBundle.served`: no instruction when it switches on at the
+assistant header), into a file of their own (`chat_rs_<adapter id[:8]>.jsonl`); its rows carry the
+adapter's id. The preference pairs of such a file are the adapter's own failed greedy reply against
+its own passing or repaired one (`train.builders.chat_onpolicy_pairs`): the next round of DPO learns
+from what the last round still gets wrong.
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "chat_rs.jsonl"
+
+
+def onpolicy_path(adapter_id: str) -> Path:
+    """Where an on-policy round's rows for the adapter `adapter_id` live (beside the bare base's)."""
+    return DATA.with_name(f"chat_rs_{adapter_id[:8]}.jsonl")
 
 
 def read(path: Path = DATA) -> list[dict]:
@@ -105,9 +117,10 @@ def reselect(rows: list[dict]) -> list[dict]:
 
 
 def sample(llm, prompts: list[dict], k: int, *, base: str | None = None, temperature: float = 0.8,
-           top_p: float = 0.95, max_tokens: int = 300, seed: int = 0, batch: int = 4):
+           top_p: float = 0.95, max_tokens: int = 300, seed: int = 0, batch: int = 4, adapter: str | None = None):
     """Yield one row per prompt, in order, `batch` prompts in flight at a time: one greedy (k=0)
-    and k-1 sampled replies each, verified; identity prompts answered from the harness."""
+    and k-1 sampled replies each, verified; identity prompts answered from the harness. `adapter`:
+    the name of an adapter loaded in `llm` that answers (in its served layout), else the bare base."""
     from macaronic.datagen.chat import identity_answer, verify
     from macaronic.engine.sampling import SamplingParams
     from macaronic.harness import load_bundle
@@ -117,21 +130,28 @@ def sample(llm, prompts: list[dict], k: int, *, base: str | None = None, tempera
 
     tag = registered(base) or str(base)  # which base the replies (and identity lines) are from
     bundle = load_bundle()  # the full bundle: the chat instruction stays when the chat adapter serves
+    layout = bundle
+    extra = {}
+    if adapter is not None:
+        from macaronic.contract.runner import served_bundle
+
+        info = next(i for i in llm.adapters.infos() if i.name == adapter)
+        layout, extra = served_bundle(bundle, llm), {"adapter": info.id}
     for start in range(0, len(prompts), batch):
         chunk, handles = prompts[start:start + batch], []
         for p in chunk:
             if p["category"] == "identity":
                 handles.append([])
                 continue
-            ids = llm.encode_chat(first_turn(bundle, "chat", p["prompt"]))
+            ids = llm.encode_chat(first_turn(layout, "chat", p["prompt"]))
             salt = int(p["id"].rsplit("-", 1)[-1])
-            handles.append([llm.submit(ids, None, SamplingParams(
+            handles.append([llm.submit(ids, adapter, SamplingParams(
                 max_tokens=max_tokens, temperature=0.0 if j == 0 else temperature, top_p=1.0 if j == 0 else top_p,
                 seed=None if j == 0 else seed * 1_000_003 + 1000 * salt + j)) for j in range(k)])
         for p, hs in zip(chunk, handles):
             if p["category"] == "identity":
                 reply = identity_answer(bundle, base, p["prompt"])
-                yield {**p, "reply": reply, "k": None, "samples": [], "base": tag}
+                yield {**p, "reply": reply, "k": None, "samples": [], "base": tag, **extra}
                 continue
             samples = []
             for j, h in enumerate(hs):
@@ -141,7 +161,7 @@ def sample(llm, prompts: list[dict], k: int, *, base: str | None = None, tempera
                 failed = verify(p, text) + (["complete"] if last.finish_reason == "length" else [])
                 samples.append({"k": j, "text": text.strip(), "failed": failed,
                                 "tokens": (last.usage or {}).get("completion_tokens")})
-            yield {**_select(p, samples), "base": tag}
+            yield {**_select(p, samples), "base": tag, **extra}
 
 
 def run(llm, prompts: list[dict], out: Path, k: int, *, on_row=None, **kw) -> int:
