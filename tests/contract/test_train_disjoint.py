@@ -82,8 +82,9 @@ def norm(text: str) -> str:
 KNOWN_DEV = {"genui": {"genui/form"}}
 
 
-# The chat SFT data (`chat`, `chat_engine`) is the base's sampled replies (train/data/chat_rs.jsonl, made
-# locally by `train sample-chat`) to the chat engine's prompts: the prompts are what is checked.
+# The chat data (`chat`, `chat_engine`, the DPO pairs) is sampled replies (train/data/chat_rs*.jsonl, made
+# locally by `train sample-chat`, from the base or an adapter) to the chat engine's prompts: the prompts
+# are what is checked.
 @pytest.mark.parametrize("generator", ["chat_engine", "agent", "agent_engine", "agent_engine_chains", "agent_functions", "coding", "coding_engine",
                                        "genui", "genui_engine", "genui_engine_wide", "genui_engine_open",
                                        "genui_engine_compose", "genui_engine_mix"])
@@ -94,10 +95,10 @@ def test_training_generators_hold_no_contract_dev_or_test_instance(current, gene
     from macaronic.train.builders import build
 
     c, _, gated, held = current
-    if generator == "chat_engine":
-        from macaronic.datagen.chat import prompts
+    if generator == "chat_engine":  # every prompt of every committed round (the base's, each adapter's)
+        from macaronic.train.chat_rs import DATA, read
 
-        asked = {norm(p["prompt"]) for p in prompts(400, 0)}
+        asked = {norm(r["prompt"]) for f in DATA.parent.glob("chat_rs*.jsonl") for r in read(f)}
     else:
         asked = {norm(m["content"]) for e in build(generator, 200, 0) for m in e.messages
                  if m["role"] == "user" and isinstance(m.get("content"), str)}

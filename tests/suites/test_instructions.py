@@ -86,5 +86,10 @@ def test_no_routing_or_training_text_shares_a_phrase_with_the_suite():
     texts = [m["content"] for e in load_handwritten() + load_routing_data("train") + load_routing_data("dev")
              for m in e["messages"] if isinstance(m.get("content"), str)]
     texts += [p["prompt"] for seed in (0, 1) for p in chat_engine_prompts(2500, seed)]
+    from macaronic.train.chat_rs import DATA, read
+
+    rs = sorted(DATA.parent.glob("chat_rs*.jsonl"))  # the prompts the chat adapters trained on, every round
+    assert DATA in rs and len(rs) > 1
+    texts += [r["prompt"] for f in rs for r in read(f)]
     shared = [t[:80] for t in texts if grams(t) & suite]
     assert not shared, shared
