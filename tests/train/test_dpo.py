@@ -138,9 +138,9 @@ def test_the_shipped_default_base_chat_adapter_rebuilds_from_its_recorded_pairs(
 
     meta = json.loads((shipped_adapters_dir("qwen2.5-coder-0.5b") / "chat" / "macaronic.json").read_text())
     cfg = meta["training"]
-    assert meta["data"]["source"] == "pairs:chat_engine" and meta["activation"] == "assistant"
-    args = argparse.Namespace(data=None, pairs="chat_engine", role="chat", seed=cfg["config"]["seed"],
-                              activation=meta["activation"])
+    assert meta["data"]["source"].startswith("pairs:") and meta["activation"] == "assistant"
+    args = argparse.Namespace(data=None, pairs=meta["data"]["source"].removeprefix("pairs:"), role="chat",
+                              seed=cfg["config"]["seed"], activation=meta["activation"])
     pairs, source = load_pairs(args)
     examples = [x for p in pairs for x in (p.chosen, p.rejected)]
     assert source == meta["data"]["source"] and len(pairs) == meta["data"]["pairs"]
@@ -149,17 +149,18 @@ def test_the_shipped_default_base_chat_adapter_rebuilds_from_its_recorded_pairs(
 
 def test_generators_combine_and_an_on_policy_round_pairs_the_adapters_own_replies(tmp_path, capsys):
     """`--pairs a,b` concatenates generators (an unknown name is refused before anything is written);
-    `chat_onpolicy` pairs the committed round of the shipped chat adapter: its own failed greedy
+    `chat_onpolicy` pairs the committed round of the first DPO chat adapter: its own failed greedy
     reply against its own kept one, every row of that file sampled from that adapter."""
     import argparse
+    from pathlib import Path
 
     from macaronic.commands.train_dpo import load_pairs
     from macaronic.engine.adapters import dir_sha256
-    from macaronic.engine.llm import shipped_adapters_dir
     from macaronic.train.builders import ONPOLICY_ROUNDS, chat_engine_pairs, chat_onpolicy_pairs
     from macaronic.train.chat_rs import onpolicy_path, read
 
-    chat_id = dir_sha256(shipped_adapters_dir("qwen2.5-coder-0.5b") / "chat")
+    # the round was sampled from the first DPO adapter (shipped, then replaced by the one trained on it)
+    chat_id = dir_sha256(Path(__file__).resolve().parents[2] / "pairs" / "chat-dpo2-qwen" / "adapters" / "chat")
     assert chat_id[:8] in ONPOLICY_ROUNDS
     rows = read(onpolicy_path(chat_id))
     assert rows and all(r["adapter"] == chat_id for r in rows)
