@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     from macaronic.contract.opening import progress
     from macaronic.datagen.chat import prompts
     from macaronic.engine.adapters import AdapterError
-    from macaronic.train.chat_rs import onpolicy_path, read, run, summary, todo
+    from macaronic.train.chat_rs import onpolicy_path, read, run, served_role, summary, todo
 
     if a.adapter is not None:  # checked before the base loads: a wrong directory costs nothing
         import json
@@ -44,8 +44,8 @@ def main(argv: list[str]) -> int:
             role = json.loads((a.adapter / "macaronic.json").read_text()).get("role")
         except (OSError, ValueError) as e:
             p.error(f"--adapter {a.adapter}: not an adapter directory with a macaronic.json ({e})")
-        if role != "chat":
-            p.error(f"--adapter {a.adapter} is a {role!r} adapter; sample-chat samples a chat adapter")
+        if role != served_role():
+            p.error(f"--adapter {a.adapter} is a {role!r} adapter; sample-chat samples a {served_role()} adapter")
         a.out = a.out or onpolicy_path(dir_sha256(a.adapter))
     a.out = a.out or DATA
     wanted = prompts(a.prompts, a.seed)
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
             name = None
             if a.adapter is not None:
                 try:
-                    name = llm.add_adapter(a.adapter, "chat").name
+                    name = llm.add_adapter(a.adapter, served_role()).name
                 except AdapterError as e:
                     p.error(f"--adapter {a.adapter}: {e}")
             task = bar.add_task("sample-chat", total=left)

@@ -33,6 +33,13 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data" / "chat_rs.jsonl"
 
 
+def served_role() -> str:
+    """The specialist these rows train: the registry entry whose data engine is the chat engine."""
+    from macaronic.specialist import BUILTIN
+
+    return next(s.name for s in BUILTIN if s.data_engine == "chat_engine")
+
+
 def onpolicy_path(adapter_id: str) -> Path:
     """Where an on-policy round's rows for the adapter `adapter_id` live (beside the bare base's)."""
     return DATA.with_name(f"chat_rs_{adapter_id[:8]}.jsonl")
