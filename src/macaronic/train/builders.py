@@ -128,11 +128,11 @@ def chat_onpolicy_pairs(n: int | None = None, seed: int = 0, rounds=ONPOLICY_ROU
     """Preference pairs from on-policy rounds: a chat adapter's own failed greedy reply against its
     own passing (or repaired) reply to the same chat engine prompt (`train/data/chat_rs_<id>.jsonl`),
     under the chat head, shuffled by `seed`."""
-    from macaronic.train.chat_rs import DATA
+    from macaronic.train.chat_rs import onpolicy_path
 
     out = []
     for r in rounds:
-        out += chat_engine_pairs(None, seed, DATA.with_name(f"chat_rs_{r}.jsonl"))
+        out += chat_engine_pairs(None, seed, onpolicy_path(r))
     random.Random(seed).shuffle(out)
     return out if n is None else [out[i % len(out)] for i in range(n)]
 
