@@ -121,7 +121,10 @@ def chat_engine_pairs(n: int | None = None, seed: int = 0, path=None) -> list:
     return out if n is None else [out[i % len(out)] for i in range(n)]
 
 
-ONPOLICY_ROUNDS = ("c77f86b2",)  # chat adapters whose own replies were sampled (`train sample-chat --adapter`)
+# chat adapters whose own replies were sampled (`train sample-chat --adapter`). The shipped chat adapter's
+# recorded source names `chat_onpolicy`: a later round goes under a generator name of its own, so its pairs
+# still rebuild (tests/train/test_dpo.py).
+ONPOLICY_ROUNDS = ("c77f86b2",)
 
 
 def chat_onpolicy_pairs(n: int | None = None, seed: int = 0, rounds=ONPOLICY_ROUNDS) -> list:

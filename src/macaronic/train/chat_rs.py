@@ -142,8 +142,7 @@ def sample(llm, prompts: list[dict], k: int, *, base: str | None = None, tempera
     if adapter is not None:
         from macaronic.contract.runner import served_bundle
 
-        info = next(i for i in llm.adapters.infos() if i.name == adapter)
-        layout, extra = served_bundle(bundle, llm), {"adapter": info.id}
+        layout, extra = served_bundle(bundle, llm), {"adapter": llm.adapters.get(adapter).id}
     for start in range(0, len(prompts), batch):
         chunk, handles = prompts[start:start + batch], []
         for p in chunk:
